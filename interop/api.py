@@ -1,0 +1,65 @@
+"""wrap() and map(): the two calls most users need."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .backends import find_wrapper, load_all, wrapper_names
+from .context import Context
+from .errors import UnsupportedTypeError
+from .frame import Frame
+from .info import TensorInfo
+from .routing import route
+from .tensor import Tensor
+from .types import AccessMode, FrameFormat, MemoryType, check_memory_type, check_mode
+
+
+def wrap(native: Any, *, info: TensorInfo | None = None, format: FrameFormat | None = None,
+         context: Context | None = None) -> Tensor | Frame:
+    """Wrap a framework's object as a Tensor (or a Frame, for video frames and for ``format=``), without copying.
+
+    ``info`` describes shapeless memory (a raw cl.Buffer, USM memory, a buffer object); ``format`` turns a
+    packed image buffer into a Frame of planes. A Tensor or Frame is returned as it is.
+    """
+    if isinstance(native, (Tensor, Frame)) and info is None and format is None:
+        return native
+    if info is not None and not isinstance(info, TensorInfo):
+        raise UnsupportedTypeError(f"info must be an interop.TensorInfo, not {type(info).__name__}")
+    if format is not None and not isinstance(format, FrameFormat):
+        raise UnsupportedTypeError(f"format must be an interop.FrameFormat, not {format!r}")
+    if context is not None and not isinstance(context, Context):
+        raise UnsupportedTypeError(f"context must be an interop.Context, not {type(context).__name__}")
+    load_all()
+    w = find_wrapper(native)
+    if w is None:
+        raise UnsupportedTypeError(
+            f"interop cannot wrap a {type(native).__module__}.{type(native).__qualname__}; it wraps: "
+            f"{', '.join(wrapper_names())} (and anything with the buffer protocol or __dlpack__, given info= when shapeless)")
+    return w.wrap(native, info=info, format=format, context=context)
+
+
+def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.READ, context: Context | None = None,
+        allow_copy: bool = False) -> Tensor | Frame:
+    """Map ``obj`` (a Tensor, Frame, or anything wrap() takes) into memory type or context ``to``.
+
+    The route is found automatically; one that needs a copy is refused unless ``allow_copy=True``, and every
+    copy is counted by copy_meter(). Mapping to the object's own type and context returns it unchanged.
+    """
+    mode = check_mode(mode)
+    if isinstance(to, Context):
+        if context is not None:
+            raise UnsupportedTypeError("give the destination Context either as `to` or as `context=`, not both")
+        dst_type, dst_ctx = to.memory_type, to
+    else:
+        dst_type, dst_ctx = check_memory_type(to, "to"), context
+        if dst_ctx is not None and not isinstance(dst_ctx, Context):
+            raise UnsupportedTypeError(f"context must be an interop.Context, not {type(dst_ctx).__name__}")
+        if dst_ctx is not None and dst_ctx.memory_type is not dst_type:
+            raise UnsupportedTypeError(f"context {dst_ctx!r} is a {dst_ctx.memory_type.name} context, not {dst_type.name}")
+    if not isinstance(obj, (Tensor, Frame)):
+        obj = wrap(obj)
+    if obj.memory_type is dst_type and (dst_ctx is None or obj.context is None or obj.context == dst_ctx):
+        return obj
+    src = obj.context if obj.context is not None else obj.memory_type
+    chain = route(src, dst_ctx if dst_ctx is not None else dst_type, allow_copy=allow_copy)
+    return chain.map(obj, mode, allow_copy=allow_copy)

@@ -1,0 +1,166 @@
+"""The ``interop`` command: doctor, run, bench, routes.
+
+With --json, stdout carries exactly one line of JSON (for ``run``, its last line); everything else goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from . import __version__
+
+
+def _err(*a: Any) -> None:
+    print(*a, file=sys.stderr)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from . import _runtime
+    from .backends import run_probes
+
+    reports = run_probes()
+    state = _runtime.STATE
+    if args.json:
+        out = {
+            "version": __version__,
+            "python": sys.version.split()[0],
+            "runtime": {"opencl_runtime_dir": state.lib_dir, "icd_dir": state.icd_dir, "icds": state.icds,
+                        "tbb": state.tbb_path, "user_icd_vendors": state.user_icd_vendors, "problems": state.problems},
+            "backends": [{"name": r.name, "installed": r.installed, "available": r.available, "version": r.version,
+                          "devices": r.devices, "tier": r.tier, "reason": r.reason, **({"details": r.details} if r.details else {})}
+                         for r in reports],
+        }
+        print(json.dumps(out, default=str))
+        return 0
+    rows = [("backend", "ok", "version", "tier", "devices / why not")]
+    for r in reports:
+        rows.append((r.name, "yes" if r.available else ("no" if not r.installed else "--"), r.version or "-", r.tier,
+                     "; ".join(r.devices) if r.available else (r.reason or "not installed")))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(4)]
+    print(f"interop {__version__}  (python {sys.version.split()[0]})")
+    for i, row in enumerate(rows):
+        print("  ".join(str(c).ljust(w) for c, w in zip(row[:4], widths)) + "  " + str(row[4]))
+        if i == 0:
+            print("  ".join("-" * w for w in widths) + "  " + "-" * 20)
+    for r in reports:
+        for k, v in r.details.items():
+            print(f"  {r.name} {k}: {v}")
+    if state.icd_dir:
+        print(f"OpenCL ICD dir {state.icd_dir}: {', '.join(state.icds)}; TBB {state.tbb_path}")
+    for p in state.problems:
+        print(f"problem: {p}")
+    return 0
+
+
+def cmd_routes(args: argparse.Namespace) -> int:
+    from .errors import CopyRequiredError, NoRouteError
+    from .mapper import registered
+    from .routing import route
+    from .types import MemoryType
+
+    if args.src is None:
+        edges = registered()
+        print(f"{len(edges)} mappers (edges of the routing graph):")
+        for (a, b), cls in sorted(edges.items(), key=lambda kv: (kv[0][0].value, kv[0][1].value)):
+            why = cls.missing()
+            state = "" if why is None else f"   [not here: {why}]"
+            print(f"  {a.name:12s} -> {b.name:12s} {'zero-copy' if cls.zero_copy else 'copy':9s} tier {cls.tier}  {cls.name}{state}")
+        return 0
+    if args.dst is None:
+        _err("give both SRC and DST, e.g. `interop routes ffmpeg openvino`")
+        return 2
+    src, dst = MemoryType.parse(args.src), MemoryType.parse(args.dst)
+    try:
+        chain = route(src, dst, allow_copy=args.allow_copy)
+    except CopyRequiredError as e:
+        print(f"{src.name} -> {dst.name}: no zero-copy route. {e}")
+        chain = route(src, dst, allow_copy=True)
+        print("with --allow-copy:")
+    except NoRouteError as e:
+        print(str(e))
+        return 1
+    if not chain.mappers:
+        print(f"{src.name} -> {dst.name}: identity (nothing to do)")
+        return 0
+    kind = "zero-copy" if chain.zero_copy else f"{chain.copies} cop{'y' if chain.copies == 1 else 'ies'}"
+    print(f"{src.name} -> {dst.name}: {len(chain)} step{'s' if len(chain) > 1 else ''}, {kind}")
+    for m in chain.mappers:
+        why = m.missing()
+        print(f"  {m.src.name:12s} -> {m.dst.name:12s} {'zero-copy' if m.zero_copy else 'COPY':9s} {m.name}"
+              + ("" if why is None else f"   [cannot run here: {why}]"))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    try:
+        from .pipeline import main as run_main
+    except ImportError:
+        _err("`interop run` is not available in this build (interop.pipeline is missing)")
+        return 2
+    return int(run_main(args) or 0)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .benchmarks import main as bench_main
+
+    return int(bench_main(args) or 0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="interop", description="zero-copy memory interop for video and AI pipelines")
+    p.add_argument("--version", action="version", version=f"interop {__version__}")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="log more (to stderr)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("doctor", help="what is installed, which devices are found, and why not")
+    d.add_argument("--json", action="store_true", help="one line of JSON on stdout")
+    d.set_defaults(fn=cmd_doctor)
+
+    r = sub.add_parser("run", help="decode -> map -> infer on a video (default: the bundled clip)")
+    r.add_argument("video", nargs="?", default=None, help="video file (default: the clip bundled with interop)")
+    r.add_argument("--model", default=None, help="OpenVINO model (IR/ONNX/TFLite); default: the bundled text detector")
+    r.add_argument("--device", default=None, help="OpenVINO device (NPU, CPU, GPU); default: NPU if present, else CPU")
+    r.add_argument("--frames", type=int, default=None, help="stop after N frames")
+    r.add_argument("--save", default=None, help="write an annotated image (PNG/JPEG) or video (.mp4) here")
+    r.add_argument("--json", action="store_true", help="last line of stdout is one JSON object")
+    r.add_argument("--precision", default=None, help="INFERENCE_PRECISION_HINT (e.g. f32)")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.set_defaults(fn=cmd_run)
+
+    b = sub.add_parser("bench", help="benchmarks: ratios measured side by side in one run")
+    b.add_argument("--json", action="store_true", help="one line of JSON on stdout")
+    b.add_argument("--only", default=None, help="comma-separated benchmark names")
+    b.add_argument("--quick", action="store_true", help="fewer repetitions")
+    b.set_defaults(fn=cmd_bench)
+
+    ro = sub.add_parser("routes", help="the mapper graph, or the chain chosen from SRC to DST")
+    ro.add_argument("src", nargs="?", default=None)
+    ro.add_argument("dst", nargs="?", default=None)
+    ro.add_argument("--allow-copy", action="store_true", help="accept routes that copy")
+    ro.set_defaults(fn=cmd_routes)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    level = logging.WARNING if args.verbose == 0 else (logging.INFO if args.verbose == 1 else logging.DEBUG)
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    from .errors import InteropError
+
+    try:
+        return int(args.fn(args) or 0)
+    except InteropError as e:
+        _err(f"interop: error: {e}")
+        return 1
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""The exception hierarchy. Every error the library raises on bad input is an InteropError."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class InteropError(Exception):
+    """Base class of every error raised by interop."""
+
+
+class NoRouteError(InteropError):
+    """No chain of mappers leads from the source memory type to the destination.
+
+    ``reachable`` holds the memory types that *can* be reached from the source (with copies allowed),
+    so the caller can pick an intermediate stop.
+    """
+
+    def __init__(self, message: str, *, src: Any = None, dst: Any = None, reachable: frozenset[Any] = frozenset()):
+        super().__init__(message)
+        self.src = src
+        self.dst = dst
+        self.reachable = reachable
+
+
+class CopyRequiredError(NoRouteError):
+    """A route exists but needs a copy, and ``allow_copy`` was not given.
+
+    ``step`` is the mapper (a MemoryMapper class) that would copy.
+    """
+
+    def __init__(self, message: str, *, step: Any = None, **kw: Any):
+        super().__init__(message, **kw)
+        self.step = step
+
+
+class BackendUnavailableError(InteropError, ImportError):
+    """A framework needed for this step is not installed or has no device here."""
+
+    def __init__(self, message: str, *, backend: str = "", extra: str | None = None):
+        super().__init__(message)
+        self.backend = backend
+        self.extra = extra
+
+
+class InvalidTensorError(InteropError, ValueError):
+    """A tensor's layout or state is not valid: bad shape/dtype/strides, a buffer too small, a released tensor."""
+
+
+class UnsupportedTypeError(InteropError, TypeError):
+    """An argument of a type interop does not know (an unknown object handed to wrap, a string for a MemoryType)."""
+
+
+class ContextMismatchError(InteropError, ValueError):
+    """A tensor belongs to another context than the mapper or consumer expects."""
+
+
+class UnsupportedFormatError(InteropError, ValueError):
+    """A pixel format (or DRM fourcc) that interop cannot describe as planes."""
+
+
+def missing_backend(backend: str, module: str, extra: str | None) -> BackendUnavailableError:
+    """The standard error for a framework that cannot be imported."""
+    hint = f"pip install 'interop[{extra}]'" if extra else f"install the Python module '{module}'"
+    return BackendUnavailableError(
+        f"the {backend} backend needs the Python module '{module}', which is not installed: {hint}",
+        backend=backend,
+        extra=extra,
+    )

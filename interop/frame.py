@@ -1,0 +1,154 @@
+"""Frame: an ordered list of plane tensors plus format, size, colour and timing metadata."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from fractions import Fraction
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from .errors import InvalidTensorError, UnsupportedTypeError
+from .info import plane_layout
+from .tensor import Tensor
+from .types import ColorRange, ColorSpace, FrameFormat, MemoryType
+
+if TYPE_CHECKING:
+    from .context import Context
+
+
+class Frame:
+    """A video frame as plane tensors of one memory type.
+
+    Plane shapes on the CPU: Y (H, W); U and V (ceil(H/2), ceil(W/2)); UV (ceil(H/2), ceil(W/2), 2); packed
+    (H, W, C). A device-side mapper may document another plane shape; ``width``/``height`` stay the visible size.
+    """
+
+    def __init__(self, tensors: Sequence[Tensor], format: FrameFormat, width: int | None = None,
+                 height: int | None = None, *, context: Context | None = None, native: Any = None,
+                 colorspace: ColorSpace | None = None, color_range: ColorRange | None = None,
+                 pts: int | None = None, time_base: Fraction | None = None,
+                 metadata: dict[str, Any] | None = None, parent: Any = None):
+        tensors = list(tensors)
+        if not isinstance(format, FrameFormat):
+            raise UnsupportedTypeError(f"format must be an interop.FrameFormat, not {format!r}")
+        if not tensors or not all(isinstance(t, Tensor) for t in tensors):
+            raise InvalidTensorError("a Frame needs a non-empty list of interop.Tensor planes")
+        kinds = {t.memory_type for t in tensors}
+        if len(kinds) != 1:
+            raise InvalidTensorError(f"all planes of a Frame must share one memory type, got {sorted(k.name for k in kinds)}")
+        n = len(plane_layout(format))
+        if len(tensors) != n:
+            raise InvalidTensorError(f"a {format.name} frame has {n} planes, {len(tensors)} tensors were given")
+        if width is None or height is None:
+            shape = tensors[0].info.shape
+            if len(shape) < 2:
+                raise InvalidTensorError("give width and height: the first plane is not shaped (H, W[, C])")
+            height, width = (shape[0], shape[1]) if height is None or width is None else (height, width)
+        if width <= 0 or height <= 0:
+            raise InvalidTensorError(f"frame size {width}x{height} must be positive")
+        self._tensors = tensors
+        self._format = format
+        self._width = int(width)
+        self._height = int(height)
+        self._context = context if context is not None else tensors[0].context
+        self._native = native
+        self.colorspace = colorspace
+        self.color_range = color_range
+        self.pts = pts
+        self.time_base = time_base
+        self.metadata: dict[str, Any] = {} if metadata is None else metadata
+        self._parent = parent
+        self._released = False
+
+    def derive(self, tensors: Sequence[Tensor], *, native: Any = None, context: Context | None = None,
+               width: int | None = None, height: int | None = None, format: FrameFormat | None = None) -> Frame:
+        """A frame mapped from this one: same format, size and metadata, new planes; this frame is its parent."""
+        return Frame(tensors, format or self._format, width or self._width, height or self._height,
+                     context=context, native=native, colorspace=self.colorspace, color_range=self.color_range,
+                     pts=self.pts, time_base=self.time_base, metadata=dict(self.metadata), parent=self)
+
+    # -- container ------------------------------------------------------------------------------------
+    def _check(self) -> None:
+        if self._released:
+            raise InvalidTensorError("this frame was released; decode, wrap or map it again")
+
+    @property
+    def tensors(self) -> list[Tensor]:
+        self._check()
+        return list(self._tensors)
+
+    def __len__(self) -> int:
+        return len(self._tensors)
+
+    def __getitem__(self, i: int) -> Tensor:
+        self._check()
+        return self._tensors[i]
+
+    def __iter__(self) -> Iterator[Tensor]:
+        return iter(self.tensors)
+
+    @property
+    def format(self) -> FrameFormat:
+        return self._format
+
+    @property
+    def width(self) -> int:
+        return self._width
+
+    @property
+    def height(self) -> int:
+        return self._height
+
+    @property
+    def memory_type(self) -> MemoryType:
+        return self._tensors[0].memory_type
+
+    @property
+    def context(self) -> Context | None:
+        return self._context
+
+    @property
+    def native(self) -> Any:
+        self._check()
+        return self._native
+
+    @property
+    def parent(self) -> Any:
+        return self._parent
+
+    # -- regions --------------------------------------------------------------------------------------
+    def crop(self, x: int, y: int, w: int, h: int) -> Frame:
+        """A zero-copy region: each plane is a view at an offset into the same memory."""
+        self._check()
+        if min(x, y) < 0 or w <= 0 or h <= 0 or x + w > self._width or y + h > self._height:
+            raise InvalidTensorError(f"crop x={x} y={y} w={w} h={h} is not inside the {self._width}x{self._height} frame")
+        planes = []
+        for spec, t in zip(plane_layout(self._format), self._tensors):
+            if x % spec.sub_x or y % spec.sub_y or (w % spec.sub_x and x + w != self._width) or \
+                    (h % spec.sub_y and y + h != self._height):
+                raise InvalidTensorError(
+                    f"{self._format.name} planes are subsampled {spec.sub_x}x{spec.sub_y}: crop on even coordinates and sizes")
+            pw = -(-w // spec.sub_x)
+            ph = -(-h // spec.sub_y)
+            planes.append(t.region(x // spec.sub_x, y // spec.sub_y, pw, ph))
+        f = self.derive(planes, native=None, width=w, height=h)
+        return f
+
+    # -- lifetime -------------------------------------------------------------------------------------
+    def release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        for t in self._tensors:
+            t.release()
+
+    def __enter__(self) -> Frame:
+        self._check()
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return (f"<Frame {self._format.name} {self._width}x{self._height} {self.memory_type.name} "
+                f"planes={[t.info.shape for t in self._tensors]}>")

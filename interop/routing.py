@@ -1,0 +1,100 @@
+"""Route search over the static mapper graph: fewest copies, then fewest steps, then by name."""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+from .context import Context
+from .errors import CopyRequiredError, NoRouteError, UnsupportedTypeError
+from .mapper import MemoryMapper, MemoryMapperChain, registered
+from .types import MemoryType, check_memory_type
+
+if TYPE_CHECKING:
+    pass
+
+Path = tuple[type[MemoryMapper], ...]
+
+
+def _endpoint(x: object, what: str) -> tuple[MemoryType, Context | None]:
+    if isinstance(x, Context):
+        return x.memory_type, x
+    if isinstance(x, MemoryType):
+        return x, None
+    return check_memory_type(x, what), None
+
+
+def _paths(src: MemoryType, dst: MemoryType) -> list[Path]:
+    graph: dict[MemoryType, list[type[MemoryMapper]]] = {}
+    for (a, _b), cls in registered().items():
+        graph.setdefault(a, []).append(cls)
+    out: list[Path] = []
+
+    def walk(node: MemoryType, seen: set[MemoryType], path: Path) -> None:
+        if node is dst and path:
+            out.append(path)
+            return
+        for cls in graph.get(node, ()):
+            if cls.dst not in seen:
+                walk(cls.dst, seen | {cls.dst}, path + (cls,))
+
+    walk(src, {src}, ())
+    return out
+
+
+def _cost(path: Path) -> tuple[int, int, tuple[str, ...]]:
+    return (sum(not c.zero_copy for c in path), len(path), tuple(c.name for c in path))
+
+
+@functools.lru_cache(maxsize=None)
+def _best(src: MemoryType, dst: MemoryType) -> tuple[Path | None, Path | None]:
+    """(best zero-copy path, best path allowing copies)."""
+    paths = sorted(_paths(src, dst), key=_cost)
+    zero = next((p for p in paths if all(c.zero_copy for c in p)), None)
+    return zero, (paths[0] if paths else None)
+
+
+def reachable(src: MemoryType) -> frozenset[MemoryType]:
+    seen = {src}
+    todo = [src]
+    edges = registered()
+    while todo:
+        n = todo.pop()
+        for (a, b) in edges:
+            if a is n and b not in seen:
+                seen.add(b)
+                todo.append(b)
+    return frozenset(seen - {src})
+
+
+def route(src: object, dst: object, *, allow_copy: bool = False) -> MemoryMapperChain:
+    """The chain of mappers from ``src`` to ``dst`` (MemoryType or Context).
+
+    A route that needs a copy is refused with CopyRequiredError unless ``allow_copy=True``.
+    """
+    if not isinstance(allow_copy, bool):
+        raise UnsupportedTypeError(f"allow_copy must be True or False, not {allow_copy!r}")
+    s, sctx = _endpoint(src, "route source")
+    d, dctx = _endpoint(dst, "route destination")
+    if s is d:
+        if sctx is None or dctx is None or sctx == dctx:
+            return MemoryMapperChain([], sctx, dctx)
+        raise NoRouteError(f"no mapper moves {s.name} memory between two different contexts ({sctx!r} -> {dctx!r}); "
+                           f"map through MemoryType.CPU with allow_copy=True", src=s, dst=d, reachable=reachable(s))
+    zero, best = _best(s, d)
+    path = zero if zero is not None else best
+    if path is None:
+        can = reachable(s)
+        names = ", ".join(sorted(m.name for m in can)) or "nothing"
+        raise NoRouteError(f"no route from {s.name} to {d.name}; from {s.name} interop can reach: {names}",
+                           src=s, dst=d, reachable=can)
+    if zero is None and not allow_copy:
+        step = next(c for c in path if not c.zero_copy)
+        raise CopyRequiredError(
+            f"every route from {s.name} to {d.name} copies; the cheapest copies at step {step.name} "
+            f"({step.src.name} -> {step.dst.name}): pass allow_copy=True to accept it",
+            step=step, src=s, dst=d, reachable=reachable(s))
+    mappers = []
+    for i, cls in enumerate(path):
+        mappers.append(cls(sctx if i == 0 else None, dctx if i == len(path) - 1 else None))
+    return MemoryMapperChain(mappers, sctx, dctx)

@@ -1,0 +1,218 @@
+"""The Tensor base class: one strided array in one kind of memory, with its native handle and lifetime."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from .errors import InteropError, InvalidTensorError
+from .info import TensorInfo
+from .types import MemoryType
+
+if TYPE_CHECKING:
+    from .context import Context
+
+
+def _run_hooks(hooks: list[Callable[[], None]]) -> None:
+    # Runs once (weakref.finalize guarantees it), newest first, like nested with-blocks.
+    while hooks:
+        hook = hooks.pop()
+        hook()
+
+
+class _ArrayExport:
+    """What numpy keeps as ``base`` of a view: the interface dict plus the tensor that owns the memory."""
+
+    __slots__ = ("__array_interface__", "owner")
+
+    def __init__(self, iface: dict[str, Any], owner: object):
+        self.__array_interface__ = iface
+        self.owner = owner
+
+
+class Tensor:
+    """One strided array in one memory type.
+
+    ``parent`` keeps whatever the tensor was mapped from alive (the whole chain). ``release()`` (or the end
+    of a ``with`` block, or garbage collection) ends the mapping: WRITE mappings write back then. A released
+    tensor raises InvalidTensorError when used, but numpy/DLPack views taken from it keep the memory alive
+    until the last view is gone.
+    """
+
+    memory_type: ClassVar[MemoryType]
+    #: DL Streamer handle key -> attribute name of this class
+    HANDLE_KEYS: ClassVar[dict[str, str]] = {}
+
+    def __init__(self, native: Any, info: TensorInfo, *, context: Context | None = None,
+                 parent: Tensor | Any | None = None, writable: bool = True):
+        if not isinstance(info, TensorInfo):
+            raise InvalidTensorError(f"info must be an interop.TensorInfo, not {type(info).__name__}")
+        self._native = native
+        self._info = info
+        self._context = context
+        self._parent = parent
+        self._writable = bool(writable)
+        self._released = False
+        self._hooks: list[Callable[[], None]] = []
+        self._finalizer = weakref.finalize(self, _run_hooks, self._hooks)
+
+    # -- lifetime -------------------------------------------------------------------------------------
+    def on_release(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` once at release (or when garbage-collected). It must not refer to the tensor itself."""
+        self._hooks.append(hook)
+
+    def release(self) -> None:
+        """End this mapping now (write back / unmap / close owned handles). Idempotent."""
+        if self._released:
+            return
+        self._released = True
+        self._finalizer()
+
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    def _check(self) -> None:
+        if self._released:
+            raise InvalidTensorError(
+                f"this {self.memory_type.name} tensor was released; map or wrap the source again to get a new one")
+
+    def __enter__(self) -> Tensor:
+        self._check()
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.release()
+
+    # -- attributes -----------------------------------------------------------------------------------
+    @property
+    def info(self) -> TensorInfo:
+        self._check()
+        return self._info
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.info.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.info.dtype
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        return self.info.strides
+
+    @property
+    def context(self) -> Context | None:
+        self._check()
+        return self._context
+
+    @property
+    def parent(self) -> Any:
+        return self._parent
+
+    @property
+    def native(self) -> Any:
+        self._check()
+        return self._native
+
+    @property
+    def writable(self) -> bool:
+        """False for read-only mappings (e.g. a READ view of a decoder's reference frame)."""
+        return self._writable
+
+    def handle(self, key: str = "") -> int:
+        """A native handle by DL Streamer's key name (``dma_fd``, ``cl_mem``, ``usm_ptr``, ``va_surface_id`` …)."""
+        self._check()
+        keys = dict(self.HANDLE_KEYS)
+        if self._host_address() is not None:
+            keys.setdefault("data", "data_ptr")
+        if key == "" and keys:
+            key = next(iter(keys))
+        if key not in keys:
+            known = ", ".join(keys) or "none"
+            raise InteropError(f"{type(self).__name__} has no handle {key!r}; its handles are: {known}")
+        return int(getattr(self, keys[key]))
+
+    @property
+    def data_ptr(self) -> int:
+        """Host address of the first element, for CPU-reachable tensors."""
+        addr = self._host_address()
+        if addr is None:
+            raise InteropError(f"a {self.memory_type.name} tensor is not reachable from the CPU; map it to MemoryType.CPU first")
+        return addr
+
+    # -- CPU reach ------------------------------------------------------------------------------------
+    def _host_address(self) -> int | None:
+        """Address of element 0 in this process, or None when the CPU cannot reach the memory."""
+        return None
+
+    def _array_interface(self) -> dict[str, Any]:
+        self._check()
+        addr = self._host_address()
+        if addr is None:
+            raise AttributeError("__array_interface__")
+        info = self._info
+        return {"version": 3, "shape": info.shape, "typestr": info.dtype.str,
+                "descr": info.dtype.descr, "data": (addr, not self._writable), "strides": info.strides}
+
+    @property
+    def __array_interface__(self) -> dict[str, Any]:
+        return self._array_interface()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        # numpy uses __array_interface__ first; this is reached only for memory the CPU cannot see.
+        if self._host_address() is None:
+            raise InteropError(
+                f"a {self.memory_type.name} tensor is not reachable from the CPU: "
+                f"interop.map(t, interop.MemoryType.CPU) first (allow_copy=True if the route copies)")
+        arr = self.numpy()
+        return arr if dtype is None else arr.astype(dtype, copy=bool(copy))
+
+    def numpy(self) -> np.ndarray:
+        """A zero-copy numpy view (read-only for read-only mappings). It keeps this tensor's memory alive."""
+        iface = self._array_interface()
+        return np.asarray(_ArrayExport(iface, self))
+
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+        if self._host_address() is None:
+            raise BufferError(f"a {self.memory_type.name} tensor has no DLPack export; map it to CPU or CUDA first")
+        if stream is not None:
+            raise BufferError("stream must be None for CPU memory")
+        kw: dict[str, Any] = {"dl_device": dl_device, "copy": copy}
+        if max_version is not None:
+            kw["max_version"] = max_version
+        # numpy builds the capsule; its deleter drops the view, and the view holds this tensor.
+        return self.numpy().__dlpack__(**kw)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        if self._host_address() is None:
+            raise BufferError(f"a {self.memory_type.name} tensor has no DLPack device")
+        return (1, 0)  # kDLCPU
+
+    # -- regions --------------------------------------------------------------------------------------
+    def _view(self, offset: int, info: TensorInfo) -> Tensor:
+        """A tensor over the same memory, ``offset`` bytes further, with ``info``. Subclasses that can, override."""
+        raise InteropError(f"{type(self).__name__} does not support regions (crop) of its memory")
+
+    def region(self, x: int, y: int, w: int, h: int) -> Tensor:
+        """Zero-copy region of an image plane shaped (H, W) or (H, W, C)."""
+        self._check()
+        info = self._info
+        if info.ndim not in (2, 3):
+            raise InvalidTensorError(f"region() needs an image plane of shape (H, W) or (H, W, C), not {info.shape}")
+        H, W = info.shape[:2]
+        if min(x, y) < 0 or w <= 0 or h <= 0 or x + w > W or y + h > H:
+            raise InvalidTensorError(f"region x={x} y={y} w={w} h={h} is not inside the {W}x{H} plane")
+        offset = y * info.strides[0] + x * info.strides[1]
+        return self._view(offset, TensorInfo((h, w) + info.shape[2:], info.dtype, info.strides))
+
+    def __repr__(self) -> str:
+        if self._released:
+            return f"<{type(self).__name__} released>"
+        return f"<{type(self).__name__} {self.memory_type.name} shape={self._info.shape} dtype={self._info.dtype}>"

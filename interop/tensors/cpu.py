@@ -1,0 +1,161 @@
+"""CPU tensors over numpy arrays (and anything with the buffer protocol or a CPU __dlpack__)."""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+import numpy as np
+
+from ..backends import BackendReport, Wrapper, class_in, register_probe, register_wrapper
+from ..context import CPU_CONTEXT, Context
+from ..errors import InvalidTensorError, UnsupportedTypeError
+from ..frame import Frame
+from ..info import TensorInfo, packed_offsets, plane_infos, plane_layout
+from ..tensor import Tensor, _ArrayExport
+from ..types import FrameFormat, MemoryType
+
+_KDL_CPU, _KDL_CUDA_HOST = 1, 3
+
+
+class CPUTensor(Tensor):
+    """Host memory as a numpy array. ``native`` is the very array wrapped (or a view of the parent)."""
+
+    memory_type = MemoryType.CPU
+    HANDLE_KEYS = {"data": "data_ptr"}
+
+    def __init__(self, array: np.ndarray, *, context: Context | None = None, parent: Any = None,
+                 writable: bool | None = None):
+        if not isinstance(array, np.ndarray):
+            raise UnsupportedTypeError(f"CPUTensor wraps a numpy.ndarray, not {type(array).__name__}")
+        info = info_of(array)
+        w = array.flags.writeable if writable is None else (bool(writable) and array.flags.writeable)
+        super().__init__(array, info, context=context or CPU_CONTEXT, parent=parent, writable=w)
+
+    def _host_address(self) -> int | None:
+        return int(self._native.__array_interface__["data"][0])
+
+    def _view(self, offset: int, info: TensorInfo) -> Tensor:
+        arr = view_bytes(self._native, offset, info, writable=self._writable)
+        return CPUTensor(arr, context=self._context, parent=self, writable=self._writable)
+
+
+def info_of(array: np.ndarray) -> TensorInfo:
+    """TensorInfo of an array, refusing what interop cannot describe (object dtypes, negative strides…)."""
+    if array.dtype.hasobject or array.dtype.fields is not None:
+        raise InvalidTensorError(f"cannot wrap an array of dtype {array.dtype}: use a plain numeric dtype")
+    return TensorInfo(array.shape, array.dtype, array.strides)
+
+
+def view_bytes(base: np.ndarray | memoryview | Any, offset: int, info: TensorInfo, *, writable: bool = True) -> np.ndarray:
+    """A numpy view of ``info`` at ``offset`` bytes into ``base``'s memory, checked to fit."""
+    if isinstance(base, np.ndarray):
+        addr = base.__array_interface__["data"][0]
+        lo = addr + min(((s * (d - 1)) if s < 0 else 0) for d, s in zip(base.shape, base.strides)) if base.ndim else addr
+        hi = addr + TensorInfo.of(base).extent if base.size else addr
+        start = addr + offset
+    else:
+        mv = memoryview(base)
+        arr = np.frombuffer(mv, np.uint8) if mv.nbytes else np.empty(0, np.uint8)
+        return view_bytes(arr, offset, info, writable=writable and not mv.readonly)
+    if offset < 0:
+        raise InvalidTensorError(f"negative offset {offset}")
+    if info.size and (start < lo or start + info.extent > hi):
+        raise InvalidTensorError(
+            f"layout {info} at offset {offset} needs {offset + info.extent} bytes but the buffer has {hi - addr}; "
+            f"check the shape, strides and offset")
+    iface = {"version": 3, "shape": info.shape, "typestr": info.dtype.str, "descr": info.dtype.descr,
+             "data": (start, not (writable and base.flags.writeable)), "strides": info.strides}
+
+    return np.asarray(_ArrayExport(iface, base))
+
+
+def _as_array(obj: Any) -> np.ndarray:
+    if isinstance(obj, np.ndarray):
+        return obj
+    if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+        dev = obj.__dlpack_device__()[0]
+        if int(dev) not in (_KDL_CPU, _KDL_CUDA_HOST):
+            raise UnsupportedTypeError(f"DLPack device {tuple(obj.__dlpack_device__())} is not the CPU; "
+                                       f"install the backend for that device to wrap it")
+        return np.from_dlpack(obj)
+    try:
+        mv = memoryview(obj)
+    except TypeError as e:
+        raise UnsupportedTypeError(f"cannot wrap {type(obj).__name__} as CPU memory: it has no buffer protocol") from e
+    return np.frombuffer(mv, np.uint8) if mv.nbytes else np.empty(0, np.uint8)
+
+
+def wrap_cpu(obj: Any, *, info: TensorInfo | None = None, format: FrameFormat | None = None,
+             context: Context | None = None) -> Tensor | Frame:
+    """numpy arrays, buffer-protocol objects (bytes, bytearray, mmap, memoryview) and CPU DLPack producers."""
+    if context is not None and context.memory_type is not MemoryType.CPU:
+        raise UnsupportedTypeError(f"a numpy array is CPU memory; it cannot belong to {context!r}")
+    if isinstance(obj, Tensor):
+        if obj.memory_type is not MemoryType.CPU:
+            raise UnsupportedTypeError("info=/format= re-describe CPU memory only; map the tensor to CPU first")
+        arr = obj.numpy()
+    else:
+        arr = _as_array(obj)
+    if info is not None:
+        flat = arr if arr.ndim == 1 and arr.dtype == np.uint8 else arr
+        arr = view_bytes(flat, 0, info)
+    if format is not None:
+        return frame_from_array(arr, format)
+    return CPUTensor(arr, context=context)
+
+
+def frame_from_array(arr: np.ndarray, format: FrameFormat, width: int | None = None, height: int | None = None) -> Frame:
+    """Split one image buffer into the planes of ``format``, zero-copy.
+
+    Packed formats take (H, W, C) arrays; YUV formats take (H*3/2, W) arrays (planes one after another, with
+    the row pitch of the array) or, with width/height, any buffer holding tight planes.
+    """
+    specs = plane_layout(format)
+    if len(specs) == 1:
+        spec = specs[0]
+        want_ndim = 2 if spec.channels == 0 else 3
+        if arr.ndim != want_ndim or (spec.channels and arr.shape[2] != spec.channels) or arr.dtype != spec.dtype:
+            raise InvalidTensorError(f"a {format.name} image must be an array shaped (H, W{', ' + str(spec.channels) if spec.channels else ''}) "
+                                     f"of {spec.dtype}, got {arr.shape} {arr.dtype}")
+        t = CPUTensor(arr)
+        return Frame([t], format, arr.shape[1], arr.shape[0])
+    if width is None or height is None:
+        if arr.ndim != 2:
+            raise InvalidTensorError(f"a {format.name} buffer must be 2-D (H*3/2, W), got shape {arr.shape}; or give width and height")
+        width, rows = arr.shape[1], arr.shape[0]
+        height = rows * 2 // 3
+        if height * 3 // 2 != rows or arr.dtype != specs[0].dtype:
+            raise InvalidTensorError(f"a {format.name} buffer of shape {arr.shape} {arr.dtype} is not (H*3/2, W) of {specs[0].dtype}")
+        pitch = arr.strides[0]
+        base = arr
+    else:
+        pitch = None
+        base = arr
+    pitches = None
+    if pitch is not None:
+        pitches = [pitch if s.sub_x == 1 or s.channels else pitch // s.sub_x for s in specs]
+    offsets, total = packed_offsets(format, width, height, pitches)
+    infos = plane_infos(format, width, height, pitches)
+    planes = [CPUTensor(view_bytes(base, off, inf)) for off, inf in zip(offsets, infos)]
+    return Frame(planes, format, width, height)
+
+
+def _is_cpu_dlpack(cls: type) -> bool:
+    return hasattr(cls, "__dlpack__") and hasattr(cls, "__dlpack_device__") and not class_in(cls, "interop")
+
+
+def _has_buffer(cls: type) -> bool:
+    return cls in (bytes, bytearray, memoryview) or class_in(cls, "mmap", "mmap") or hasattr(cls, "__buffer__")
+
+
+register_wrapper(Wrapper("numpy.ndarray", lambda c: issubclass(c, np.ndarray), wrap_cpu, priority=0))
+register_wrapper(Wrapper("CPU DLPack producers", _is_cpu_dlpack, wrap_cpu, priority=-10))
+register_wrapper(Wrapper("buffer-protocol objects", _has_buffer, wrap_cpu, priority=-20))
+
+
+def _probe() -> list[BackendReport]:
+    return [BackendReport("CPU", True, f"numpy {np.__version__}", [platform.processor() or platform.machine()], "A")]
+
+
+register_probe(0, _probe)
