@@ -137,7 +137,7 @@ def setup() -> RuntimeState:
     if "openvino" in sys.modules:
         tbb = loaded_tbb()
         STATE.tbb_path = tbb
-        if lib is not None and tbb is not None and not tbb.startswith(lib):
+        if lib is not None and tbb is not None and os.path.dirname(os.path.realpath(tbb)) != os.path.realpath(lib):
             msg = ("openvino was imported before interop, so its bundled TBB 2021 is loaded and Intel's OpenCL CPU "
                    "runtime cannot start in this process (pyopencl, dpctl and OpenCV will see no OpenCL platform). "
                    "Fix: `import interop` before `import openvino`, or start Python with "

@@ -46,6 +46,7 @@ def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.REA
     copy is counted by copy_meter(). Mapping to the object's own type and context returns it unchanged.
     """
     mode = check_mode(mode)
+    dst_ctx: Context | None
     if isinstance(to, Context):
         if context is not None:
             raise UnsupportedTypeError("give the destination Context either as `to` or as `context=`, not both")

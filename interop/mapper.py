@@ -6,7 +6,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .backends import module_available, require
-from .errors import BackendUnavailableError, ContextMismatchError, CopyRequiredError, InvalidTensorError, UnsupportedTypeError
+from .errors import (
+    BackendUnavailableError,
+    ContextMismatchError,
+    CopyRequiredError,
+    InvalidTensorError,
+    UnsupportedTypeError,
+)
 from .frame import Frame
 from .meter import record_copy
 from .tensor import Tensor

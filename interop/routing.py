@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
 
 from .context import Context
 from .errors import CopyRequiredError, NoRouteError, UnsupportedTypeError
 from .mapper import MemoryMapper, MemoryMapperChain, registered
 from .types import MemoryType, check_memory_type
-
-if TYPE_CHECKING:
-    pass
 
 Path = tuple[type[MemoryMapper], ...]
 
@@ -24,34 +20,34 @@ def _endpoint(x: object, what: str) -> tuple[MemoryType, Context | None]:
     return check_memory_type(x, what), None
 
 
-def _paths(src: MemoryType, dst: MemoryType) -> list[Path]:
+def search(edges: tuple[type[MemoryMapper], ...], src: MemoryType, dst: MemoryType) -> tuple[Path | None, Path | None]:
+    """(best zero-copy path, best path allowing copies) over ``edges``, by (copies, steps, names)."""
     graph: dict[MemoryType, list[type[MemoryMapper]]] = {}
-    for (a, _b), cls in registered().items():
-        graph.setdefault(a, []).append(cls)
-    out: list[Path] = []
+    for cls in edges:
+        graph.setdefault(cls.src, []).append(cls)
+    paths: list[Path] = []
 
-    def walk(node: MemoryType, seen: set[MemoryType], path: Path) -> None:
+    def walk(node: MemoryType, seen: frozenset[MemoryType], path: Path) -> None:
         if node is dst and path:
-            out.append(path)
+            paths.append(path)
             return
         for cls in graph.get(node, ()):
             if cls.dst not in seen:
                 walk(cls.dst, seen | {cls.dst}, path + (cls,))
 
-    walk(src, {src}, ())
-    return out
+    walk(src, frozenset({src}), ())
+    paths.sort(key=_cost)
+    zero = next((p for p in paths if all(c.zero_copy for c in p)), None)
+    return zero, (paths[0] if paths else None)
 
 
 def _cost(path: Path) -> tuple[int, int, tuple[str, ...]]:
     return (sum(not c.zero_copy for c in path), len(path), tuple(c.name for c in path))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _best(src: MemoryType, dst: MemoryType) -> tuple[Path | None, Path | None]:
-    """(best zero-copy path, best path allowing copies)."""
-    paths = sorted(_paths(src, dst), key=_cost)
-    zero = next((p for p in paths if all(c.zero_copy for c in p)), None)
-    return zero, (paths[0] if paths else None)
+    return search(tuple(registered().values()), src, dst)
 
 
 def reachable(src: MemoryType) -> frozenset[MemoryType]:

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cuda_device() -> str | None:
     """Name of the first NVIDIA GPU, or None."""
     if not os.path.exists("/dev/nvidiactl") and not shutil.which("nvidia-smi"):
@@ -23,7 +23,7 @@ def cuda_device() -> str | None:
         return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def hardware_devices() -> dict[str, bool]:
     """Tier-C devices: VA render node, Level Zero driver, NPU accel node, dma-buf heap."""
     render = bool(glob.glob("/dev/dri/renderD*"))

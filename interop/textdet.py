@@ -1,0 +1,151 @@
+"""The default model of ``interop run``: PP-OCRv4 text detection (DB), located on disk, plus its post-processing.
+
+The ONNX file ships inside the PyPI package ``rapidocr-onnxruntime`` (installed with ``--no-deps``: only its files
+are read). The package is found with ``importlib.util.find_spec`` and never imported (it would import onnxruntime).
+
+The model takes BGR, NCHW float32 normalised as ``(pixel - 127.5) / 127.5`` at any size that is a multiple of 32,
+and returns a text-probability map (N, 1, H, W) in [0, 1]. ``boxes_from_map`` turns that map into text boxes
+(DB post-processing: threshold, contours, box score, unclip) in frame coordinates.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import BackendUnavailableError
+
+PACKAGE = "rapidocr_onnxruntime"
+PIN = "rapidocr-onnxruntime==1.4.4"
+MODEL_FILE = os.path.join("models", "ch_PP-OCRv4_det_infer.onnx")
+MODEL_NAME = "PP-OCRv4 text detection (ch_PP-OCRv4_det_infer.onnx)"
+#: pre-processing the model was trained with, in 0..255 pixel units (BGR order; the same value for each channel)
+MEAN = 127.5
+SCALE = 127.5
+RGB = False
+#: DB post-processing defaults (RapidOCR's config.yaml)
+THRESH = 0.3
+BOX_THRESH = 0.5
+UNCLIP_RATIO = 1.6
+MAX_CANDIDATES = 1000
+MIN_SIZE = 3
+
+
+def model_path() -> str:
+    """Path of the PP-OCRv4 detection ONNX file, or BackendUnavailableError saying how to install it."""
+    try:
+        spec = importlib.util.find_spec(PACKAGE)
+    except (ImportError, ValueError):
+        spec = None
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for loc in locations:
+        path = os.path.join(loc, MODEL_FILE)
+        if os.path.isfile(path):
+            return path
+    where = f" (package found at {locations[0]} but {MODEL_FILE} is missing)" if locations else ""
+    raise BackendUnavailableError(
+        f"the default model of `interop run` (PP-OCRv4 text detection) is not installed{where}: "
+        f"pip install --no-deps {PIN}   (or `make install`; or pass --model PATH to use your own model)",
+        backend="openvino", extra=None)
+
+
+def input_size_for(width: int, height: int, max_side: int = 960, multiple: int = 32) -> tuple[int, int]:
+    """Model input (width, height) for a frame: aspect kept, longest side <= ``max_side``, multiples of 32."""
+    s = min(1.0, max_side / max(width, height))
+    w = max(multiple, int(round(width * s / multiple)) * multiple)
+    h = max(multiple, int(round(height * s / multiple)) * multiple)
+    return w, h
+
+
+@dataclass(frozen=True)
+class TextBox:
+    """One detected text region: a rotated rectangle as 4 corner points (x, y) in frame pixels, and its score."""
+
+    points: np.ndarray  # (4, 2) float32, clockwise from top-left
+    score: float
+
+    @property
+    def bbox(self) -> tuple[int, int, int, int]:
+        """Axis-aligned (x0, y0, x1, y1)."""
+        x0, y0 = np.floor(self.points.min(axis=0)).astype(int)
+        x1, y1 = np.ceil(self.points.max(axis=0)).astype(int)
+        return int(x0), int(y0), int(x1), int(y1)
+
+
+def _order(pts: np.ndarray) -> np.ndarray:
+    """Corners clockwise from top-left."""
+    xs = pts[np.argsort(pts[:, 0], kind="stable")]
+    left, right = xs[:2], xs[2:]
+    tl, bl = left[np.argsort(left[:, 1], kind="stable")]
+    tr, br = right[np.argsort(right[:, 1], kind="stable")]
+    return np.array([tl, tr, br, bl], dtype=np.float32)
+
+
+def boxes_from_map(prob: Any, frame_width: int, frame_height: int, *, thresh: float = THRESH,
+                   box_thresh: float = BOX_THRESH, unclip_ratio: float = UNCLIP_RATIO,
+                   max_candidates: int = MAX_CANDIDATES) -> list[TextBox]:
+    """DB post-processing of a probability map (H, W), (1, H, W) or (1, 1, H, W) into boxes in frame coordinates.
+
+    Simplified unclip: the minimum-area rectangle of each region grows by ``area * unclip_ratio / perimeter`` on
+    every side (exact for rectangles, which is what the polygon offset of the reference gives for them too).
+    """
+    import cv2
+
+    p = np.asarray(prob, dtype=np.float32)
+    p = p.reshape(p.shape[-2], p.shape[-1])
+    h, w = p.shape
+    mask = (p > thresh).astype(np.uint8)
+    mask = cv2.dilate(mask, np.ones((2, 2), np.uint8))
+    contours, _ = cv2.findContours(mask, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)
+    sx, sy = frame_width / w, frame_height / h
+    out: list[TextBox] = []
+    for c in contours[:max_candidates]:
+        (cx, cy), (rw, rh), ang = cv2.minAreaRect(c)
+        if min(rw, rh) < MIN_SIZE:
+            continue
+        pts = cv2.boxPoints(((cx, cy), (rw, rh), ang))
+        # mean probability inside the box ("fast" score)
+        x0, y0 = np.clip(np.floor(pts.min(axis=0)).astype(int), 0, [w - 1, h - 1])
+        x1, y1 = np.clip(np.ceil(pts.max(axis=0)).astype(int), 0, [w - 1, h - 1])
+        m = np.zeros((y1 - y0 + 1, x1 - x0 + 1), np.uint8)
+        cv2.fillPoly(m, [np.round(pts - [x0, y0]).astype(np.int32)], 1)
+        score = float(cv2.mean(p[y0:y1 + 1, x0:x1 + 1], m)[0])
+        if score < box_thresh:
+            continue
+        d = rw * rh * unclip_ratio / (2.0 * (rw + rh))
+        rw2, rh2 = rw + 2 * d, rh + 2 * d
+        if min(rw2, rh2) < MIN_SIZE + 2:
+            continue
+        pts = cv2.boxPoints(((cx, cy), (rw2, rh2), ang)).astype(np.float32)
+        pts[:, 0] = np.clip(np.round(pts[:, 0] * sx), 0, frame_width - 1)
+        pts[:, 1] = np.clip(np.round(pts[:, 1] * sy), 0, frame_height - 1)
+        pts = _order(pts)
+        if np.linalg.norm(pts[0] - pts[1]) <= 3 or np.linalg.norm(pts[0] - pts[3]) <= 3:
+            continue
+        out.append(TextBox(pts, score))
+    out.sort(key=lambda b: (b.bbox[1], b.bbox[0]))
+    return out
+
+
+def iou(a: TextBox, b: TextBox) -> float:
+    """Intersection over union of the axis-aligned boxes of two detections."""
+    ax0, ay0, ax1, ay1 = a.bbox
+    bx0, by0, bx1, by1 = b.bbox
+    iw = max(0, min(ax1, bx1) - max(ax0, bx0))
+    ih = max(0, min(ay1, by1) - max(ay0, by0))
+    inter = iw * ih
+    union = (ax1 - ax0) * (ay1 - ay0) + (bx1 - bx0) * (by1 - by0) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def draw(image: np.ndarray, boxes: list[TextBox], color: tuple[int, int, int] = (0, 255, 0)) -> np.ndarray:
+    """Draw boxes on a BGR image (in place) and return it."""
+    import cv2
+
+    for b in boxes:
+        cv2.polylines(image, [np.round(b.points).astype(np.int32)], True, color, 2)
+    return image

@@ -1,0 +1,86 @@
+"""Runtime set-up: after `import interop`, OpenVINO, pyopencl, dpctl and OpenCV load in any order and see Intel's
+OpenCL CPU platform; `import openvino` first is detected and answered by a warning that says the fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from interop import _runtime
+
+needs_runtime = pytest.mark.skipif(_runtime.STATE.lib_dir is None,
+                                   reason="Intel's CPU OpenCL runtime (pip intel-opencl-rt) is not installed here")
+
+PROBE = textwrap.dedent("""
+    import json, sys, warnings
+    warnings.simplefilter("always")
+    order = sys.argv[1].split(",")
+    caught = []
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for name in order:
+            __import__(name)
+        caught = [str(x.message) for x in w if "interop" in type(x.message).__module__ or "openvino was imported" in str(x.message)]
+    import pyopencl as cl, dpctl, cv2
+    try:
+        plats = [p.name for p in cl.get_platforms()]
+        devs = [d.name for p in cl.get_platforms() for d in p.get_devices()]
+    except Exception as e:
+        plats, devs = ["ERR " + str(e)[:60]], []
+    sycl = [d.name for d in dpctl.get_devices()]
+    cvdev = cv2.ocl.Device.getDefault().name() if cv2.ocl.haveOpenCL() else None
+    import openvino as ov
+    print(json.dumps({"platforms": plats, "devices": devs, "sycl": sycl, "cv2": cvdev,
+                      "ov": ov.Core().available_devices, "warnings": caught}))
+""")
+
+
+def run_probe(order: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("OCL_ICD_VENDORS", "OPENCV_OPENCL_RUNTIME", "OPENCV_OPENCL_DEVICE", "LD_PRELOAD")}
+    out = subprocess.run([sys.executable, "-c", PROBE, order], capture_output=True, text=True, timeout=240, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@needs_runtime
+@pytest.mark.parametrize("order", ["interop,openvino,pyopencl,dpctl,cv2", "interop,cv2,dpctl,pyopencl,openvino"])
+def test_any_order_after_interop_sees_one_intel_platform(order):
+    r = run_probe(order)
+    assert any("Intel" in p for p in r["platforms"]), r
+    assert r["devices"] and r["sycl"] and r["cv2"], r
+    # one device, seen by all three frameworks
+    assert r["cv2"] in r["devices"] and any(d in r["sycl"] for d in r["devices"]), r
+    assert "CPU" in r["ov"]
+    assert r["warnings"] == []
+
+
+@needs_runtime
+def test_openvino_first_is_detected_with_the_fix_in_the_warning():
+    r = run_probe("openvino,interop")
+    assert any("import interop" in w and "LD_PRELOAD" in w for w in r["warnings"]), r
+
+
+def test_setup_is_idempotent_and_icd_dir_is_exact():
+    before = dict(_runtime.STATE.icds)
+    assert _runtime.setup() is _runtime.STATE
+    assert _runtime.STATE.icds == before
+    if _runtime.STATE.icd_dir:
+        files = sorted(f for f in os.listdir(_runtime.STATE.icd_dir) if f.endswith(".icd"))
+        assert files == sorted(n + ".icd" for n in before)
+        assert os.environ["OCL_ICD_VENDORS"] == _runtime.STATE.icd_dir
+
+
+@needs_runtime
+def test_users_own_working_icd_vendors_is_respected(tmp_path):
+    icd = tmp_path / "mine.icd"
+    icd.write_text(os.path.join(_runtime.STATE.lib_dir, "libintelocl.so") + "\n")
+    env = dict(os.environ, OCL_ICD_VENDORS=str(tmp_path))
+    code = "import interop, os, json; print(json.dumps([os.environ['OCL_ICD_VENDORS'], interop._runtime.STATE.user_icd_vendors]))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [str(tmp_path), str(tmp_path)]
