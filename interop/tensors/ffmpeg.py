@@ -1,0 +1,314 @@
+"""FFmpeg frames: an ``av.VideoFrame`` as a Frame of plane tensors over the decoder's own buffers.
+
+Every plane keeps its true pitch (``line_size``): an 854-wide yuv420p frame has Y rows of 864 or 896 bytes,
+so plane strides are ``(line_size, 1)`` and nothing is repacked. Decoded frames are the decoder's reference
+frames: their planes are wrapped read-only unless the caller says otherwise (``writable=True``, e.g. after
+``VideoFrame.make_writable()``). Hardware frames (format ``cuda``) are described with their ``sw_format``;
+their planes are not reachable from the CPU (``_host_address()`` is None).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from ..backends import BackendReport, Wrapper, class_in, module_available, register_probe, register_wrapper, require
+from ..context import Context, register_default_context
+from ..errors import InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError
+from ..frame import Frame
+from ..info import TensorInfo, contiguous_strides, plane_layout
+from ..tensor import Tensor
+from ..types import ColorRange, ColorSpace, FrameFormat, MemoryType
+from ._fastpath import LazyFinalizer, trusted
+
+# FFmpeg pixel format name -> (FrameFormat, range implied by the format or None)
+PIXEL_FORMATS: dict[str, tuple[FrameFormat, ColorRange | None]] = {
+    "yuv420p": (FrameFormat.I420, None),
+    "yuvj420p": (FrameFormat.I420, ColorRange.FULL),
+    "nv12": (FrameFormat.NV12, None),
+    "nv21": (FrameFormat.NV21, None),
+    "p010le": (FrameFormat.P010, None),
+    "rgb24": (FrameFormat.RGB, None),
+    "bgr24": (FrameFormat.BGR, None),
+    "rgba": (FrameFormat.RGBA, None),
+    "bgra": (FrameFormat.BGRA, None),
+    "rgb0": (FrameFormat.RGBX, None),
+    "bgr0": (FrameFormat.BGRX, None),
+    "gray": (FrameFormat.GRAY8, None),
+    "gray16le": (FrameFormat.GRAY16, None),
+}
+#: FrameFormat -> the FFmpeg pixel format used when making VideoFrames from CPU planes
+AV_FORMATS: dict[FrameFormat, str] = {fmt: name for name, (fmt, rng) in PIXEL_FORMATS.items() if rng is None}
+
+#: hardware pixel formats whose planes live in device memory
+HARDWARE_FORMATS = frozenset({"cuda", "vaapi", "qsv", "d3d11", "dxva2_vld", "videotoolbox_vld", "vulkan", "drm_prime"})
+
+# AVColorSpace -> ColorSpace (unspecified and the rest -> None)
+_COLORSPACES = {0: ColorSpace.SRGB, 1: ColorSpace.BT709, 5: ColorSpace.BT601, 6: ColorSpace.BT601,
+                9: ColorSpace.BT2020, 10: ColorSpace.BT2020}
+_RANGES = {1: ColorRange.LIMITED, 2: ColorRange.FULL}
+
+
+def supported_pixel_formats() -> list[str]:
+    return list(PIXEL_FORMATS)
+
+
+class FFmpegContext(Context):
+    """FFmpeg frames of one device: ``"cpu"`` for software frames, ``"cuda:N"`` for CUDA hardware frames."""
+
+    memory_type = MemoryType.FFMPEG
+
+    def __init__(self, device: str = "cpu"):
+        super().__init__(native=None, device=device)
+
+    def key(self) -> Any:
+        return self._device
+
+
+FFMPEG_CPU = FFmpegContext("cpu")
+register_default_context(MemoryType.FFMPEG, lambda: FFMPEG_CPU)
+_hw_contexts: dict[str, FFmpegContext] = {}
+
+
+def ffmpeg_context(device: str) -> FFmpegContext:
+    if device == "cpu":
+        return FFMPEG_CPU
+    ctx = _hw_contexts.get(device)
+    if ctx is None:
+        ctx = _hw_contexts.setdefault(device, FFmpegContext(device))
+    return ctx
+
+
+class FFmpegTensor(LazyFinalizer, Tensor):
+    """One plane of an ``av.VideoFrame``. ``native`` is the ``av.VideoPlane``; ``offset`` is in bytes.
+
+    The plane (and through it the frame and its AVBuffer) stays alive as long as this tensor or any numpy view
+    of it does, so views outlive the decoder moving on.
+    """
+
+    memory_type = MemoryType.FFMPEG
+    HANDLE_KEYS: dict[str, str] = {"data": "data_ptr"}
+
+    def __init__(self, plane: Any, info: TensorInfo, *, offset: int = 0, hardware: bool = False,
+                 context: Context | None = None, parent: Any = None, writable: bool = False):
+        if not class_in(type(plane), "av", "VideoPlane"):
+            raise UnsupportedTypeError(f"FFmpegTensor wraps an av.VideoPlane, not {type(plane).__name__}")
+        if not isinstance(info, TensorInfo):
+            raise InvalidTensorError(f"info must be an interop.TensorInfo, not {type(info).__name__}")
+        if offset < 0 or offset + info.extent > plane.buffer_size:
+            raise InvalidTensorError(f"layout {info} at offset {offset} does not fit the plane's {plane.buffer_size} bytes")
+        super().__init__(plane, info, context=context or (ffmpeg_context("cuda") if hardware else FFMPEG_CPU),
+                         parent=parent, writable=writable)
+        self._offset = offset
+        self._hardware = hardware
+
+    @classmethod
+    def _trusted(cls, plane: Any, info: TensorInfo, offset: int, hardware: bool, context: Context, parent: Any,
+                 writable: bool) -> FFmpegTensor:
+        t = trusted(cls, plane, info, context, parent, writable)
+        t._offset = offset
+        t._hardware = hardware
+        return t
+
+    @property
+    def plane(self) -> Any:
+        """The av.VideoPlane (same as ``native``)."""
+        return self.native
+
+    @property
+    def offset(self) -> int:
+        return self._offset
+
+    @property
+    def line_size(self) -> int:
+        """Bytes per row (the pitch), padding included."""
+        return self._info.strides[0]
+
+    @property
+    def is_hardware(self) -> bool:
+        """True for planes of hardware frames (device memory the CPU cannot read)."""
+        return self._hardware
+
+    @property
+    def buffer_ptr(self) -> int:
+        """Address of element 0 in whatever memory the plane lives in (a device pointer for hardware frames)."""
+        self._check()
+        return int(self._native.buffer_ptr) + self._offset
+
+    def _host_address(self) -> int | None:
+        if self._hardware:
+            return None
+        return int(self._native.buffer_ptr) + self._offset
+
+    def _view(self, offset: int, info: TensorInfo) -> Tensor:
+        return FFmpegTensor(self._native, info, offset=self._offset + offset, hardware=self._hardware,
+                            context=self._context, parent=self, writable=self._writable)
+
+    def as_array(self, info: TensorInfo | None = None, writable: bool | None = None) -> np.ndarray:
+        """A numpy view of the plane (``info`` defaults to the tensor's own), read-only unless writable.
+
+        The array's base is the av.VideoPlane, which keeps the frame's buffer alive.
+        """
+        self._check()
+        if self._hardware:
+            raise InvalidTensorError("a hardware frame's planes are in device memory; map it to CUDA, not to the CPU")
+        info = self._info if info is None else info
+        arr = np.ndarray(info.shape, info.dtype, buffer=self._native, offset=self._offset, strides=info.strides)
+        if not (self._writable if writable is None else writable):
+            arr.flags.writeable = False
+        return arr
+
+
+# ---- per-format layout cache ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Layout:
+    format: FrameFormat
+    implied_range: ColorRange | None
+    infos: tuple[TensorInfo, ...]
+
+
+_layouts: dict[tuple[str, int, int, tuple[int, ...]], _Layout] = {}
+_layout_lock = threading.Lock()
+
+
+def _layout(fmt_name: str, width: int, height: int, line_sizes: tuple[int, ...], planes: Any) -> _Layout:
+    key = (fmt_name, width, height, line_sizes)
+    lay = _layouts.get(key)
+    if lay is not None:
+        return lay
+    try:
+        fmt, implied = PIXEL_FORMATS[fmt_name]
+    except KeyError:
+        raise UnsupportedFormatError(
+            f"pixel format {fmt_name!r} is not supported; supported: {', '.join(PIXEL_FORMATS)}. "
+            f"Convert the frame first, e.g. frame.reformat(format='yuv420p') (a copy)") from None
+    specs = plane_layout(fmt)
+    if len(line_sizes) != len(specs):
+        raise InvalidTensorError(f"a {fmt_name} frame should have {len(specs)} planes, this one has {len(line_sizes)}")
+    infos = []
+    for spec, pitch, plane in zip(specs, line_sizes, planes):
+        shape = spec.shape(width, height)
+        if pitch < spec.row_bytes(width):
+            raise InvalidTensorError(f"plane {spec.name} of a {width}x{height} {fmt_name} frame has line_size {pitch}, "
+                                     f"less than its {spec.row_bytes(width)}-byte rows (negative line sizes are not supported)")
+        info = TensorInfo(shape, spec.dtype, (pitch,) + contiguous_strides(shape, spec.dtype.itemsize)[1:])
+        if info.extent > plane.buffer_size:
+            raise InvalidTensorError(f"plane {spec.name} of a {fmt_name} frame spans {info.extent} bytes, "
+                                     f"its buffer has {plane.buffer_size}")
+        infos.append(info)
+    lay = _Layout(fmt, implied, tuple(infos))
+    with _layout_lock:
+        if len(_layouts) > 256:  # many distinct sizes: keep the cache bounded
+            _layouts.clear()
+        _layouts[key] = lay
+    return lay
+
+
+def _is_video_frame(obj: object) -> bool:
+    return class_in(type(obj), "av", "VideoFrame")
+
+
+def wrap_video_frame(vf: Any, *, writable: bool = False, parent: Any = None) -> Frame:
+    """An av.VideoFrame as a Frame of FFmpegTensors (zero-copy), with format, colour and timing from the frame.
+
+    ``writable=False`` (the default) makes every plane read-only: decoded frames are reference frames, and a
+    write would corrupt the frames decoded after them. Pass True only for frames you own (made writable
+    with ``make_writable()``, or built from your own arrays). Hardware frames use their ``sw_format``.
+    """
+    if not _is_video_frame(vf):
+        raise UnsupportedTypeError(f"wrap_video_frame() takes an av.VideoFrame, not {type(vf).__name__}")
+    fmt_name = vf.format.name
+    hardware = fmt_name in HARDWARE_FORMATS
+    ctx: Context = FFMPEG_CPU
+    if hardware:
+        sw = vf.sw_format
+        if sw is None:
+            raise UnsupportedFormatError(f"a {fmt_name} hardware frame without a sw_format cannot be described as planes")
+        fmt_name = sw.name
+        ctx = ffmpeg_context(f"{vf.format.name}:{int(getattr(vf, '_device_id', 0) or 0)}")
+    planes = vf.planes
+    width, height = vf.width, vf.height
+    lay = _layout(fmt_name, width, height, tuple([p.line_size for p in planes]), planes)
+    owner = vf if parent is None else parent
+    writable = bool(writable)
+    tensors = [FFmpegTensor._trusted(p, info, 0, hardware, ctx, owner, writable) for p, info in zip(planes, lay.infos)]
+    rng = lay.implied_range or _RANGES.get(vf.color_range)
+    tb = vf.time_base
+    return Frame(tensors, lay.format, width, height, context=ctx, native=vf,
+                 colorspace=_COLORSPACES.get(vf.colorspace), color_range=rng, pts=vf.pts,
+                 time_base=Fraction(tb) if tb is not None and not isinstance(tb, Fraction) else tb, parent=parent)
+
+
+def _wrap(obj: Any, *, info: TensorInfo | None = None, format: FrameFormat | None = None,
+          context: Context | None = None) -> Frame:
+    if info is not None or format is not None:
+        raise UnsupportedTypeError("an av.VideoFrame carries its own layout and pixel format: do not pass info= or format=")
+    if context is not None and context.memory_type is not MemoryType.FFMPEG:
+        raise UnsupportedTypeError(f"an av.VideoFrame is FFmpeg memory; it cannot belong to {context!r}")
+    return wrap_video_frame(obj)
+
+
+register_wrapper(Wrapper("av.VideoFrame", lambda c: class_in(c, "av", "VideoFrame"), _wrap, priority=50))
+
+
+# ---- CPU planes -> VideoFrame ---------------------------------------------------------------------------
+
+
+def video_frame_from_planes(arrays: list[np.ndarray], format: FrameFormat, width: int, height: int) -> Any:
+    """An av.VideoFrame over the memory of CPU plane arrays, zero-copy (the frame keeps the arrays alive).
+
+    Packed and single-plane formats go through ``VideoFrame.from_numpy_buffer`` (any row pitch); I420, NV12,
+    P010 and GRAY16 through ``VideoFrame.from_dlpack`` (each plane with its own pitch).
+    """
+    av = require("av", "FFmpeg", "ffmpeg")
+    name = AV_FORMATS.get(format)
+    if name is None or format in (FrameFormat.RGBX, FrameFormat.BGRX, FrameFormat.NV21):
+        ok = ", ".join(f.name for f in AV_FORMATS if f not in (FrameFormat.RGBX, FrameFormat.BGRX, FrameFormat.NV21))
+        raise UnsupportedFormatError(f"PyAV cannot build a {format.name} VideoFrame over existing memory; supported: {ok}")
+    specs = plane_layout(format)
+    if len(arrays) != len(specs):
+        raise InvalidTensorError(f"a {format.name} frame has {len(specs)} planes, got {len(arrays)}")
+    for spec, a in zip(specs, arrays):
+        want = spec.shape(width, height)
+        if a.shape != want or a.dtype != spec.dtype:
+            raise InvalidTensorError(f"plane {spec.name} of a {width}x{height} {format.name} frame must be {want} "
+                                     f"{spec.dtype}, got {a.shape} {a.dtype}")
+        inner = contiguous_strides(want, spec.dtype.itemsize)[1:]
+        if a.strides[1:] != inner:
+            raise InvalidTensorError(f"plane {spec.name} must have contiguous rows (strides (pitch,) + {inner}), "
+                                     f"got {a.strides}")
+    VideoFrame = av.VideoFrame
+    try:
+        if len(specs) == 1 and format is not FrameFormat.GRAY16:
+            vf = VideoFrame.from_numpy_buffer(arrays[0], format=name)
+        elif format in (FrameFormat.NV12, FrameFormat.P010):
+            vf = VideoFrame.from_dlpack(tuple(arrays), format=name)
+        else:
+            vf = VideoFrame.from_dlpack(tuple(arrays), format=name, width=width, height=height)
+    except (ValueError, TypeError, NotImplementedError, BufferError) as e:
+        raise InvalidTensorError(f"PyAV refused the {format.name} planes: {e}") from e
+    return vf
+
+
+# ---- doctor ---------------------------------------------------------------------------------------------
+
+
+def _probe() -> list[BackendReport]:
+    if not module_available("av"):
+        return [BackendReport("FFmpeg", False, reason="PyAV is not installed: pip install 'interop[ffmpeg]'")]
+    try:
+        av = require("av", "FFmpeg", "ffmpeg")
+        ver = f"PyAV {av.__version__}, FFmpeg {av.ffmpeg_version_info}" if hasattr(av, "ffmpeg_version_info") \
+            else f"PyAV {av.__version__}"
+        return [BackendReport("FFmpeg", True, ver, ["cpu (software frames)"], "A")]
+    except Exception as e:  # a broken install is a row that says so
+        return [BackendReport("FFmpeg", False, reason=f"PyAV failed to import: {e}")]
+
+
+register_probe(10, _probe)
