@@ -1,0 +1,520 @@
+"""Inference: an OpenVINO model fed zero-copy with frames or tensors of any memory type.
+
+Frames (I420 three planes, NV12 two planes, packed RGB/BGR/RGBX/BGRX) go through pre-processing compiled into the
+model with OpenVINO's ``PrePostProcessor``: colour conversion, crop of padded pitches, resize, mean/scale, layout
+and dtype all run inside the model, so the CPU never converts or copies a pixel. The planes arrive as OpenVINO
+tensors over the producer's memory at full pitch (``interop.map(frame, MemoryType.OPENVINO)``), shaped
+(1, rows, pitch, C); one model is compiled per plane layout (format, pitches, rows, visible size) and cached.
+A Tensor (or numpy array) is fed as the raw model input.
+
+Requests run in a pool sized by the device's OPTIMAL_NUMBER_OF_INFER_REQUESTS. Results are numpy arrays copied
+out of the requests; ``output_bytes`` counts those bytes (this is not a mapper copy: ``copy_meter()`` does not see it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .backends import require
+from .errors import InteropError, InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError
+from .frame import Frame
+from .tensor import Tensor
+from .types import FrameFormat, MemoryType
+
+log = logging.getLogger(__name__)
+
+Outputs = dict[Any, np.ndarray]
+Callback = Callable[[Outputs, Any], None]
+
+_PACKED = {FrameFormat.RGB: "RGB", FrameFormat.BGR: "BGR", FrameFormat.RGBX: "RGBX", FrameFormat.BGRX: "BGRX"}
+_core_lock = threading.Lock()
+_own_core: Any = None
+
+
+def _get_core() -> Any:
+    """The shared ov.Core (interop.tensors.openvino's, so remote contexts and caches are shared)."""
+    global _own_core
+    try:
+        from .tensors.openvino import get_core
+    except ImportError:
+        get_core = None
+    if get_core is not None:
+        return get_core()
+    with _core_lock:  # before the OpenVINO tensors module exists: one core of our own
+        if _own_core is None:
+            ov = require("openvino", "OpenVINO", "openvino")
+            _own_core = ov.Core()
+        return _own_core
+
+
+def _ov_native(t: Tensor) -> Any:
+    """The ov.Tensor (or RemoteTensor) behind an OPENVINO/NPU tensor."""
+    return t.native
+
+
+def _as_4d(ov: Any, nat: Any) -> Any:
+    """A plane as (1, rows, pitch, C): producers may give (rows, pitch) or (rows, pitch, C); same memory."""
+    shape = tuple(nat.shape)
+    if len(shape) == 4:
+        return nat
+    if len(shape) in (2, 3):
+        arr = nat.data  # a writeable host view of the tensor's memory (CPU-reachable tensors only)
+        return ov.Tensor(arr.reshape((1,) + shape + ((1,) if len(shape) == 2 else ())), shared_memory=True)
+    raise InvalidTensorError(f"a frame plane shaped {shape} cannot be fed to the model: expected (1, rows, pitch, C)")
+
+
+@dataclass
+class _Job:
+    variant: _Variant
+    callback: Callback | None
+    userdata: Any
+    keepalive: Any  # the input frame/tensors: their memory is read by the request until it completes
+    event: threading.Event | None = None
+    result: Outputs | None = None
+    error: BaseException | None = None
+
+
+@dataclass
+class _Variant:
+    """One compiled model (raw, or with the pre-processing for one plane layout) and its request pool."""
+
+    key: Any
+    compiled: Any
+    queue: Any
+    inputs: list[Any]
+    output_keys: list[Any]
+    nreq: int
+    submit_lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Inference:
+    """Run an OpenVINO model on frames or tensors of any memory type, zero-copy.
+
+    ``model``: a path (OpenVINO IR .xml, .onnx, .tflite) or an ``ov.Model``. ``device``: an OpenVINO device name;
+    None takes the NPU when present, else the CPU (logged). ``input_size``: (width, height) the model runs at,
+    used when the model's spatial size is dynamic (a static model keeps its own); an int means square.
+    ``mean``/``scale``: per-channel (or scalar) values in 0..255 pixel units applied as ``(x - mean) / scale``,
+    in the model's channel order; ``rgb``: the model takes RGB (False: BGR). ``config``: OpenVINO compile
+    properties (default PERFORMANCE_HINT=THROUGHPUT, for the async pool).
+
+    ``infer(x)`` returns ``{output name: ndarray}``; ``infer_async(x, callback, userdata)`` returns at once and
+    calls ``callback(outputs, userdata)`` on OpenVINO's thread (do not call ``infer`` from a callback);
+    ``wait_all()`` waits for every request and re-raises the first error. A Frame's memory stays referenced
+    until its request completes; the caller must not write into it meanwhile.
+    """
+
+    def __init__(self, model: Any, device: str | None = None, *, input_size: int | Sequence[int] | None = None,
+                 mean: float | Sequence[float] | None = None, scale: float | Sequence[float] | None = None,
+                 rgb: bool = True, config: Mapping[str, Any] | None = None):
+        self._ov = ov = require("openvino", "OpenVINO", "openvino")
+        self._core = core = _get_core()
+        if isinstance(model, ov.Model):
+            self._model = model
+            self.model_name = model.get_friendly_name() or "model"
+        elif isinstance(model, (str, os.PathLike)):
+            path = os.fspath(model)
+            if not os.path.isfile(path):
+                raise InteropError(f"model file {path!r} not found: give the path of an OpenVINO IR (.xml), "
+                                   f"ONNX (.onnx) or TFLite (.tflite) model")
+            try:
+                self._model = core.read_model(path)
+            except RuntimeError as e:
+                raise InteropError(f"OpenVINO cannot read the model {path!r}: {str(e).strip().splitlines()[0]}; "
+                                   f"give an IR (.xml with its .bin), ONNX or TFLite file") from e
+            self.model_name = os.path.basename(path)
+        else:
+            raise UnsupportedTypeError(f"model must be a path or an openvino.Model, not {type(model).__name__}")
+        self._device = self._pick_device(device)
+        self._memory_type = MemoryType.NPU if self._device.split(".")[0].upper() == "NPU" else MemoryType.OPENVINO
+        self._config = {"PERFORMANCE_HINT": "THROUGHPUT"}
+        self._config.update({str(k): v for k, v in (config or {}).items()})
+        self._input_size = self._check_size(input_size)
+        self._mean = self._check_vec(mean, "mean")
+        self._scale = self._check_vec(scale, "scale")
+        if self._scale is not None and any(s == 0 for s in self._scale):
+            raise InteropError("scale must not contain 0 (the input is divided by it)")
+        self._rgb = bool(rgb)
+        self._variants: dict[Any, _Variant] = {}
+        self._variants_lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._pending = 0
+        self._errors: list[BaseException] = []
+        self._output_bytes = 0
+        self.compile_seconds = 0.0
+        self.requests_done = 0
+
+    # -- properties -----------------------------------------------------------------------------------
+    @property
+    def device(self) -> str:
+        return self._device
+
+    @property
+    def output_bytes(self) -> int:
+        """Bytes copied out of infer requests into the numpy results (not a mapper copy)."""
+        with self._cond:
+            return self._output_bytes
+
+    @property
+    def memory_type(self) -> MemoryType:
+        """The memory type inputs are routed to before inference (OPENVINO; NPU on the NPU)."""
+        return self._memory_type
+
+    @property
+    def model(self) -> Any:
+        """The ov.Model as given or read (without interop's pre-processing)."""
+        return self._model
+
+    def __repr__(self) -> str:
+        return f"<Inference {self.model_name} on {self._device}, {len(self._variants)} compiled>"
+
+    # -- set-up helpers ---------------------------------------------------------------------------------
+    def _pick_device(self, device: str | None) -> str:
+        avail = list(self._core.available_devices)
+        if device is None:
+            dev = "NPU" if any(d.split(".")[0] == "NPU" for d in avail) else "CPU"
+            log.info("Inference: device %s (%s)", dev, "NPU found" if dev == "NPU" else f"no NPU among {avail}")
+            return dev
+        if not isinstance(device, str):
+            raise UnsupportedTypeError(f"device must be an OpenVINO device name such as 'CPU' or 'NPU', not {device!r}")
+        base = device.split(":")[0].split(".")[0].upper()
+        if base not in ("AUTO", "MULTI", "HETERO", "BATCH") and not any(d.split(".")[0].upper() == base for d in avail):
+            from .errors import BackendUnavailableError
+
+            raise BackendUnavailableError(f"OpenVINO device {device!r} is not available here; devices found: "
+                                          f"{', '.join(avail) or 'none'} (leave device=None to pick one)",
+                                          backend="openvino", extra="openvino")
+        return device
+
+    @staticmethod
+    def _check_size(size: Any) -> tuple[int, int] | None:
+        if size is None:
+            return None
+        if isinstance(size, (int, np.integer)):
+            size = (int(size), int(size))
+        try:
+            w, h = (int(v) for v in size)
+        except (TypeError, ValueError) as e:
+            raise InteropError(f"input_size must be (width, height) or an int, not {size!r}") from e
+        if w <= 0 or h <= 0:
+            raise InteropError(f"input_size {size!r} must be positive")
+        return w, h
+
+    @staticmethod
+    def _check_vec(v: Any, what: str) -> list[float] | None:
+        if v is None:
+            return None
+        if isinstance(v, (int, float, np.number)):
+            return [float(v)]
+        try:
+            return [float(x) for x in v]
+        except (TypeError, ValueError) as e:
+            raise InteropError(f"{what} must be a number or a sequence of numbers (one per channel), not {v!r}") from e
+
+    def _layout(self, param: Any) -> str:
+        lay = param.get_layout()
+        if not lay.empty:
+            s = lay.to_string().strip("[]").replace(",", "")
+            if s in ("NCHW", "NHWC"):
+                return s
+        ps = param.get_partial_shape()
+        if ps.rank.is_static and ps.rank.get_length() == 4:
+            if ps[1].is_static and ps[1].get_length() in (1, 3, 4):
+                return "NCHW"
+            if ps[3].is_static and ps[3].get_length() in (1, 3, 4):
+                return "NHWC"
+            return "NCHW"
+        raise UnsupportedFormatError(
+            f"the model input {param.get_any_name() if param.get_names() else 0} has shape {ps}: frames need an "
+            f"image input of rank 4 (NCHW or NHWC); feed a Tensor of the model's input shape instead")
+
+    def _compile(self, model: Any, key: Any) -> _Variant:
+        ov = self._ov
+        t0 = time.perf_counter()
+        compiled = self._core.compile_model(model, self._device, self._config)
+        try:
+            nreq = int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+        except RuntimeError:
+            nreq = 1
+        nreq = max(1, nreq)
+        queue = ov.AsyncInferQueue(compiled, nreq)
+        queue.set_callback(self._on_done)
+        outs = []
+        for i, o in enumerate(compiled.outputs):
+            outs.append(o.get_any_name() if o.get_names() else i)
+        dt = time.perf_counter() - t0
+        self.compile_seconds += dt
+        log.info("Inference: compiled %s for %s on %s in %.2f s (%d requests)", self.model_name, key, self._device, dt, nreq)
+        return _Variant(key, compiled, queue, list(compiled.inputs), outs, nreq)
+
+    def _static_model(self, size_hw: tuple[int, int] | None) -> Any:
+        """A copy of the model with batch 1 and, for a dynamic image input, spatial size ``size_hw``."""
+        m = self._model.clone()
+        if len(m.inputs) != 1:
+            return m
+        param = m.inputs[0]
+        ps = param.get_partial_shape()
+        if not (ps.rank.is_static and ps.rank.get_length() == 4):
+            return m
+        if ps.is_static:
+            return m
+        lay = self._layout(m.get_parameters()[0])
+        dims = [ps[i].get_length() if ps[i].is_static else None for i in range(4)]
+        dims[0] = 1
+        c_i, h_i, w_i = (1, 2, 3) if lay == "NCHW" else (3, 1, 2)
+        if dims[c_i] is None:
+            dims[c_i] = 3
+        if size_hw is not None:
+            if dims[h_i] is None:
+                dims[h_i] = size_hw[0]
+            if dims[w_i] is None:
+                dims[w_i] = size_hw[1]
+        if any(d is None for d in dims):
+            raise InteropError(f"the model input has a dynamic spatial size {ps}: give input_size=(width, height)")
+        m.reshape({param: self._ov.PartialShape(dims)})
+        return m
+
+    # -- variants -------------------------------------------------------------------------------------
+    def _raw_variant(self) -> _Variant:
+        key = "raw"
+        v = self._variants.get(key)
+        if v is not None:
+            return v
+        with self._variants_lock:
+            v = self._variants.get(key)
+            if v is None:
+                size = None if self._input_size is None else (self._input_size[1], self._input_size[0])
+                m = self._static_model(size) if size is not None else self._model
+                v = self._variants[key] = self._compile(m, key)
+            return v
+
+    def _frame_key(self, fmt: FrameFormat, planes: list[Any], width: int, height: int) -> tuple[Any, ...]:
+        return (fmt, tuple(tuple(int(d) for d in p.shape) for p in planes), width, height)
+
+    def _frame_variant(self, fmt: FrameFormat, planes: list[Any], width: int, height: int) -> _Variant:
+        key = self._frame_key(fmt, planes, width, height)
+        v = self._variants.get(key)
+        if v is not None:
+            return v
+        with self._variants_lock:
+            v = self._variants.get(key)
+            if v is None:
+                v = self._variants[key] = self._compile(self._ppp_model(fmt, planes, width, height), key)
+            return v
+
+    def _ppp_model(self, fmt: FrameFormat, planes: list[Any], width: int, height: int) -> Any:
+        """The model with pre-processing for frames laid out as ``planes`` (shapes (1, rows, pitch, C))."""
+        ov = self._ov
+        from openvino.preprocess import ColorFormat, PrePostProcessor, ResizeAlgorithm
+
+        if len(self._model.inputs) != 1:
+            raise UnsupportedFormatError(f"{self.model_name} has {len(self._model.inputs)} inputs: frames feed "
+                                         f"single-input image models; feed a list of Tensors instead")
+        shapes = [tuple(int(d) for d in p.shape) for p in planes]
+        if any(len(s) != 4 or s[0] != 1 for s in shapes):
+            raise InvalidTensorError(f"frame planes must be shaped (1, rows, pitch, C), got {shapes}")
+        rows, pitch = shapes[0][1], shapes[0][2]
+        if fmt in (FrameFormat.I420, FrameFormat.NV12):
+            if height % 2 or width % 2:
+                raise UnsupportedFormatError(f"{fmt.name} frames of odd size {width}x{height} cannot be converted in "
+                                             f"the model: crop to an even size first (frame.crop(0, 0, w & ~1, h & ~1))")
+            if fmt is FrameFormat.I420:
+                cf, sub, want = ColorFormat.I420_THREE_PLANES, ["y", "u", "v"], \
+                    [(1, rows, pitch, 1), (1, rows // 2, pitch // 2, 1), (1, rows // 2, pitch // 2, 1)]
+            else:
+                cf, sub, want = ColorFormat.NV12_TWO_PLANES, ["y", "uv"], [(1, rows, pitch, 1), (1, rows // 2, pitch // 2, 2)]
+            if shapes != want or pitch % 2 or rows % 2:
+                raise UnsupportedFormatError(
+                    f"{fmt.name} planes {shapes} do not have the layout OpenVINO's {fmt.name} input needs ({want}: "
+                    f"chroma pitch half the luma pitch); decode with aligned line sizes or convert the frame to NV12")
+        elif fmt in _PACKED:
+            cf, sub = getattr(ColorFormat, _PACKED[fmt]), None
+            if len(shapes) != 1 or shapes[0][3] != len(_PACKED[fmt]):
+                raise InvalidTensorError(f"a {fmt.name} frame has one plane (1, rows, pitch, {len(_PACKED[fmt])}), got {shapes}")
+        else:
+            raise UnsupportedFormatError(f"Inference takes I420, NV12, RGB, BGR, RGBX and BGRX frames, not {fmt.name}: "
+                                         f"convert the frame first (e.g. decode to yuv420p)")
+        if rows < height or pitch < width:
+            raise InvalidTensorError(f"planes {shapes} are smaller than the {width}x{height} frame")
+        param = self._model.get_parameters()[0]
+        lay = self._layout(param)
+        ps = param.get_partial_shape()
+        h_i, w_i = (2, 3) if lay == "NCHW" else (1, 2)
+        static_hw = ps[h_i].is_static and ps[w_i].is_static
+        if static_hw:
+            target = (ps[h_i].get_length(), ps[w_i].get_length())
+        elif self._input_size is not None:
+            target = (self._input_size[1], self._input_size[0])
+        else:
+            target = (height, width)
+        m = self._static_model(target)
+        p = PrePostProcessor(m)
+        inp = p.input()
+        tt = inp.tensor().set_element_type(ov.Type.u8).set_layout(ov.Layout("NHWC")).set_spatial_static_shape(rows, pitch)
+        if sub is None:
+            tt.set_color_format(cf)
+        else:
+            tt.set_color_format(cf, sub)
+        pre = inp.preprocess()
+        pre.convert_color(ColorFormat.RGB if self._rgb else ColorFormat.BGR)
+        if (rows, pitch) != (height, width):
+            pre.crop([0, 0, 0, 0], [1, height, width, 3])  # padded pitch: cropped inside the model, never copied
+        pre.convert_element_type(ov.Type.f32)
+        if (height, width) != target:
+            pre.resize(ResizeAlgorithm.RESIZE_LINEAR)
+        if self._mean is not None:
+            pre.mean(self._mean if len(self._mean) > 1 else self._mean[0])
+        if self._scale is not None:
+            pre.scale(self._scale if len(self._scale) > 1 else self._scale[0])
+        elem = param.get_element_type()
+        if elem != ov.Type.f32:
+            pre.convert_element_type(elem)
+        pre.convert_layout(ov.Layout(lay))
+        inp.model().set_layout(ov.Layout(lay))
+        try:
+            return p.build()
+        except RuntimeError as e:
+            raise UnsupportedFormatError(f"cannot build pre-processing for {fmt.name} planes {shapes} into "
+                                         f"{self.model_name}: {str(e).strip().splitlines()[0]}") from e
+
+    # -- inputs ---------------------------------------------------------------------------------------
+    def _map(self, x: Any) -> Any:
+        from .api import map as imap
+
+        return imap(x, self._memory_type)
+
+    def _prepare(self, x: Any) -> tuple[_Variant, list[Any], Any]:
+        """(variant, input tensors, objects to keep alive until the request completes)."""
+        from .api import wrap
+
+        if isinstance(x, (list, tuple)) and not isinstance(x, Frame):
+            mapped = [self._map(t) for t in x]
+            return self._raw_inputs(mapped, x)
+        if isinstance(x, Mapping):
+            raise UnsupportedTypeError("give several inputs as a list in the model's input order, not a dict")
+        if not isinstance(x, (Tensor, Frame)):
+            x = wrap(x)
+        if isinstance(x, Frame):
+            f = self._map(x)
+            planes = [_as_4d(self._ov, _ov_native(t)) for t in f.tensors]
+            v = self._frame_variant(f.format, planes, f.width, f.height)
+            return v, planes, (x, f, planes)
+        return self._raw_inputs([self._map(x)], x)
+
+    def _raw_inputs(self, mapped: list[Any], keep: Any) -> tuple[_Variant, list[Any], Any]:
+        v = self._raw_variant()
+        if len(mapped) != len(v.inputs):
+            raise InvalidTensorError(f"{self.model_name} has {len(v.inputs)} input(s), {len(mapped)} tensor(s) given")
+        nats = []
+        for t, port in zip(mapped, v.inputs):
+            if isinstance(t, Frame):
+                raise UnsupportedTypeError("give a Frame on its own (not in a list): frames go through pre-processing")
+            nat = _ov_native(t)
+            shape = tuple(int(d) for d in nat.shape)
+            want = port.get_partial_shape()
+            et = port.get_element_type()
+            ok_shape = want.rank.is_dynamic or (want.rank.get_length() == len(shape) and all(
+                want[i].is_dynamic or want[i].get_length() == shape[i] for i in range(len(shape))))
+            dt = np.dtype(et.to_dtype())
+            if not ok_shape or np.dtype(t.info.dtype) != dt:
+                name = port.get_any_name() if port.get_names() else "0"
+                raise InvalidTensorError(
+                    f"model input {name!r} of {self.model_name} wants shape {want} {dt}, got {shape} {t.info.dtype}: "
+                    f"convert/resize the tensor to that shape and dtype, or pass a Frame so the model pre-processes it")
+            nats.append(nat)
+        return v, nats, (keep, mapped)
+
+    def compile_for(self, x: Any) -> None:
+        """Compile (and cache) the model variant ``x`` needs, without running it: keeps compilation out of timings."""
+        self._prepare(x)
+
+    # -- running --------------------------------------------------------------------------------------
+    def _submit(self, x: Any, job_cb: Callback | None, userdata: Any, event: threading.Event | None) -> _Job:
+        v, inputs, keep = self._prepare(x)
+        job = _Job(v, job_cb, userdata, keep, event)
+        with self._cond:
+            self._pending += 1
+        try:
+            with v.submit_lock:  # blocks (GIL released) while every request of the pool is busy
+                v.queue.start_async(inputs, job)
+        except BaseException:
+            with self._cond:
+                self._pending -= 1
+                self._cond.notify_all()
+            raise
+        return job
+
+    def _on_done(self, request: Any, job: _Job) -> None:
+        # OpenVINO's thread. Never let an exception escape into OpenVINO.
+        try:
+            outs: Outputs = {}
+            n = 0
+            for i, k in enumerate(job.variant.output_keys):
+                a = np.array(request.get_output_tensor(i).data, copy=True)
+                n += a.nbytes
+                outs[k] = a
+            with self._cond:
+                self._output_bytes += n
+            job.result = outs
+            if job.event is None and job.callback is not None:
+                job.callback(outs, job.userdata)
+        except BaseException as e:  # noqa: B036 - must not escape into OpenVINO's thread
+            job.error = e
+            if job.event is None:
+                log.debug("Inference: callback failed: %r", e)
+                with self._cond:
+                    self._errors.append(e)
+        finally:
+            job.keepalive = None
+            with self._cond:
+                self._pending -= 1
+                self.requests_done += 1
+                self._cond.notify_all()
+            if job.event is not None:
+                job.event.set()
+
+    def infer(self, x: Any) -> Outputs:
+        """Run one input (Frame, Tensor, numpy array, or a list of Tensors for several inputs) and wait for it."""
+        ev = threading.Event()
+        job = self._submit(x, None, None, ev)
+        ev.wait()
+        if job.error is not None:
+            raise job.error
+        assert job.result is not None
+        return job.result
+
+    def infer_async(self, x: Any, callback: Callback | None = None, userdata: Any = None) -> None:
+        """Start inference and return at once (waits only while every request is busy).
+
+        ``callback(outputs, userdata)`` runs on OpenVINO's thread; an exception it raises is re-raised by wait_all().
+        """
+        if callback is not None and not callable(callback):
+            raise UnsupportedTypeError(f"callback must be callable, not {type(callback).__name__}")
+        self._submit(x, callback, userdata, None)
+
+    def wait_all(self, timeout: float | None = None) -> None:
+        """Wait until every started request has completed; re-raise the first error since the last wait_all()."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._pending == 0, timeout):
+                raise TimeoutError(f"{self._pending} inference requests still running after {timeout} s")
+            errors, self._errors = self._errors, []
+        if errors:
+            raise errors[0]
+
+    @property
+    def pending(self) -> int:
+        """Requests started and not yet completed."""
+        with self._cond:
+            return self._pending
+
+    def pool_size(self, x: Any = None) -> int:
+        """Number of infer requests in the pool used for ``x`` (default: the raw model's)."""
+        v = self._raw_variant() if x is None else self._prepare(x)[0]
+        return v.nreq
