@@ -1,0 +1,66 @@
+"""DMA -> CPU: mmap the buffer (MAP_SHARED) and bracket the access with DMA_BUF_IOCTL_SYNC start/end. Zero-copy.
+
+READ maps the buffer read-only (PROT_READ) and gives a read-only numpy view; WRITE/READ_WRITE map it read-write.
+The sync END runs at release of the CPU tensor (end of ``with``, ``release()`` or GC). On a memfd the ioctl
+answers ENOTTY: not a dma-buf, nothing to synchronise. Tiled (non-linear DRM modifier) buffers are refused:
+the CPU would see tiles, not rows.
+"""
+
+from __future__ import annotations
+
+from ..context import CPU_CONTEXT
+from ..errors import InvalidTensorError
+from ..mapper import MemoryMapper, register
+from ..native import dmabuf as nd
+from ..tensor import Tensor, _ArrayExport
+from ..tensors.cpu import CPUTensor
+from ..types import AccessMode, MemoryType
+
+
+def map_dma_to_host(t: Tensor, mode: AccessMode, *, writable_alias: bool = False) -> CPUTensor:
+    """The CPU view of a DMATensor (shared by the mappers that go through the host mapping).
+
+    ``writable_alias``: a framework that needs a writeable pointer but only reads (OpenVINO inputs) gets a
+    writeable view over the read-write mapping even for READ, when the fd allows it.
+    """
+    from ..tensors.dma import DMATensor
+
+    if not isinstance(t, DMATensor):
+        raise InvalidTensorError(f"expected a DMA tensor, got {type(t).__name__}")
+    if t.drm_modifier not in (nd.DRM_FORMAT_MOD_LINEAR, nd.DRM_FORMAT_MOD_INVALID):
+        raise InvalidTensorError(
+            f"DRM modifier {t.drm_modifier:#018x} is a tiled layout the CPU cannot read as rows: map the frame through "
+            f"its device (VA-API, OpenCL import) or ask the producer for DRM_FORMAT_MOD_LINEAR")
+    buf = t.buffer
+    rw = mode.writes or (writable_alias and buf.fd_writable)
+    m = buf.mapping(rw)
+    info = t.info
+    write = mode.writes
+    fd_synced = buf.is_dmabuf and nd.dma_buf_sync(buf.fd, True, write, mode.reads or not write)
+    iface = {"version": 3, "shape": info.shape, "typestr": info.dtype.str, "descr": info.dtype.descr,
+             "data": (m.address + t.offset, not rw), "strides": info.strides}
+    import numpy as np
+
+    arr = np.asarray(_ArrayExport(iface, m))  # the view holds the mapping; munmap when the last view is gone
+    out = CPUTensor(arr, context=CPU_CONTEXT, parent=t, writable=rw if writable_alias else write)
+    if fd_synced:
+        # the end-of-access ioctl needs an fd; dup'ing per mapping would cost a syscall, so keep the buffer
+        out.on_release(_sync_end(buf, write, mode.reads or not write))
+    return out
+
+
+def _sync_end(buf, write: bool, read: bool):  # type: ignore[no-untyped-def]
+    def end() -> None:
+        if not buf.closed:
+            nd.dma_buf_sync(buf.fd, False, write, read)
+    return end
+
+
+@register
+class DMAToCPU(MemoryMapper):
+    src = MemoryType.DMA
+    dst = MemoryType.CPU
+    zero_copy = True
+
+    def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
+        return map_dma_to_host(t, mode)

@@ -1,0 +1,577 @@
+"""DMA-BUF tensors and frames: per plane an fd, offset, pitch, buffer size, DRM fourcc and 64-bit DRM modifier.
+
+Ownership: the library keeps its own dup of every fd it is given (``DMATensor.from_fd``) and closes it when the
+last tensor over it is released; it never closes a caller's fd (unless ``take_ownership=True``). Buffers we
+allocate come from a dma-buf heap, else /dev/udmabuf, else a sealed memfd (``is_dmabuf`` False: same mmap and
+fd-passing semantics, no cache maintenance, no device import).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..backends import BackendReport, register_probe
+from ..context import Context, register_default_context
+from ..errors import InteropError, InvalidTensorError, UnsupportedFormatError
+from ..frame import Frame
+from ..info import TensorInfo, packed_offsets, plane_infos, plane_layout
+from ..native import dmabuf as nd
+from ..tensor import Tensor
+from ..types import FrameFormat, MemoryType
+
+# ---- DRM fourcc <-> FrameFormat ------------------------------------------------------------------------
+
+
+def fourcc(code: str) -> int:
+    """DRM fourcc of a 4-character code, e.g. fourcc('NV12') == 0x3231564e."""
+    c = code.ljust(4).encode("ascii")
+    return c[0] | c[1] << 8 | c[2] << 16 | c[3] << 24
+
+
+def fourcc_str(value: int) -> str:
+    return bytes((value >> s) & 0xFF for s in (0, 8, 16, 24)).decode("ascii", "replace")
+
+
+# DRM names packed formats by the bits of a little-endian word, so its RGB888 is B,G,R in memory.
+DRM_FOURCC: dict[FrameFormat, int] = {
+    FrameFormat.NV12: fourcc("NV12"), FrameFormat.NV21: fourcc("NV21"), FrameFormat.I420: fourcc("YU12"),
+    FrameFormat.YV12: fourcc("YV12"), FrameFormat.P010: fourcc("P010"),
+    FrameFormat.RGB: fourcc("BG24"), FrameFormat.BGR: fourcc("RG24"),
+    FrameFormat.RGBX: fourcc("XB24"), FrameFormat.BGRX: fourcc("XR24"),
+    FrameFormat.RGBA: fourcc("AB24"), FrameFormat.BGRA: fourcc("AR24"),
+    FrameFormat.GRAY8: fourcc("R8"), FrameFormat.GRAY16: fourcc("R16"),
+}
+_FORMAT_OF_FOURCC = {v: k for k, v in DRM_FOURCC.items()}
+
+
+def drm_fourcc_of(fmt: FrameFormat) -> int:
+    try:
+        return DRM_FOURCC[fmt]
+    except KeyError:
+        raise UnsupportedFormatError(f"{fmt.name} has no DRM fourcc; use one of {', '.join(f.name for f in DRM_FOURCC)}") from None
+
+
+def format_of_fourcc(value: int) -> FrameFormat:
+    try:
+        return _FORMAT_OF_FOURCC[int(value)]
+    except KeyError:
+        raise UnsupportedFormatError(f"DRM fourcc {fourcc_str(int(value))!r} ({int(value):#x}) has no interop FrameFormat; "
+                                     f"supported: {', '.join(fourcc_str(v) for v in _FORMAT_OF_FOURCC)}") from None
+
+
+# ---- buffers -------------------------------------------------------------------------------------------
+
+_live_lock = threading.Lock()
+_live_buffers = {"open": 0}
+
+
+def _close_fd(fd: int, live: dict[str, int]) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+    with _live_lock:
+        live["open"] -= 1
+
+
+def live_buffers() -> int:
+    """How many DMA buffers (fds) the library holds open now: a leak check."""
+    return _live_buffers["open"]
+
+
+class DMABuffer:
+    """One fd the library owns (a dup, a received fd, or an allocation) and what is known about it.
+
+    Tensors over it count as users; when the last user is gone the ``on_free`` callbacks run and, unless the
+    buffer is ``persistent`` (pool buffers), the fd is closed. Mappings are made once and cached.
+    """
+
+    def __init__(self, fd: int, size: int, *, kind: str, is_dmabuf: bool, writable: bool = True,
+                 sealed: bool = True, persistent: bool = False):
+        self.fd = int(fd)
+        self.size = int(size)
+        self.kind = kind
+        self.is_dmabuf = bool(is_dmabuf)
+        self.fd_writable = bool(writable)
+        self.sealed = bool(sealed)
+        self.persistent = persistent
+        self._lock = threading.Lock()
+        self._users = 0
+        self._closed = False
+        self._maps: dict[bool, nd.Mapping] = {}
+        self._on_free: list[Callable[[], None]] = []
+        self.pool_slot: Any = None  # set by FramePool
+        with _live_lock:
+            _live_buffers["open"] += 1
+        self._fin = weakref.finalize(self, _close_fd, self.fd, _live_buffers)
+
+    @classmethod
+    def allocate(cls, size: int, *, kind: str | None = None, persistent: bool = False) -> DMABuffer:
+        fd, got = nd.allocate(size, kind)
+        real = got != "memfd"
+        return cls(fd, nd.page_align(size) if real else size, kind=got, is_dmabuf=real, persistent=persistent)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def users(self) -> int:
+        return self._users
+
+    def use(self) -> None:
+        with self._lock:
+            if self._closed:
+                raise InvalidTensorError("this DMA buffer was closed; its fd is gone")
+            self._users += 1
+
+    def unuse(self) -> None:
+        with self._lock:
+            self._users -= 1
+            free = self._users == 0
+            callbacks = list(self._on_free) if free else []
+        if not free:
+            return
+        for cb in callbacks:
+            try:
+                cb()
+            except Exception:  # a callback (pool return, transport DONE) must not break release()
+                import logging
+
+                logging.getLogger("interop").exception("DMA buffer free callback failed")
+        if not self.persistent:
+            self.close()
+
+    def on_free(self, cb: Callable[[], None]) -> None:
+        """Run ``cb`` each time the last user lets go (pool return, DONE message to a producer)."""
+        self._on_free.append(cb)
+
+    def mapping(self, writable: bool) -> nd.Mapping:
+        """A shared CPU mapping of the whole buffer, read-only or read-write, made once."""
+        with self._lock:
+            if self._closed:
+                raise InvalidTensorError("this DMA buffer was closed; wrap the fd again")
+            m = self._maps.get(writable)
+            if m is None:
+                if writable and not self.fd_writable:
+                    raise InvalidTensorError("this dma-buf fd is read-only (O_RDONLY): map it with AccessMode.READ")
+                m = nd.Mapping(self.fd, self.size, writable, owner=self)
+                self._maps[writable] = m
+            return m
+
+    def close(self) -> None:
+        """Close our fd now. Mappings already handed out stay valid until their last view is gone."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._maps.clear()
+        self._fin()
+
+    def __repr__(self) -> str:
+        return f"<DMABuffer fd={self.fd} size={self.size} {self.kind}{' closed' if self._closed else ''}>"
+
+
+# ---- context -------------------------------------------------------------------------------------------
+
+
+class DMAContext(Context):
+    """DMA-BUF memory of this machine. ``device`` names the allocator used: 'dma_heap', 'udmabuf' or 'memfd'."""
+
+    memory_type = MemoryType.DMA
+
+    def __init__(self, kind: str | None = None):
+        super().__init__(native=None, device=kind or nd.available_kinds()[0])
+
+    def key(self) -> Any:
+        return "dma"
+
+    @property
+    def is_dmabuf(self) -> bool:
+        """False where the allocator is the memfd stand-in."""
+        return self.device != "memfd"
+
+    def allocate(self, size: int) -> DMABuffer:
+        return DMABuffer.allocate(size, kind=self.device)
+
+    def alloc_tensor(self, info: TensorInfo) -> DMATensor:
+        """A new buffer holding ``info`` (C-contiguous strides are kept as given)."""
+        buf = self.allocate(max(info.extent, 1))
+        t = DMATensor(buf, info, context=self)
+        return t
+
+    def alloc_frame(self, format: FrameFormat, width: int, height: int, *, pitch_align: int = 64) -> Frame:
+        """A new frame, all planes in one buffer one after another, rows padded to ``pitch_align`` bytes."""
+        pitches = aligned_pitches(format, width, pitch_align)
+        offsets, total = packed_offsets(format, width, height, pitches)
+        buf = self.allocate(total)
+        return _frame_on(buf, format, width, height, offsets, pitches, self)
+
+
+register_default_context(MemoryType.DMA, DMAContext)
+
+
+def _default_ctx() -> DMAContext:
+    return Context.default(MemoryType.DMA)  # type: ignore[return-value]
+
+
+# ---- tensors -------------------------------------------------------------------------------------------
+
+
+class DMATensor(Tensor):
+    """A strided array inside a DMA buffer. ``native`` is our DMABuffer (there is no framework object).
+
+    Handles: ``fd`` (ours; dup it to keep it beyond release), ``offset`` (bytes into the buffer), ``pitch``
+    (= ``info.strides[0]``), ``size`` (of the whole buffer), ``drm_fourcc``, ``drm_modifier`` (64-bit),
+    ``is_dmabuf`` (False for the memfd stand-in).
+    """
+
+    memory_type = MemoryType.DMA
+    HANDLE_KEYS = {"dma_fd": "fd", "offset": "offset", "drm_modifier": "drm_modifier",
+                   "drm_fourcc": "drm_fourcc", "size": "size", "pitch": "pitch"}
+
+    def __init__(self, buffer: DMABuffer, info: TensorInfo, *, offset: int = 0, drm_fourcc: int = 0,
+                 drm_modifier: int = nd.DRM_FORMAT_MOD_LINEAR, context: Context | None = None,
+                 parent: Any = None, writable: bool = True):
+        if not isinstance(buffer, DMABuffer):
+            raise InvalidTensorError(f"DMATensor wraps a DMABuffer, not {type(buffer).__name__}; use DMATensor.from_fd(fd, info=...)")
+        _check_layout(buffer.size, int(offset), info, f"fd {buffer.fd}")
+        drm_modifier = int(drm_modifier)
+        if not 0 <= drm_modifier < 1 << 64 or not 0 <= int(drm_fourcc) < 1 << 32:
+            raise InvalidTensorError(f"drm_modifier must fit 64 unsigned bits and drm_fourcc 32, got {drm_modifier:#x}, {int(drm_fourcc):#x}")
+        buffer.use()
+        super().__init__(buffer, info, context=context or _default_ctx(), parent=parent,
+                         writable=writable and buffer.fd_writable)
+        self._buffer = buffer
+        self._offset = int(offset)
+        self._drm_fourcc = int(drm_fourcc)
+        self._drm_modifier = drm_modifier
+        self.on_release(buffer.unuse)
+
+    @classmethod
+    def from_fd(cls, fd: int, *, info: TensorInfo, offset: int = 0, size: int | None = None, drm_fourcc: int = 0,
+                drm_modifier: int = 0, take_ownership: bool = False, context: Context | None = None,
+                parent: Any = None) -> DMATensor:
+        """Wrap a caller's dma-buf (or memfd, or file) fd. The tensor keeps its own dup unless ``take_ownership``."""
+        buf = buffer_from_fd(fd, size=size, take_ownership=take_ownership)
+        try:
+            return cls(buf, info, offset=offset, drm_fourcc=drm_fourcc, drm_modifier=drm_modifier,
+                       context=context, parent=parent)
+        except BaseException:
+            if buf.users == 0:
+                buf.close()
+            raise
+
+    # -- handles ---------------------------------------------------------------------------------------
+    @property
+    def buffer(self) -> DMABuffer:
+        self._check()
+        return self._buffer
+
+    @property
+    def fd(self) -> int:
+        self._check()
+        return self._buffer.fd
+
+    @property
+    def offset(self) -> int:
+        return self._offset
+
+    @property
+    def pitch(self) -> int:
+        return self._info.strides[0] if self._info.ndim else 0
+
+    @property
+    def size(self) -> int:
+        return self._buffer.size
+
+    @property
+    def drm_fourcc(self) -> int:
+        return self._drm_fourcc
+
+    @property
+    def drm_modifier(self) -> int:
+        return self._drm_modifier
+
+    @property
+    def is_dmabuf(self) -> bool:
+        return self._buffer.is_dmabuf
+
+    def _view(self, offset: int, info: TensorInfo) -> Tensor:
+        return DMATensor(self._buffer, info, offset=self._offset + offset, drm_fourcc=self._drm_fourcc,
+                         drm_modifier=self._drm_modifier, context=self._context, parent=self, writable=self._writable)
+
+    def __repr__(self) -> str:
+        if self.released:
+            return "<DMATensor released>"
+        return (f"<DMATensor fd={self._buffer.fd} offset={self._offset} shape={self._info.shape} "
+                f"pitch={self.pitch} {'dma-buf' if self.is_dmabuf else self._buffer.kind}>")
+
+
+def _check_layout(size: int, offset: int, info: TensorInfo, what: str) -> None:
+    if not isinstance(info, TensorInfo):
+        raise InvalidTensorError(f"info must be an interop.TensorInfo, not {type(info).__name__}")
+    if offset < 0:
+        raise InvalidTensorError(f"offset {offset} is negative: give the plane's byte offset into the buffer")
+    if offset >= size and info.size:
+        raise InvalidTensorError(f"offset {offset} is beyond the end of {what} ({size} bytes): check the plane offset")
+    if offset + info.extent > size:
+        raise InvalidTensorError(f"{what} holds {size} bytes, too short for the layout {info} at offset {offset} "
+                                 f"(needs {offset + info.extent}): check shape, pitch and offset, or the buffer's size")
+
+
+def buffer_from_fd(fd: int, *, size: int | None = None, take_ownership: bool = False,
+                   require_sealed: bool = False) -> DMABuffer:
+    """Check ``fd`` and make a DMABuffer over our own dup of it (or over ``fd`` itself with take_ownership)."""
+    fi = nd.inspect_fd(fd)
+    if fi.size is None and size is None:
+        raise InvalidTensorError(f"the size of fd {fd} cannot be found: pass size=")
+    if size is not None:
+        if int(size) <= 0:
+            raise InvalidTensorError(f"size {size} must be positive")
+        if fi.size is not None and int(size) > fi.size:
+            raise InvalidTensorError(f"size={size} is larger than fd {fd} ({fi.kind}, {fi.size} bytes): "
+                                     f"the buffer is too short; pass its real size")
+    if require_sealed and not fi.sealed:
+        raise InvalidTensorError(f"fd {fd} is an unsealed {fi.kind}: a peer could truncate it and crash this process "
+                                 f"with SIGBUS; allocate shared frames with interop's allocator (sealed memfds or dma-bufs)")
+    own = fd if take_ownership else os.dup(fd)
+    return DMABuffer(own, int(size) if size is not None else int(fi.size or 0), kind=fi.kind,
+                     is_dmabuf=fi.is_dmabuf, writable=fi.writable, sealed=fi.sealed)
+
+
+# ---- frames --------------------------------------------------------------------------------------------
+
+
+def aligned_pitches(format: FrameFormat, width: int, align: int = 64) -> list[int]:
+    """Row pitches for ``format``: the first plane rounded up to ``align``; subsampled planar chroma at half
+    that pitch (the layout FFmpeg's yuv420p/nv12 buffers use)."""
+    specs = plane_layout(format)
+    first = -(-specs[0].row_bytes(width) // align) * align
+    out = []
+    for s in specs:
+        p = first if s.sub_x == 1 or s.channels else first // s.sub_x
+        out.append(max(p, s.row_bytes(width)))
+    return out
+
+
+def _frame_on(buf: DMABuffer, format: FrameFormat, width: int, height: int, offsets: Sequence[int],
+              pitches: Sequence[int], context: Context | None, drm_modifier: int = 0) -> Frame:
+    infos = plane_infos(format, width, height, list(pitches))
+    code = DRM_FOURCC.get(format, 0)
+    planes = [DMATensor(buf, inf, offset=off, drm_fourcc=code, drm_modifier=drm_modifier, context=context)
+              for inf, off in zip(infos, offsets)]
+    return dma_frame(planes, format, width, height)
+
+
+def dma_frame(planes: list[DMATensor], format: FrameFormat, width: int, height: int, **kw: Any) -> Frame:
+    """A Frame of DMA planes (each plane its own fd/offset/pitch, or several planes of one buffer)."""
+    if not planes or not all(isinstance(p, DMATensor) for p in planes):
+        raise InvalidTensorError("dma_frame() takes a list of DMATensor planes")
+    return Frame(planes, format, width, height, context=kw.pop("context", None) or planes[0].context, **kw)
+
+
+def frame_from_fds(fds: int | Sequence[int], format: FrameFormat, width: int, height: int, *,
+                   offsets: Sequence[int] | None = None, pitches: Sequence[int] | None = None,
+                   size: int | None = None, drm_modifier: int = 0, take_ownership: bool = False) -> Frame:
+    """A Frame over a caller's fd(s): one fd for all planes, or one per plane (V4L2/VA export style).
+
+    ``pitches`` are bytes per row of each plane (default: tight rows); ``offsets`` default to planes one after
+    another. Each distinct fd is dup'ed once (unless ``take_ownership``).
+    """
+    specs = plane_layout(format)
+    fd_list = [fds] * len(specs) if isinstance(fds, int) else list(fds)
+    if len(fd_list) != len(specs):
+        raise InvalidTensorError(f"a {format.name} frame has {len(specs)} planes; give one fd or {len(specs)} fds")
+    if pitches is not None:
+        for spec, p in zip(specs, pitches):
+            if int(p) < spec.row_bytes(width):
+                raise InvalidTensorError(f"pitch {p} of plane {spec.name} is smaller than its row of {spec.row_bytes(width)} "
+                                         f"bytes for a {width}-wide {format.name} frame: pass the buffer's real pitch (stride)")
+    infos = plane_infos(format, width, height, list(pitches) if pitches is not None else None)
+    if offsets is None:
+        if len(set(fd_list)) == 1:
+            offsets, _ = packed_offsets(format, width, height, [i.strides[0] for i in infos])
+        else:
+            offsets = [0] * len(specs)
+    bufs: dict[int, DMABuffer] = {}
+    try:
+        for fd in fd_list:
+            if fd not in bufs:
+                bufs[fd] = buffer_from_fd(fd, size=size, take_ownership=take_ownership)
+        planes = [DMATensor(bufs[fd], inf, offset=off, drm_fourcc=DRM_FOURCC.get(format, 0), drm_modifier=drm_modifier)
+                  for fd, inf, off in zip(fd_list, infos, offsets)]
+    except BaseException:
+        for b in bufs.values():
+            if b.users == 0:
+                b.close()
+        raise
+    return dma_frame(planes, format, width, height)
+
+
+def buffers_of(frame: Frame) -> list[DMABuffer]:
+    """The distinct buffers a DMA frame's planes live in, in plane order."""
+    out: list[DMABuffer] = []
+    for t in frame.tensors:
+        if not isinstance(t, DMATensor):
+            raise InvalidTensorError(f"expected a DMA frame, got a {frame.memory_type.name} plane")
+        if not any(b is t.buffer for b in out):
+            out.append(t.buffer)
+    return out
+
+
+# ---- frame pool with commit markers ---------------------------------------------------------------------
+
+MARKER_MAGIC = 0x544D4349  # 'ICMT'
+MARKER_WRITING, MARKER_COMMITTED = 1, 2
+MARKER_SIZE = 16  # u32 magic, u32 state, u64 sequence
+_MARKER = struct.Struct("<IIQ")
+
+
+def read_marker(mapping_addr: int, offset: int) -> tuple[int, int, int]:
+    """(magic, state, sequence) of the commit marker at ``offset`` in a mapping."""
+    return _MARKER.unpack(ctypes.string_at(mapping_addr + offset, MARKER_SIZE))
+
+
+def write_marker(mapping_addr: int, offset: int, state: int, seq: int) -> None:
+    # sequence first, then the state word: a reader that sees COMMITTED sees the right sequence (x86 stores are ordered)
+    ctypes.memmove(mapping_addr + offset + 8, struct.pack("<Q", seq), 8)
+    ctypes.memmove(mapping_addr + offset, struct.pack("<II", MARKER_MAGIC, state), 8)
+
+
+class PoolSlot:
+    def __init__(self, pool: FramePool, index: int, buffer: DMABuffer):
+        self.pool = pool
+        self.index = index
+        self.buffer = buffer
+        self.seq = 0
+
+
+class FramePool:
+    """A fixed set of frame buffers for a producer. ``acquire()`` gives a free frame (marked WRITING); write it
+    (``interop.map(frame, CPU, mode=WRITE)``), ``commit()`` it, send or use it, ``release()`` it. A buffer is free
+    again when every user let go: the producer's frame, and each consumer it was sent to (until DONE or death).
+
+    Each buffer ends with a 16-byte commit marker (magic, state, sequence) after the planes, so a consumer can tell a
+    frame whose writer died mid-write (state WRITING) from a complete one.
+    """
+
+    def __init__(self, format: FrameFormat, width: int, height: int, count: int = 4, *, pitch_align: int = 64,
+                 context: DMAContext | None = None):
+        if count <= 0:
+            raise InvalidTensorError(f"a FramePool needs at least one buffer, got count={count}")
+        self.format, self.width, self.height = format, int(width), int(height)
+        self.context = context or _default_ctx()
+        self.pitches = aligned_pitches(format, width, pitch_align)
+        self.offsets, data = packed_offsets(format, width, height, self.pitches)
+        self.marker_offset = -(-data // 64) * 64
+        self.buffer_size = self.marker_offset + MARKER_SIZE
+        self._cond = threading.Condition()
+        self._free: list[int] = []
+        self._closed = False
+        self.slots: list[PoolSlot] = []
+        for i in range(count):
+            buf = DMABuffer.allocate(self.buffer_size, kind=self.context.device, persistent=True)
+            slot = PoolSlot(self, i, buf)
+            buf.pool_slot = slot
+            buf.on_free(lambda i=i: self._give_back(i))
+            self.slots.append(slot)
+            self._free.append(i)
+            write_marker(buf.mapping(True).address, self.marker_offset, MARKER_COMMITTED, 0)
+
+    @property
+    def size(self) -> int:
+        return len(self.slots)
+
+    @property
+    def free_count(self) -> int:
+        with self._cond:
+            return len(self._free)
+
+    def _give_back(self, i: int) -> None:
+        with self._cond:
+            if i not in self._free:
+                self._free.append(i)
+            self._cond.notify()
+
+    def acquire(self, timeout: float | None = None) -> Frame:
+        """A free frame of the pool (waits up to ``timeout`` seconds; None waits for ever). Marked WRITING."""
+        with self._cond:
+            if self._closed:
+                raise InteropError("this FramePool was closed")
+            if not self._cond.wait_for(lambda: self._free or self._closed, timeout):
+                raise TimeoutError(f"no free buffer in the pool of {self.size} within {timeout} s: release frames "
+                                   f"(consumers must release received frames) or make a larger pool")
+            if self._closed:
+                raise InteropError("this FramePool was closed")
+            i = self._free.pop(0)
+            slot = self.slots[i]
+            slot.seq += 1
+            seq = slot.seq
+        write_marker(slot.buffer.mapping(True).address, self.marker_offset, MARKER_WRITING, seq)
+        f = _frame_on(slot.buffer, self.format, self.width, self.height, self.offsets, self.pitches, self.context)
+        f.metadata["pool_slot"] = i
+        return f
+
+    def commit(self, frame: Frame) -> int:
+        """Mark ``frame``'s buffer complete (after the payload is written). Returns its sequence number."""
+        slot = self.slot_of(frame)
+        write_marker(slot.buffer.mapping(True).address, self.marker_offset, MARKER_COMMITTED, slot.seq)
+        return slot.seq
+
+    def slot_of(self, frame: Frame) -> PoolSlot:
+        bufs = buffers_of(frame)
+        slot = getattr(bufs[0], "pool_slot", None)
+        if slot is None or slot.pool is not self:
+            raise InvalidTensorError("this frame does not come from this FramePool")
+        return slot
+
+    def close(self) -> None:
+        """Close every buffer's fd (mappings already handed out stay valid until their views are gone)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        for s in self.slots:
+            s.buffer.close()
+
+    def __enter__(self) -> FramePool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def marker_of(buf: DMABuffer) -> tuple[int, int] | None:
+    """(marker offset, sequence) of a pool buffer, or None for buffers without a commit marker."""
+    slot = buf.pool_slot
+    if slot is None:
+        return None
+    return slot.pool.marker_offset, slot.seq
+
+
+# ---- doctor --------------------------------------------------------------------------------------------
+
+
+def _probe() -> list[BackendReport]:
+    kinds = nd.available_kinds()
+    real = [k for k in kinds if k != "memfd"]
+    dev = [nd.HEAP_PATH] if "dma_heap" in kinds else []
+    dev += [nd.UDMABUF_PATH] if "udmabuf" in kinds else []
+    detail = {"allocator": kinds[0], "real_dmabuf": bool(real)}
+    if real:
+        return [BackendReport("DMA-BUF", True, None, dev, "A", None, detail)]
+    return [BackendReport("DMA-BUF", True, None, ["memfd stand-in (sealed)"], "A", None,
+                          {**detail, "note": "no /dev/dma_heap or /dev/udmabuf: sealed memfds stand in (is_dmabuf False)"})]
+
+
+register_probe(50, _probe)
+
+__all__ = ["DMAContext", "DMATensor", "DMABuffer", "FramePool", "dma_frame", "frame_from_fds", "buffer_from_fd",
+           "buffers_of", "DRM_FOURCC", "drm_fourcc_of", "format_of_fourcc", "fourcc", "aligned_pitches",
+           "live_buffers"]
