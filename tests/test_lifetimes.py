@@ -1,0 +1,253 @@
+"""Lifetimes: views outlive their sources, in any order of wrap, map, crop, export, release, drop and gc.
+
+A hypothesis state machine builds tensors and frames of every memory type whose backend is here (CPU, FFmpeg,
+OpenCV Mat/UMat, OpenCL, USM, DMA, and whatever else a runnable route from the CPU reaches), maps them along
+random routes (copies allowed where a route needs them), takes crops and numpy/DLPack exports, then drops
+references, releases and collects in random orders. Every object still held must read exactly the content
+recorded when its source was made (a fingerprint of the generated data, not read through interop); numpy and
+DLPack exports must do so even after their tensor was released and dropped.
+"""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+import interop
+from interop import AccessMode, Frame, InteropError, InvalidTensorError, MemoryType, Tensor
+from interop.info import plane_layout
+from tests.reliability import backends as B
+from tests.reliability import stats
+
+
+@dataclass
+class Entry:
+    obj: Tensor | Frame
+    expected: list[np.ndarray]
+    kind: str
+    lineage: list[Entry] = field(default_factory=list)  # the entries this one was derived from
+    released: bool = False
+
+    @property
+    def source_released(self) -> bool:
+        return any(e.released for e in self.lineage)
+
+
+def _crop_expected(obj: Tensor | Frame, expected: list[np.ndarray], x: int, y: int, w: int, h: int) -> list[np.ndarray]:
+    if isinstance(obj, Frame):
+        out = []
+        for spec, e in zip(plane_layout(obj.format), expected):
+            out.append(e[y // spec.sub_y: y // spec.sub_y + -(-h // spec.sub_y),
+                         x // spec.sub_x: x // spec.sub_x + -(-w // spec.sub_x)])
+        return out
+    return [expected[0][y:y + h, x:x + w]]
+
+
+def check_entry(e: Entry) -> None:
+    """The content of a held, unreleased object is the recorded one. A mapping whose source was released
+    explicitly may refuse with InvalidTensorError, but must never read other data or crash."""
+    try:
+        ok = B.content_matches(e.obj, e.expected)
+    except InvalidTensorError:
+        if e.source_released:
+            stats.add("lifetimes: reads refused after a source release")
+            return
+        raise
+    stats.add("lifetimes: content checks")
+    if ok is None:
+        stats.add("lifetimes: unreadable here (no route to CPU)")
+        return
+    assert ok, f"{e.kind} {e.obj!r} does not read the content recorded at creation"
+
+
+class Lifetimes(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.kinds = sorted(B.probe_factories()[0])
+        self.entries: list[Entry] = []
+        self.exports: list[tuple[np.ndarray, np.ndarray, str]] = []  # (view, expected, what)
+
+    def _pick(self, i: int) -> Entry | None:
+        live = [e for e in self.entries if not e.released]
+        return live[i % len(live)] if live else None
+
+    @rule(k=st.integers(0, 1 << 16), seed=st.integers(0, 2**32 - 1))
+    def create(self, k: int, seed: int) -> None:
+        kind = self.kinds[k % len(self.kinds)]
+        try:
+            made = B.make(kind, np.random.default_rng(seed))
+        except B.Missing:  # a backend vanished mid-run (cannot happen in one process): nothing to check
+            return
+        stats.add(f"lifetimes: created {kind}")
+        self.entries.append(Entry(made.obj, made.expected, kind))
+
+    @precondition(lambda self: self.entries)
+    @rule(i=st.integers(0, 1 << 16), d=st.integers(0, 1 << 16), write=st.booleans())
+    def map_somewhere(self, i: int, d: int, write: bool) -> None:
+        e = self._pick(i)
+        if e is None:
+            return
+        dests = B.runnable_destinations(e.obj.memory_type)
+        if not dests:
+            return
+        dst = dests[d % len(dests)]
+        # WRITE mappings of memory we do not change write back the same bytes: content must be unchanged
+        mode = AccessMode.READ_WRITE if write and e.obj.memory_type is MemoryType.CPU else AccessMode.READ
+        try:
+            out = interop.map(e.obj, dst, mode=mode, allow_copy=True)
+        except InteropError as err:  # e.g. a dtype or shape a backend cannot take: typed, never a crash
+            stats.add(f"lifetimes: map refused ({type(err).__name__})")
+            return
+        stats.add("lifetimes: maps")
+        self.entries.append(Entry(out, e.expected, f"{e.kind}->{dst.name}", e.lineage + [e]))
+
+    @precondition(lambda self: self.entries)
+    @rule(i=st.integers(0, 1 << 16), fx=st.floats(0, 1), fy=st.floats(0, 1), fw=st.floats(0, 1), fh=st.floats(0, 1))
+    def crop(self, i: int, fx: float, fy: float, fw: float, fh: float) -> None:
+        e = self._pick(i)
+        if e is None:
+            return
+        obj = e.obj
+        if isinstance(obj, Frame):
+            W, H, step = obj.width, obj.height, 2
+        elif obj.info.ndim in (2, 3):
+            H, W = obj.info.shape[:2]
+            step = 1
+        else:
+            return
+        if W < step or H < step:
+            return
+        x = int(fx * (W - step)) // step * step
+        y = int(fy * (H - step)) // step * step
+        w = max(step, int(fw * (W - x)) // step * step)
+        h = max(step, int(fh * (H - y)) // step * step)
+        try:
+            view = obj.crop(x, y, w, h) if isinstance(obj, Frame) else obj.region(x, y, w, h)
+        except InteropError as err:  # a tensor type without regions says so
+            stats.add(f"lifetimes: crop refused ({type(err).__name__})")
+            return
+        stats.add("lifetimes: crops")
+        self.entries.append(Entry(view, _crop_expected(obj, e.expected, x, y, w, h), f"{e.kind}.crop",
+                                  e.lineage + [e]))
+
+    @precondition(lambda self: self.entries)
+    @rule(i=st.integers(0, 1 << 16), dlpack=st.booleans())
+    def export(self, i: int, dlpack: bool) -> None:
+        e = self._pick(i)
+        if e is None:
+            return
+        for t, want in zip(B.planes_of(e.obj), e.expected):
+            try:
+                arr = np.from_dlpack(t) if dlpack else np.asarray(t)
+            except (InteropError, BufferError, TypeError):
+                continue  # not CPU-reachable: nothing to export zero-copy
+            stats.add("lifetimes: exports")
+            self.exports.append((arr, want, f"{e.kind} {'dlpack' if dlpack else 'numpy'}"))
+
+    @precondition(lambda self: self.entries)
+    @rule(i=st.integers(0, 1 << 16))
+    def drop(self, i: int) -> None:
+        del self.entries[i % len(self.entries)]
+        stats.add("lifetimes: drops")
+
+    @precondition(lambda self: self.entries)
+    @rule(i=st.integers(0, 1 << 16))
+    def release(self, i: int) -> None:
+        e = self.entries[i % len(self.entries)]
+        e.obj.release()
+        e.released = True
+        stats.add("lifetimes: releases")
+        with pytest.raises(InvalidTensorError, match="released"):
+            np.asarray(B.planes_of(e.obj)[0]) if isinstance(e.obj, Tensor) else e.obj.tensors
+        if isinstance(e.obj, Tensor):
+            with pytest.raises(InvalidTensorError, match="map or wrap"):
+                _ = e.obj.info
+        e.obj.release()  # idempotent
+
+    @rule()
+    def collect(self) -> None:
+        gc.collect()
+        stats.add("lifetimes: gc.collect")
+
+    @precondition(lambda self: self.entries)
+    @rule(i=st.integers(0, 1 << 16))
+    def check_one(self, i: int) -> None:
+        e = self._pick(i)
+        if e is not None:
+            check_entry(e)
+
+    @invariant()
+    def exports_read_right(self) -> None:
+        for arr, want, what in self.exports:
+            assert np.array_equal(B.normalise(arr, want), want), f"{what} export changed content"
+
+    def teardown(self) -> None:
+        for e in self.entries:
+            if not e.released:
+                check_entry(e)
+        self.entries.clear()
+        gc.collect()
+        self.exports_read_right()
+        self.exports.clear()
+        stats.add("lifetimes: machines run")
+
+
+Lifetimes.TestCase.settings = settings(max_examples=25, stateful_step_count=30, deadline=None,
+                                       suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+
+
+@pytest.fixture(scope="module")
+def kinds():
+    ok, missing = B.probe_factories()
+    stats.note("lifetimes: kinds exercised", sorted(ok))
+    stats.note("lifetimes: kinds missing", missing)
+    return ok
+
+
+def test_state_machine(kinds):
+    """Random interleavings; the fd count is back where it started once everything is dropped."""
+    B.settle()
+    fds = B.fd_count()
+    live0, _ = B.live_counts()
+    Lifetimes.TestCase("runTest").runTest()
+    B.settle()
+    assert B.fd_count() <= fds, "file descriptors leaked by dropped tensors"
+    live, _ = B.live_counts()
+    assert live == live0, f"live allocations after every object was dropped: {live} (before: {live0})"
+
+
+@pytest.mark.parametrize("kind", sorted(B.FACTORIES))
+def test_view_outlives_source(kind):
+    """Each kind: crop + numpy view + CPU mapping of a source that is then dropped and collected read right."""
+    ok, missing = B.probe_factories()
+    if kind not in ok:
+        assert not missing.get(kind, "").startswith("BROKEN"), f"{kind}: {missing[kind]}"
+        pytest.skip(f"{kind}: {missing.get(kind, 'not available')}")
+    made = B.make(kind, np.random.default_rng(7))
+    held: list[Entry] = [Entry(made.obj, made.expected, kind)]
+    planes = B.planes_of(made.obj)
+    views = []
+    t = None
+    for t, want in zip(planes, made.expected):
+        try:
+            views.append((np.asarray(t), want))
+        except InteropError:
+            pass
+    cpu_route = B.runnable_chain(made.obj.memory_type, MemoryType.CPU)
+    if not isinstance(cpu_route, str):
+        held.append(Entry(interop.map(made.obj, MemoryType.CPU, allow_copy=True), made.expected, kind + "->CPU"))
+    del made, planes, t
+    held.pop(0)
+    B.settle()
+    for arr, want in views:
+        assert np.array_equal(B.normalise(arr, want), want)
+    for e in held:
+        check_entry(e)
+    if not views and not held:
+        pytest.skip(f"{kind}: no numpy view and no runnable route to the CPU to read it ({cpu_route})")
