@@ -1,0 +1,408 @@
+"""OpenCL tensors (pyopencl) on a context shared with OpenCV and dpctl.
+
+``OpenCLContext`` is a cl_context plus one in-order command queue. The default one is OpenCV's own context and
+queue wrapped by pyopencl (OpenCV cannot adopt a foreign context from Python, so OpenCV owns it; feasibility
+Q2), and dpctl adopts the same cl_context (``interop.tensors.usm``). Work enqueued by OpenCV, by pyopencl and by
+interop's mappers on that queue is ordered without extra synchronisation.
+
+``OpenCLTensor.native`` is the ``pyopencl.Buffer`` of the *whole* allocation; a region lives in ``offset``
+(bytes), never in a sub-buffer, whose origin would need device alignment.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..backends import BackendReport, Wrapper, class_in, register_probe, register_wrapper, require
+from ..context import Context, register_default_context
+from ..errors import ContextMismatchError, InteropError, InvalidTensorError, UnsupportedTypeError
+from ..frame import Frame
+from ..info import TensorInfo, contiguous_strides, packed_offsets, plane_infos
+from ..tensor import Tensor
+from ..types import AccessMode, FrameFormat, MemoryType
+
+if TYPE_CHECKING:
+    from .cpu import CPUTensor
+
+_lock = threading.RLock()
+_contexts: dict[int, OpenCLContext] = {}
+
+
+def cl() -> Any:
+    """pyopencl, imported on first use (BackendUnavailableError naming the extra when missing)."""
+    return require("pyopencl", "opencl", "opencl")
+
+
+class OpenCLContext(Context):
+    """A cl_context and one in-order queue. Two OpenCLContexts are equal when their cl_context is the same.
+
+    ``native`` is the ``pyopencl.Context``; ``queue`` the ``pyopencl.CommandQueue``; ``device`` the
+    ``pyopencl.Device``; ``source`` says who created the context ('opencv', 'sycl', 'pyopencl').
+    """
+
+    memory_type = MemoryType.OPENCL
+
+    def __init__(self, cl_context: Any, queue: Any = None, *, parent: Context | None = None, source: str = "pyopencl"):
+        cl_ = cl()
+        if not isinstance(cl_context, cl_.Context):
+            raise UnsupportedTypeError(f"OpenCLContext needs a pyopencl.Context, not {type(cl_context).__name__}")
+        if queue is None:
+            queue = cl_.CommandQueue(cl_context)  # in-order by default
+        elif queue.context.int_ptr != cl_context.int_ptr:
+            raise ContextMismatchError("the command queue belongs to another cl_context than the one given")
+        super().__init__(native=cl_context, device=cl_context.devices[0], parent=parent)
+        self.queue = queue
+        self.source = source
+        self._programs: dict[str, Any] = {}
+
+    def key(self) -> Any:
+        return self._native.int_ptr
+
+    @property
+    def cl_context(self) -> int:
+        """The cl_context handle as an int."""
+        return int(self._native.int_ptr)
+
+    @property
+    def host_shared(self) -> bool:
+        """True when the device works in host memory (the CPU device): USE_HOST_PTR buffers are zero-copy."""
+        dev = self._device
+        return bool(dev.type & cl().device_type.CPU)
+
+    def build(self, source: str) -> Any:
+        """A built ``pyopencl.Program`` for ``source``, cached per context."""
+        with _lock:
+            prg = self._programs.get(source)
+            if prg is None:
+                prg = cl().Program(self._native, source).build()
+                self._programs[source] = prg
+            return prg
+
+    def finish(self) -> None:
+        self.queue.finish()
+
+    @classmethod
+    def from_opencv(cls) -> OpenCLContext:
+        """OpenCV's OpenCL context and queue, wrapped by pyopencl (the same cl_context, not a copy)."""
+        from .opencv import UMatContext
+
+        ucx = Context.default(MemoryType.OPENCV_UMAT)
+        assert isinstance(ucx, UMatContext)
+        cl_ = cl()
+        ctx = cl_.Context.from_int_ptr(ucx.cl_context)  # retains
+        queue = cl_.CommandQueue.from_int_ptr(ucx.cl_queue)
+        return cls(ctx, queue, parent=ucx, source="opencv")
+
+    def __repr__(self) -> str:
+        try:
+            dev = self._device.name.strip()
+        except Exception:
+            dev = "?"
+        return f"<OpenCLContext {self.cl_context:#x} device={dev!r} from {self.source}>"
+
+
+def context_for(cl_context: Any, queue: Any = None) -> OpenCLContext:
+    """The OpenCLContext of a pyopencl.Context: the default one when it is the same cl_context."""
+    key = int(cl_context.int_ptr)
+    with _lock:
+        try:
+            default = Context.default(MemoryType.OPENCL)
+            if isinstance(default, OpenCLContext) and default.cl_context == key:
+                return default
+        except InteropError:
+            pass
+        got = _contexts.get(key)
+        if got is None:
+            got = OpenCLContext(cl_context, queue)
+            _contexts[key] = got
+        return got
+
+
+def _default_context() -> OpenCLContext:
+    try:
+        return OpenCLContext.from_opencv()
+    except InteropError:
+        pass  # no OpenCV (or no OpenCL in it): a context of our own on the first CPU device, else any device
+    cl_ = cl()
+    try:
+        platforms = cl_.get_platforms()
+    except cl_.Error as e:
+        from ..errors import BackendUnavailableError
+
+        raise BackendUnavailableError(f"no OpenCL platform: {e}", backend="opencl", extra="opencl") from e
+    devices = [d for p in platforms for d in p.get_devices()]
+    if not devices:
+        from ..errors import BackendUnavailableError
+
+        raise BackendUnavailableError("no OpenCL device", backend="opencl", extra="opencl")
+    dev = next((d for d in devices if d.type & cl_.device_type.CPU and "Intel" in d.platform.name), devices[0])
+    return OpenCLContext(cl_.Context([dev]), source="pyopencl")
+
+
+register_default_context(MemoryType.OPENCL, _default_context)
+
+
+# ---- layout helpers -----------------------------------------------------------------------------------------
+
+
+def pitch_linear(info: TensorInfo) -> tuple[int, int, int]:
+    """(rows, row_bytes, pitch) of a tensor whose rows are contiguous; InvalidTensorError for other layouts."""
+    if info.is_contiguous or info.ndim < 2:
+        if not info.is_contiguous:
+            raise InvalidTensorError(f"a 1-D strided tensor {info} cannot be copied as rows; make it contiguous")
+        return 1, info.nbytes, info.nbytes
+    inner = info.shape[1:]
+    if tuple(info.strides[1:]) != contiguous_strides(inner, info.itemsize) and math.prod(inner) > 1:
+        raise InvalidTensorError(f"{info}: only row-padded layouts (contiguous within a row) can be copied")
+    row = math.prod(inner) * info.itemsize
+    return info.shape[0], row, info.strides[0]
+
+
+def enqueue_copy_region(queue: Any, dst: Any, dst_offset: int, dst_info: TensorInfo, src: Any, src_offset: int,
+                        src_info: TensorInfo) -> int:
+    """Copy the elements of one buffer region into another (both pyopencl Buffers); returns bytes written."""
+    cl_ = cl()
+    if dst_info.shape != src_info.shape or dst_info.dtype != src_info.dtype:
+        raise InvalidTensorError(f"cannot copy {src_info} into {dst_info}: shapes or dtypes differ")
+    if src_info.nbytes == 0:
+        return 0
+    srows, srow, spitch = pitch_linear(src_info)
+    drows, drow, dpitch = pitch_linear(dst_info)
+    if srows == 1 and drows == 1:
+        cl_.enqueue_copy(queue, dst, src, byte_count=src_info.nbytes, src_offset=src_offset, dst_offset=dst_offset)
+    else:
+        rows, row = (src_info.shape[0], src_info.nbytes // src_info.shape[0])
+        spitch = spitch if srows > 1 else row
+        dpitch = dpitch if drows > 1 else row
+        cl_.enqueue_copy(queue, dst, src, src_origin=(src_offset % spitch, src_offset // spitch, 0),
+                         dst_origin=(dst_offset % dpitch, dst_offset // dpitch, 0), region=(row, rows, 1),
+                         src_pitches=(spitch, 0), dst_pitches=(dpitch, 0))
+    return src_info.nbytes
+
+
+# ---- tensors ------------------------------------------------------------------------------------------------
+
+
+class OpenCLTensor(Tensor):
+    """A region of an OpenCL buffer: ``native`` is the whole allocation's ``pyopencl.Buffer``, ``offset`` the
+    byte offset of element 0 in it. ``usm_pointer`` is set when the buffer was made over a USM allocation (its
+    base address); OpenCL kernels can then take ``usm_pointer + offset`` directly (``set_kernel_arg``).
+    """
+
+    memory_type = MemoryType.OPENCL
+    HANDLE_KEYS = {"cl_mem": "cl_mem", "offset": "offset"}
+
+    def __init__(self, buffer: Any, info: TensorInfo, *, offset: int = 0, context: OpenCLContext | None = None,
+                 parent: Any = None, writable: bool = True, usm_pointer: int | None = None):
+        cl_ = cl()
+        if not isinstance(buffer, cl_.Buffer):
+            raise UnsupportedTypeError(f"OpenCLTensor wraps a pyopencl.Buffer, not {type(buffer).__name__}")
+        if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
+            raise InvalidTensorError(f"offset must be a non-negative int, got {offset!r}")
+        if isinstance(info, TensorInfo) and int(offset) + info.extent > buffer.size:
+            raise InvalidTensorError(
+                f"{info} at offset {offset} needs {int(offset) + info.extent} bytes but the cl_mem holds {buffer.size}; "
+                f"check the shape, strides and offset given to wrap()")
+        if context is None:
+            context = context_for(buffer.context)
+        elif not isinstance(context, OpenCLContext):
+            raise ContextMismatchError(f"an OpenCL tensor needs an OpenCLContext, not {context!r}")
+        elif context.cl_context != buffer.context.int_ptr:
+            raise ContextMismatchError(
+                f"the buffer belongs to cl_context {buffer.context.int_ptr:#x}, not to {context!r}; wrap it without "
+                f"context= or with the context it was created in")
+        super().__init__(buffer, info, context=context, parent=parent, writable=writable)
+        self._offset = int(offset)
+        self._usm = usm_pointer
+
+    @property
+    def cl_mem(self) -> int:
+        """The cl_mem handle of the whole allocation (int)."""
+        self._check()
+        return int(self._native.int_ptr)
+
+    @property
+    def offset(self) -> int:
+        """Byte offset of element 0 in the buffer."""
+        return self._offset
+
+    @property
+    def buffer(self) -> Any:
+        return self.native
+
+    @property
+    def queue(self) -> Any:
+        ctx = self.context
+        assert isinstance(ctx, OpenCLContext)
+        return ctx.queue
+
+    @property
+    def usm_pointer(self) -> int | None:
+        """USM address of element 0 when the buffer lies over a USM allocation, else None."""
+        return None if self._usm is None else self._usm + self._offset
+
+    def set_kernel_arg(self, kernel: Any, index: int) -> None:
+        """Pass this tensor's element 0 as kernel argument ``index``.
+
+        A USM-backed tensor passes its USM pointer (``clSetKernelArgMemPointerINTEL``), so the offset needs no
+        extra argument; a plain buffer at offset 0 passes the cl_mem; a plain buffer at another offset cannot
+        be passed as one pointer (pass ``cl_mem`` and ``offset`` separately).
+        """
+        self._check()
+        if self._usm is not None:
+            from ..native.opencl_usm import usm_functions
+
+            usm_functions(self._context.device.platform.int_ptr).set_kernel_arg(kernel.int_ptr, index, self.usm_pointer)
+        elif self._offset == 0:
+            kernel.set_arg(index, self._native)
+        else:
+            raise InteropError(f"this tensor starts {self._offset} bytes into its cl_mem: pass the buffer and the offset "
+                               f"as two kernel arguments (OpenCL buffers cannot be offset without a sub-buffer)")
+
+    def _view(self, offset: int, info: TensorInfo) -> Tensor:
+        self._check()
+        return OpenCLTensor(self._native, info, offset=self._offset + offset, context=self._context, parent=self,
+                            writable=self._writable, usm_pointer=self._usm)
+
+    def __repr__(self) -> str:
+        if self._released:
+            return "<OpenCLTensor released>"
+        return f"<OpenCLTensor shape={self._info.shape} dtype={self._info.dtype} cl_mem={self._native.int_ptr:#x} offset={self._offset}>"
+
+
+def map_flags(mode: AccessMode) -> int:
+    mf = cl().map_flags
+    return (mf.READ if mode.reads else 0) | (mf.WRITE if mode.writes else 0)
+
+
+def map_to_host(t: OpenCLTensor, mode: AccessMode, *, writable: bool | None = None) -> CPUTensor:
+    """Map ``t``'s region into host memory (clEnqueueMapBuffer on the tensor's queue): a CPUTensor whose release
+    unmaps it, which is when WRITE mappings become visible to the device."""
+    from .cpu import CPUTensor, view_bytes
+
+    cl_ = cl()
+    info = t.info
+    w = mode.writes if writable is None else writable
+    if info.extent == 0:
+        return CPUTensor(np.empty(info.shape, info.dtype), parent=t, writable=w)
+    q = t.queue
+    arr, _ev = cl_.enqueue_map_buffer(q, t.native, map_flags(mode), t.offset, (info.extent,), np.uint8)
+    mapping = arr.base
+    view = view_bytes(arr, 0, info, writable=w)
+    out = CPUTensor(view, parent=t, writable=w)
+    out.on_release(lambda: mapping.release(q))
+    return out
+
+
+def buffer_over_host(ctx: OpenCLContext, address: int, nbytes: int, owner: Any, *, read_only: bool) -> Any:
+    """A USE_HOST_PTR buffer over host memory (zero-copy on a device that works in host memory)."""
+    import ctypes
+
+    cl_ = cl()
+    mf = cl_.mem_flags
+    host = (ctypes.c_char * max(nbytes, 1)).from_address(address)
+    flags = mf.USE_HOST_PTR | (mf.READ_ONLY if read_only else mf.READ_WRITE)
+    buf = cl_.Buffer(ctx.native, flags, hostbuf=host)
+    buf._interop_owner = owner  # type: ignore[attr-defined]  # keep the host memory alive with the buffer
+    return buf
+
+
+# ---- wrap() --------------------------------------------------------------------------------------------------
+
+
+def wrap_buffer(obj: Any, *, info: TensorInfo | None = None, format: FrameFormat | None = None,
+                context: Context | None = None, offset: int = 0) -> Tensor | Frame:
+    """A pyopencl Buffer (shapeless: give ``info``, else it is one byte per element) or pyopencl.array.Array."""
+    if context is not None and not isinstance(context, OpenCLContext):
+        raise UnsupportedTypeError(f"an OpenCL buffer belongs to an OpenCLContext, not {context!r}")
+    if class_in(type(obj), "pyopencl.array", "Array"):
+        arr_info = TensorInfo(obj.shape, obj.dtype, obj.strides)
+        if info is not None and info != arr_info:
+            raise InvalidTensorError(f"info {info} does not describe this pyopencl Array ({arr_info}); leave info out")
+        if obj.base_data is None:
+            raise InvalidTensorError("this pyopencl Array has no buffer (it is empty or uses SVM)")
+        ctx = context or context_for(obj.context)
+        t = OpenCLTensor(obj.base_data, arr_info, offset=obj.offset, context=ctx, parent=obj)
+    else:
+        if info is None:
+            info = TensorInfo((obj.size,), np.uint8)
+        t = OpenCLTensor(obj, info, offset=offset, context=context)  # type: ignore[arg-type]
+    if format is not None:
+        raise UnsupportedTypeError("wrap(cl.Buffer, format=) is not supported: use interop.tensors.opencl.opencl_frame()")
+    return t
+
+
+def opencl_frame(buffer: Any, format: FrameFormat, width: int, height: int, *, pitches: list[int] | None = None,
+                 offset: int = 0, context: OpenCLContext | None = None) -> Frame:
+    """A Frame over one OpenCL buffer holding the planes of ``format`` one after another (zero-copy)."""
+    offsets, _total = packed_offsets(format, width, height, pitches)
+    infos = plane_infos(format, width, height, pitches)
+    ctx = context or context_for(buffer.context)
+    planes = [OpenCLTensor(buffer, inf, offset=offset + off, context=ctx) for off, inf in zip(offsets, infos)]
+    return Frame(planes, format, width, height, context=ctx, native=buffer)
+
+
+register_wrapper(Wrapper("pyopencl.Buffer", lambda c: class_in(c, "pyopencl", "Buffer"), wrap_buffer, priority=10))
+register_wrapper(Wrapper("pyopencl.array.Array", lambda c: class_in(c, "pyopencl.array", "Array"), wrap_buffer, priority=10))
+
+
+# ---- doctor ---------------------------------------------------------------------------------------------------
+
+
+def shared_context_report() -> dict[str, Any]:
+    """Whether OpenCV, pyopencl and dpctl work on one cl_context (for ``interop doctor``)."""
+    out: dict[str, Any] = {}
+    ocl = Context.default(MemoryType.OPENCL)
+    assert isinstance(ocl, OpenCLContext)
+    handles = {"pyopencl": ocl.cl_context}
+    try:
+        import cv2
+
+        handles["OpenCV"] = int(cv2.UMat.context()) if cv2.ocl.haveOpenCL() else 0
+    except ImportError:
+        pass
+    try:
+        from .usm import SYCLContext
+
+        sy = Context.default(MemoryType.USM)
+        if isinstance(sy, SYCLContext) and sy.cl_context is not None:
+            handles["dpctl"] = sy.cl_context
+    except ImportError:
+        pass
+    except InteropError as e:
+        out["dpctl"] = f"unavailable: {e}"
+    names = [n for n in ("OpenCV", "pyopencl", "dpctl") if n in handles]
+    same = len(set(handles[n] for n in names)) == 1
+    dev = ocl.device
+    out["shared context"] = f"{' == '.join(names)}: {same}, cl_context {ocl.cl_context:#x}"
+    out["platform"] = dev.platform.name
+    out["device"] = dev.name.strip()
+    out["queue"] = f"{ocl.queue.int_ptr:#x} (in-order, {ocl.source}'s)"
+    out["host memory shared"] = ocl.host_shared
+    return out
+
+
+def _probe() -> list[BackendReport]:
+    from ..backends import module_available
+
+    if not module_available("pyopencl"):
+        return [BackendReport("OpenCL", False, reason="pip install 'interop[opencl]' (pyopencl)")]
+    cl_ = cl()
+    try:
+        platforms = cl_.get_platforms()
+    except cl_.Error as e:
+        return [BackendReport("OpenCL", True, f"pyopencl {cl_.VERSION_TEXT}", reason=f"no OpenCL platform: {e}")]
+    devices = [f"{d.name.strip()} ({p.name})" for p in platforms for d in p.get_devices()]
+    try:
+        details = shared_context_report()
+    except Exception as e:  # doctor reports, never crashes
+        return [BackendReport("OpenCL", True, f"pyopencl {cl_.VERSION_TEXT}", devices, reason=f"no usable context: {e}")]
+    details["platforms"] = len(platforms)
+    return [BackendReport("OpenCL", True, f"pyopencl {cl_.VERSION_TEXT}", devices, "A", details=details)]
+
+
+register_probe(30, _probe)

@@ -1,0 +1,290 @@
+"""OpenCV tensors: ``cv2.Mat`` (host memory, MemoryType.OPENCV) and ``cv2.UMat`` (OpenCL memory, OPENCV_UMAT).
+
+OpenCV owns the process's shared OpenCL context (``UMatContext``): opencv-python cannot adopt a foreign
+context, so pyopencl and dpctl wrap OpenCV's (feasibility Q2). A UMat's ``cl_mem`` is the whole allocation;
+a ROI UMat shares its parent's cl_mem and carries a byte ``offset``.
+
+opencv-python's ``cv2.UMat`` exposes no size, type or step, so ``umat_info()`` finds them without copying the
+data: it probes ROI constructors (which check their bounds) and reads one pixel for the element type.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from ..backends import BackendReport, Wrapper, class_in, module_available, register_probe, register_wrapper, require
+from ..context import Context, register_default_context
+from ..errors import BackendUnavailableError, ContextMismatchError, InvalidTensorError, UnsupportedTypeError
+from ..frame import Frame
+from ..info import TensorInfo, contiguous_strides
+from ..tensor import Tensor
+from ..types import FrameFormat, MemoryType
+from .cpu import frame_from_array, info_of, view_bytes
+
+_lock = threading.Lock()
+
+
+def cv2() -> Any:
+    return require("cv2", "opencv", "opencv")
+
+
+# ---- contexts -------------------------------------------------------------------------------------------------
+
+
+class OpenCVContext(Context):
+    """Host memory seen through OpenCV (cv2.Mat). There is one."""
+
+    memory_type = MemoryType.OPENCV
+
+    def __init__(self) -> None:
+        super().__init__(native=None, device="cpu")
+
+    def key(self) -> Any:
+        return "opencv"
+
+
+OPENCV_CONTEXT = OpenCVContext()
+register_default_context(MemoryType.OPENCV, lambda: OPENCV_CONTEXT)
+
+
+class UMatContext(Context):
+    """OpenCV's OpenCL execution context: ``cl_context`` and ``cl_queue`` (ints, in-order queue), ``device`` the
+    OpenCV device name. Equal to another UMatContext on the same cl_context."""
+
+    memory_type = MemoryType.OPENCV_UMAT
+
+    def __init__(self, cl_context: int, cl_queue: int, device: str):
+        super().__init__(native=cl_context, device=device)
+        self.cl_context = int(cl_context)
+        self.cl_queue = int(cl_queue)
+
+    def key(self) -> Any:
+        return self.cl_context
+
+    def __repr__(self) -> str:
+        return f"<UMatContext cl_context={self.cl_context:#x} device={self._device!r}>"
+
+
+def _default_umat_context() -> UMatContext:
+    c = cv2()
+    if not c.ocl.haveOpenCL():
+        raise BackendUnavailableError(
+            "OpenCV sees no OpenCL device (import interop before cv2 so the runtime set-up can point OpenCV at the "
+            "OpenCL runtime; OPENCV_OPENCL_DEVICE selects the device)", backend="opencv_umat", extra="opencl")
+    c.ocl.setUseOpenCL(True)
+    c.UMat(1, 1, c.CV_8UC1, 0)  # makes OpenCV create its context and queue now
+    ctx, queue = int(c.UMat.context()), int(c.UMat.queue())
+    if not ctx:
+        raise BackendUnavailableError("OpenCV did not create an OpenCL context", backend="opencv_umat", extra="opencl")
+    return UMatContext(ctx, queue, c.ocl.Device.getDefault().name())
+
+
+register_default_context(MemoryType.OPENCV_UMAT, _default_umat_context)
+
+
+# ---- dtypes ---------------------------------------------------------------------------------------------------
+
+_DEPTHS = {"uint8": "CV_8U", "int8": "CV_8S", "uint16": "CV_16U", "int16": "CV_16S", "int32": "CV_32S",
+           "float32": "CV_32F", "float64": "CV_64F", "float16": "CV_16F"}
+
+
+def cv_type(dtype: np.dtype, channels: int) -> int:
+    c = cv2()
+    name = _DEPTHS.get(np.dtype(dtype).name)
+    if name is None:
+        raise InvalidTensorError(f"OpenCV has no element type for {dtype}: use one of {', '.join(_DEPTHS)}")
+    if not 1 <= channels <= 512:
+        raise InvalidTensorError(f"OpenCV images have 1..512 channels, not {channels}")
+    return int(c.CV_MAKETYPE(getattr(c, name), channels))
+
+
+# ---- Mat ------------------------------------------------------------------------------------------------------
+
+
+class OpenCVTensor(Tensor):
+    """A ``cv2.Mat`` (numpy subclass in OpenCV 5): host memory, CPU-reachable."""
+
+    memory_type = MemoryType.OPENCV
+    HANDLE_KEYS = {"data": "data_ptr"}
+
+    def __init__(self, mat: Any, *, parent: Any = None, writable: bool | None = None):
+        if not isinstance(mat, np.ndarray):
+            raise UnsupportedTypeError(f"OpenCVTensor wraps a cv2.Mat, not {type(mat).__name__}")
+        w = mat.flags.writeable if writable is None else bool(writable) and mat.flags.writeable
+        super().__init__(mat, info_of(mat), context=OPENCV_CONTEXT, parent=parent, writable=w)
+
+    def _host_address(self) -> int | None:
+        return int(self._native.__array_interface__["data"][0])
+
+    def _view(self, offset: int, info: TensorInfo) -> Tensor:
+        arr = view_bytes(self._native.view(np.ndarray), offset, info, writable=self._writable)
+        return OpenCVTensor(cv2().Mat(arr), parent=self, writable=self._writable)
+
+
+def as_mat(arr: np.ndarray) -> Any:
+    """A cv2.Mat over the same memory as ``arr`` (zero-copy)."""
+    return cv2().Mat(arr)
+
+
+# ---- UMat -----------------------------------------------------------------------------------------------------
+
+
+def _roi_ok(u: Any, rows: int, cols: int) -> bool:
+    try:
+        cv2().UMat(u, (0, rows), (0, cols))
+        return True
+    except Exception:  # OpenCV raises (SystemError/cv2.error) when the range is outside the matrix
+        return False
+
+
+def _largest(ok: Any) -> int:
+    lo, hi = 1, 2
+    while ok(hi):
+        lo, hi = hi, hi * 2
+        if hi > 1 << 31:
+            raise InvalidTensorError("UMat size probe did not converge")
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def umat_info(u: Any) -> TensorInfo:
+    """Shape, dtype and strides of a 2-D UMat, found without copying its data (see the module docstring)."""
+    c = cv2()
+    try:
+        px = c.UMat(u, (0, 1), (0, 1)).get()
+    except Exception as e:
+        raise InvalidTensorError("cannot find the layout of this UMat (is it empty?): pass info= to wrap()") from e
+    channels = px.shape[2] if px.ndim == 3 else 1
+    rows = _largest(lambda r: _roi_ok(u, r, 1))
+    cols = _largest(lambda k: _roi_ok(u, 1, k))
+    pixel = px.dtype.itemsize * channels
+    step = c.UMat(u, (1, 2), (0, 1)).offset - u.offset if rows > 1 else cols * pixel
+    shape = (rows, cols) if channels == 1 else (rows, cols, channels)
+    inner = contiguous_strides(shape, px.dtype.itemsize)
+    return TensorInfo(shape, px.dtype, (step,) + inner[1:])
+
+
+class UMatTensor(Tensor):
+    """A ``cv2.UMat``: OpenCL memory in OpenCV's context. ``cl_mem`` is the whole allocation's handle,
+    ``offset`` the byte offset of element 0 (non-zero for ROI UMats)."""
+
+    memory_type = MemoryType.OPENCV_UMAT
+    HANDLE_KEYS = {"cl_mem": "cl_mem", "offset": "offset"}
+
+    def __init__(self, umat: Any, info: TensorInfo | None = None, *, context: UMatContext | None = None,
+                 parent: Any = None, writable: bool = True):
+        c = cv2()
+        if not isinstance(umat, c.UMat):
+            raise UnsupportedTypeError(f"UMatTensor wraps a cv2.UMat, not {type(umat).__name__}")
+        own = Context.default(MemoryType.OPENCV_UMAT)
+        if context is not None and context != own:
+            raise ContextMismatchError(f"a UMat lives in OpenCV's context {own!r}, not {context!r}")
+        if info is None:
+            info = umat_info(umat)
+        elif info.ndim not in (2, 3):
+            raise InvalidTensorError(f"a UMat is shaped (H, W) or (H, W, C), not {info.shape}")
+        super().__init__(umat, info, context=own, parent=parent, writable=writable)
+        self._offset = int(umat.offset)
+
+    @property
+    def cl_mem(self) -> int:
+        """cl_mem of the whole allocation (OpenCV marks its host copy stale: treat it as a write access)."""
+        self._check()
+        return int(self._native.handle(cv2().ACCESS_RW))
+
+    def cl_mem_for(self, writes: bool) -> int:
+        c = cv2()
+        self._check()
+        return int(self._native.handle(c.ACCESS_RW if writes else c.ACCESS_READ))
+
+    @property
+    def offset(self) -> int:
+        return self._offset
+
+    def _view(self, offset: int, info: TensorInfo) -> Tensor:
+        self._check()
+        step = self._info.strides[0]
+        pixel = self._info.strides[1]
+        y, x = offset // step, (offset % step) // pixel
+        h, w = info.shape[0], info.shape[1]
+        roi = cv2().UMat(self._native, (y, y + h), (x, x + w))
+        return UMatTensor(roi, TensorInfo(info.shape, info.dtype, (step,) + tuple(info.strides[1:])), parent=self,
+                          writable=self._writable)
+
+
+def new_umat(info: TensorInfo) -> Any:
+    """An uninitialised UMat for a (H, W) or (H, W, C) tensor (OpenCV picks the step)."""
+    if info.ndim not in (2, 3):
+        raise InvalidTensorError(f"a UMat is shaped (H, W) or (H, W, C), not {info.shape}")
+    channels = info.shape[2] if info.ndim == 3 else 1
+    return cv2().UMat(info.shape[0], info.shape[1], cv_type(info.dtype, channels))
+
+
+# ---- wrap() ---------------------------------------------------------------------------------------------------
+
+
+def _is_mat(cls: type) -> bool:
+    return any(c.__name__ == "Mat" and c.__module__ == "cv2" for c in cls.__mro__)
+
+
+def wrap_mat(obj: Any, *, info: TensorInfo | None = None, format: FrameFormat | None = None,
+             context: Context | None = None) -> Tensor | Frame:
+    if context is not None and context.memory_type is not MemoryType.OPENCV:
+        raise UnsupportedTypeError(f"a cv2.Mat is OPENCV memory; it cannot belong to {context!r}")
+    mat = obj
+    if info is not None:
+        mat = as_mat(view_bytes(obj.view(np.ndarray), 0, info))
+    if format is not None:
+        f = frame_from_array(mat.view(np.ndarray), format)
+        planes = [OpenCVTensor(as_mat(t.native), parent=mat) for t in f.tensors]
+        return Frame(planes, format, f.width, f.height, native=mat)
+    return OpenCVTensor(mat)
+
+
+def wrap_umat(obj: Any, *, info: TensorInfo | None = None, format: FrameFormat | None = None,
+              context: Context | None = None) -> Tensor | Frame:
+    if context is not None and not isinstance(context, UMatContext):
+        raise UnsupportedTypeError(f"a cv2.UMat belongs to OpenCV's UMatContext, not {context!r}")
+    t = UMatTensor(obj, info, context=context)  # type: ignore[arg-type]
+    if format is not None:
+        from ..info import plane_layout
+
+        if len(plane_layout(format)) != 1:
+            raise UnsupportedTypeError(f"wrap(UMat, format=) takes packed formats only, not {format.name}")
+        return Frame([t], format, t.info.shape[1], t.info.shape[0], native=obj)
+    return t
+
+
+register_wrapper(Wrapper("cv2.Mat", _is_mat, wrap_mat, priority=5))
+register_wrapper(Wrapper("cv2.UMat", lambda c: class_in(c, "cv2", "UMat"), wrap_umat, priority=5))
+
+
+# ---- doctor ---------------------------------------------------------------------------------------------------
+
+
+def _probe() -> list[BackendReport]:
+    if not module_available("cv2"):
+        return [BackendReport("OpenCV", False, reason="pip install 'interop[opencv]' (opencv-python-headless)")]
+    c = cv2()
+    rows = [BackendReport("OpenCV Mat", True, f"opencv {c.__version__}", ["cpu"], "A")]
+    try:
+        ucx = Context.default(MemoryType.OPENCV_UMAT)
+        assert isinstance(ucx, UMatContext)
+        d = c.ocl.Device.getDefault()
+        rows.append(BackendReport("OpenCV UMat (OpenCL)", True, f"opencv {c.__version__}", [d.name()], "A", details={
+            "OpenCL": d.OpenCLVersion(), "vendor": d.vendorName(), "cl_context": f"{ucx.cl_context:#x}",
+            "owner": "OpenCV owns the shared OpenCL context; pyopencl and dpctl wrap it"}))
+    except Exception as e:
+        rows.append(BackendReport("OpenCV UMat (OpenCL)", True, f"opencv {c.__version__}", reason=str(e)))
+    return rows
+
+
+register_probe(20, _probe)
