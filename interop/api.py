@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .backends import find_wrapper, load_all, wrapper_names
 from .context import Context
 from .errors import UnsupportedTypeError
@@ -11,6 +13,7 @@ from .frame import Frame
 from .info import TensorInfo
 from .routing import route
 from .tensor import Tensor
+from .tensors.cpu import CPUTensor
 from .types import AccessMode, FrameFormat, MemoryType, check_memory_type, check_mode
 
 
@@ -21,8 +24,11 @@ def wrap(native: Any, *, info: TensorInfo | None = None, format: FrameFormat | N
     ``info`` describes shapeless memory (a raw cl.Buffer, USM memory, a buffer object); ``format`` turns a
     packed image buffer into a Frame of planes. A Tensor or Frame is returned as it is.
     """
-    if isinstance(native, (Tensor, Frame)) and info is None and format is None:
-        return native
+    if info is None and format is None and context is None:
+        if type(native) is np.ndarray:  # the common case, kept cheap: it runs once per frame
+            return CPUTensor(native)
+        if isinstance(native, (Tensor, Frame)):
+            return native
     if info is not None and not isinstance(info, TensorInfo):
         raise UnsupportedTypeError(f"info must be an interop.TensorInfo, not {type(info).__name__}")
     if format is not None and not isinstance(format, FrameFormat):

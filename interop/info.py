@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -19,45 +19,56 @@ def _as_int(v: object, what: str) -> int:
         raise InvalidTensorError(f"{what} must be an integer, got {v!r}") from e
 
 
-@dataclass(frozen=True, init=False)
+_INFO_CACHE: dict[tuple[object, object, object], TensorInfo] = {}
+_INFO_CACHE_MAX = 4096
+
+
 class TensorInfo:
     """Shape, dtype and strides **in bytes** of a tensor; ``strides=None`` means C-contiguous.
 
     Padded rows are normal (an 854-wide plane with an 896-byte pitch has strides (896, 1)).
     Refused with InvalidTensorError: negative dims or strides, strides that are not a multiple of
-    the item size, strides that make elements overlap, unknown dtypes.
+    the item size, strides that make elements overlap, unknown dtypes. Instances are immutable and
+    interned: a video stream builds the same few layouts every frame, so they are validated once.
     """
 
+    __slots__ = ("shape", "dtype", "strides", "__weakref__")
     shape: tuple[int, ...]
     dtype: np.dtype
-    strides: tuple[int, ...] = field(default=())
+    strides: tuple[int, ...]
 
-    def __init__(self, shape: object, dtype: object = np.uint8, strides: object = None):
+    def __new__(cls, shape: object, dtype: object = np.uint8, strides: object = None) -> TensorInfo:
+        key = (shape, dtype, strides)
         try:
-            dims = tuple(_as_int(d, "a dimension") for d in shape)  # type: ignore[attr-defined]
-        except TypeError as e:
-            raise InvalidTensorError(f"shape must be a sequence of integers, got {shape!r}") from e
-        if any(d < 0 for d in dims):
-            raise InvalidTensorError(f"shape {dims} has a negative dimension")
-        dt = as_dtype(dtype)
-        item = dt.itemsize
-        if strides is None:
-            st = contiguous_strides(dims, item)
-        else:
-            try:
-                st = tuple(_as_int(s, "a stride") for s in strides)  # type: ignore[attr-defined]
-            except TypeError as e:
-                raise InvalidTensorError(f"strides must be a sequence of integers (bytes), got {strides!r}") from e
-            if len(st) != len(dims):
-                raise InvalidTensorError(f"strides {st} do not match shape {dims}: need one stride (in bytes) per dimension")
-            if any(s < 0 for s in st):
-                raise InvalidTensorError(f"strides {st} have a negative stride; flip the data instead (negative strides are not supported)")
-            if any(s % item for s in st):
-                raise InvalidTensorError(f"strides {st} are not multiples of the item size {item} of {dt}; strides are in bytes")
-            _check_no_overlap(dims, st, item)
+            return _INFO_CACHE[key]  # type: ignore[index]
+        except (KeyError, TypeError):  # TypeError: unhashable arguments (lists); validate below
+            pass
+        self = object.__new__(cls)
+        dims, dt, st = _validate(shape, dtype, strides)
         object.__setattr__(self, "shape", dims)
         object.__setattr__(self, "dtype", dt)
         object.__setattr__(self, "strides", st)
+        try:
+            if len(_INFO_CACHE) >= _INFO_CACHE_MAX:
+                _INFO_CACHE.clear()
+            _INFO_CACHE[key] = self  # type: ignore[index]
+        except TypeError:
+            pass
+        return self
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("TensorInfo is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TensorInfo):
+            return NotImplemented
+        return self is other or (self.shape == other.shape and self.dtype == other.dtype and self.strides == other.strides)
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.dtype.str, self.strides))
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (TensorInfo, (self.shape, self.dtype.str, self.strides))
 
     @property
     def ndim(self) -> int:
@@ -101,6 +112,31 @@ class TensorInfo:
 
     def __repr__(self) -> str:
         return f"TensorInfo(shape={self.shape}, dtype={self.dtype}, strides={self.strides})"
+
+
+def _validate(shape: object, dtype: object, strides: object) -> tuple[tuple[int, ...], np.dtype, tuple[int, ...]]:
+    try:
+        dims = tuple(_as_int(d, "a dimension") for d in shape)  # type: ignore[attr-defined]
+    except TypeError as e:
+        raise InvalidTensorError(f"shape must be a sequence of integers, got {shape!r}") from e
+    if any(d < 0 for d in dims):
+        raise InvalidTensorError(f"shape {dims} has a negative dimension")
+    dt = as_dtype(dtype)
+    item = dt.itemsize
+    if strides is None:
+        return dims, dt, contiguous_strides(dims, item)
+    try:
+        st = tuple(_as_int(s, "a stride") for s in strides)  # type: ignore[attr-defined]
+    except TypeError as e:
+        raise InvalidTensorError(f"strides must be a sequence of integers (bytes), got {strides!r}") from e
+    if len(st) != len(dims):
+        raise InvalidTensorError(f"strides {st} do not match shape {dims}: need one stride (in bytes) per dimension")
+    if any(s < 0 for s in st):
+        raise InvalidTensorError(f"strides {st} have a negative stride; flip the data instead (negative strides are not supported)")
+    if any(s % item for s in st):
+        raise InvalidTensorError(f"strides {st} are not multiples of the item size {item} of {dt}; strides are in bytes")
+    _check_no_overlap(dims, st, item)
+    return dims, dt, st
 
 
 def contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:

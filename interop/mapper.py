@@ -40,6 +40,7 @@ class MemoryMapper:
     #: tier of the hardware it needs: "A" (every machine), "B" (CUDA), "C" (VA-API / Level Zero / NPU)
     tier: ClassVar[str] = "A"
     name: ClassVar[str] = "mapper"
+    _ready: ClassVar[bool] = False
 
     def __init__(self, input_context: Context | None = None, output_context: Context | None = None):
         self._input_context = input_context
@@ -64,12 +65,16 @@ class MemoryMapper:
         return None
 
     def _require(self) -> None:
+        cls = type(self)
+        if cls.__dict__.get("_ready"):
+            return
         why = self.missing()
         if why is not None:
             raise BackendUnavailableError(f"step {self.name} ({self.src.name} -> {self.dst.name}) cannot run here: {why}",
                                           backend=self.dst.value, extra=self.extra)
         for mod in self.requires:
             require(mod, self.dst.value, self.extra)
+        cls._ready = True  # imported once; later maps skip the checks
 
     # -- mapping --------------------------------------------------------------------------------------
     def map(self, obj: Tensor | Frame, mode: AccessMode = AccessMode.READ, *, allow_copy: bool = False) -> Any:

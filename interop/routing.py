@@ -67,7 +67,22 @@ def route(src: object, dst: object, *, allow_copy: bool = False) -> MemoryMapper
     """The chain of mappers from ``src`` to ``dst`` (MemoryType or Context).
 
     A route that needs a copy is refused with CopyRequiredError unless ``allow_copy=True``.
+    Chains hold no state but their contexts, so one chain serves every call with the same ends.
     """
+    if not isinstance(allow_copy, bool):
+        raise UnsupportedTypeError(f"allow_copy must be True or False, not {allow_copy!r}")
+    try:
+        return _cached_route(src, dst, allow_copy)
+    except TypeError:  # unhashable arguments: let _route() say what is wrong with them
+        return _route(src, dst, allow_copy)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_route(src: object, dst: object, allow_copy: bool) -> MemoryMapperChain:
+    return _route(src, dst, allow_copy)
+
+
+def _route(src: object, dst: object, allow_copy: object) -> MemoryMapperChain:
     if not isinstance(allow_copy, bool):
         raise UnsupportedTypeError(f"allow_copy must be True or False, not {allow_copy!r}")
     s, sctx = _endpoint(src, "route source")

@@ -49,7 +49,7 @@ class Tensor:
 
     def __init__(self, native: Any, info: TensorInfo, *, context: Context | None = None,
                  parent: Tensor | Any | None = None, writable: bool = True):
-        if not isinstance(info, TensorInfo):
+        if type(info) is not TensorInfo:
             raise InvalidTensorError(f"info must be an interop.TensorInfo, not {type(info).__name__}")
         self._native = native
         self._info = info
@@ -57,12 +57,16 @@ class Tensor:
         self._parent = parent
         self._writable = bool(writable)
         self._released = False
-        self._hooks: list[Callable[[], None]] = []
-        self._finalizer = weakref.finalize(self, _run_hooks, self._hooks)
+        # Made on the first on_release(): most tensors own nothing to clean up, and a finaliser costs µs per frame.
+        self._finalizer: weakref.finalize | None = None
+        self._hooks: list[Callable[[], None]] | None = None
 
     # -- lifetime -------------------------------------------------------------------------------------
     def on_release(self, hook: Callable[[], None]) -> None:
         """Run ``hook`` once at release (or when garbage-collected). It must not refer to the tensor itself."""
+        if self._hooks is None:
+            self._hooks = []
+            self._finalizer = weakref.finalize(self, _run_hooks, self._hooks)
         self._hooks.append(hook)
 
     def release(self) -> None:
@@ -70,7 +74,8 @@ class Tensor:
         if self._released:
             return
         self._released = True
-        self._finalizer()
+        if self._finalizer is not None:
+            self._finalizer()
 
     @property
     def released(self) -> bool:

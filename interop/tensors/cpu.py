@@ -31,9 +31,12 @@ class CPUTensor(Tensor):
         info = info_of(array)
         w = array.flags.writeable if writable is None else (bool(writable) and array.flags.writeable)
         super().__init__(array, info, context=context or CPU_CONTEXT, parent=parent, writable=w)
+        self._addr: int | None = None
 
     def _host_address(self) -> int | None:
-        return int(self._native.__array_interface__["data"][0])
+        if self._addr is None:
+            self._addr = int(self._native.__array_interface__["data"][0])
+        return self._addr
 
     def _view(self, offset: int, info: TensorInfo) -> Tensor:
         arr = view_bytes(self._native, offset, info, writable=self._writable)
@@ -42,9 +45,10 @@ class CPUTensor(Tensor):
 
 def info_of(array: np.ndarray) -> TensorInfo:
     """TensorInfo of an array, refusing what interop cannot describe (object dtypes, negative strides…)."""
-    if array.dtype.hasobject or array.dtype.fields is not None:
-        raise InvalidTensorError(f"cannot wrap an array of dtype {array.dtype}: use a plain numeric dtype")
-    return TensorInfo(array.shape, array.dtype, array.strides)
+    try:
+        return TensorInfo(array.shape, array.dtype, array.strides)  # interned: validated once per layout
+    except InvalidTensorError as e:
+        raise InvalidTensorError(f"cannot wrap this array: {e}") from None
 
 
 def view_bytes(base: np.ndarray | memoryview | Any, offset: int, info: TensorInfo, *, writable: bool = True) -> np.ndarray:
