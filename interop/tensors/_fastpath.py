@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
 from ..context import CPU_CONTEXT, Context
 from ..info import TensorInfo
+from ..mapper import MemoryMapper
+from ..frame import Frame
 from ..tensor import Tensor, _run_hooks
+from ..types import AccessMode, check_mode
 from .cpu import CPUTensor
 
 
@@ -57,3 +60,57 @@ class CPUView(LazyFinalizer, CPUTensor):
     @classmethod
     def of(cls, array: np.ndarray, info: TensorInfo, parent: Any, writable: bool) -> CPUView:
         return trusted(cls, array, info, CPU_CONTEXT, parent, writable)
+
+
+def trusted_frame(tensors: list[Tensor], format: Any, width: int, height: int, *, context: Context | None,
+                  native: Any, colorspace: Any, color_range: Any, pts: Any, time_base: Any,
+                  metadata: dict[str, Any] | None, parent: Any) -> Frame:
+    """A Frame with the state ``Frame.__init__`` would give it, for planes built by a mapper (already consistent)."""
+    f: Any = object.__new__(Frame)
+    f._tensors = tensors
+    f._format = format
+    f._width = width
+    f._height = height
+    f._context = context
+    f._native = native
+    f.colorspace = colorspace
+    f.color_range = color_range
+    f.pts = pts
+    f.time_base = time_base
+    f.metadata = {} if metadata is None else metadata
+    f._parent = parent
+    f._released = False
+    return f  # type: ignore[no-any-return]
+
+
+def derive_frame(f: Frame, tensors: list[Tensor], context: Context | None, native: Any = None) -> Frame:
+    """``f.derive(tensors, context=..., native=...)`` without re-validating the planes."""
+    return trusted_frame(tensors, f.format, f.width, f.height, context=context, native=native,
+                         colorspace=f.colorspace, color_range=f.color_range, pts=f.pts, time_base=f.time_base,
+                         metadata=dict(f.metadata) if f.metadata else {}, parent=f)
+
+
+class FastMapper(MemoryMapper):
+    """A MemoryMapper whose per-call checks cost less: the framework import is checked once per class, and
+    inputs the mapper recognises itself (``_wrap_input``) skip the generic wrap() dispatch."""
+
+    _ready: ClassVar[bool] = False
+
+    def _require(self) -> None:
+        cls = type(self)
+        if not cls._ready:
+            super()._require()
+            cls._ready = True
+
+    def _wrap_input(self, obj: Any) -> Tensor | Frame | None:
+        """Wrap a native input this mapper knows (e.g. an av.VideoFrame); None to use interop.wrap()."""
+        return None
+
+    def map(self, obj: Tensor | Frame, mode: AccessMode = AccessMode.READ, *, allow_copy: bool = False) -> Any:
+        if type(mode) is not AccessMode:
+            mode = check_mode(mode)
+        if not isinstance(obj, (Tensor, Frame)):
+            wrapped = self._wrap_input(obj)
+            if wrapped is not None:
+                obj = wrapped
+        return super().map(obj, mode, allow_copy=allow_copy)

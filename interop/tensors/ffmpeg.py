@@ -23,7 +23,7 @@ from ..frame import Frame
 from ..info import TensorInfo, contiguous_strides, plane_layout
 from ..tensor import Tensor
 from ..types import ColorRange, ColorSpace, FrameFormat, MemoryType
-from ._fastpath import LazyFinalizer, trusted
+from ._fastpath import LazyFinalizer, trusted, trusted_frame
 
 # FFmpeg pixel format name -> (FrameFormat, range implied by the format or None)
 PIXEL_FORMATS: dict[str, tuple[FrameFormat, ColorRange | None]] = {
@@ -94,7 +94,8 @@ class FFmpegTensor(LazyFinalizer, Tensor):
     HANDLE_KEYS: dict[str, str] = {"data": "data_ptr"}
 
     def __init__(self, plane: Any, info: TensorInfo, *, offset: int = 0, hardware: bool = False,
-                 context: Context | None = None, parent: Any = None, writable: bool = False):
+                 context: Context | None = None, parent: Any = None, writable: bool = False,
+                 video_frame: Any = None, index: int = -1):
         if not class_in(type(plane), "av", "VideoPlane"):
             raise UnsupportedTypeError(f"FFmpegTensor wraps an av.VideoPlane, not {type(plane).__name__}")
         if not isinstance(info, TensorInfo):
@@ -105,14 +106,28 @@ class FFmpegTensor(LazyFinalizer, Tensor):
                          parent=parent, writable=writable)
         self._offset = offset
         self._hardware = hardware
+        self._frame = video_frame
+        self._index = index
 
     @classmethod
     def _trusted(cls, plane: Any, info: TensorInfo, offset: int, hardware: bool, context: Context, parent: Any,
-                 writable: bool) -> FFmpegTensor:
+                 writable: bool, video_frame: Any, index: int) -> FFmpegTensor:
         t = trusted(cls, plane, info, context, parent, writable)
         t._offset = offset
         t._hardware = hardware
+        t._frame = video_frame
+        t._index = index
         return t
+
+    @property
+    def video_frame(self) -> Any:
+        """The av.VideoFrame this plane belongs to (None when unknown)."""
+        return self._frame
+
+    @property
+    def index(self) -> int:
+        """Plane index in the VideoFrame (-1 when unknown)."""
+        return self._index
 
     @property
     def plane(self) -> Any:
@@ -146,7 +161,8 @@ class FFmpegTensor(LazyFinalizer, Tensor):
 
     def _view(self, offset: int, info: TensorInfo) -> Tensor:
         return FFmpegTensor(self._native, info, offset=self._offset + offset, hardware=self._hardware,
-                            context=self._context, parent=self, writable=self._writable)
+                            context=self._context, parent=self, writable=self._writable, video_frame=self._frame,
+                            index=self._index)
 
     def as_array(self, info: TensorInfo | None = None, writable: bool | None = None) -> np.ndarray:
         """A numpy view of the plane (``info`` defaults to the tensor's own), read-only unless writable.
@@ -210,8 +226,17 @@ def _layout(fmt_name: str, width: int, height: int, line_sizes: tuple[int, ...],
     return lay
 
 
-def _is_video_frame(obj: object) -> bool:
-    return class_in(type(obj), "av", "VideoFrame")
+_frame_classes: set[type] = set()
+
+
+def is_video_frame(obj: object) -> bool:
+    cls = type(obj)
+    if cls in _frame_classes:
+        return True
+    if class_in(cls, "av", "VideoFrame"):
+        _frame_classes.add(cls)
+        return True
+    return False
 
 
 def wrap_video_frame(vf: Any, *, writable: bool = False, parent: Any = None) -> Frame:
@@ -221,7 +246,7 @@ def wrap_video_frame(vf: Any, *, writable: bool = False, parent: Any = None) -> 
     write would corrupt the frames decoded after them. Pass True only for frames you own (made writable
     with ``make_writable()``, or built from your own arrays). Hardware frames use their ``sw_format``.
     """
-    if not _is_video_frame(vf):
+    if not is_video_frame(vf):
         raise UnsupportedTypeError(f"wrap_video_frame() takes an av.VideoFrame, not {type(vf).__name__}")
     fmt_name = vf.format.name
     hardware = fmt_name in HARDWARE_FORMATS
@@ -237,12 +262,15 @@ def wrap_video_frame(vf: Any, *, writable: bool = False, parent: Any = None) -> 
     lay = _layout(fmt_name, width, height, tuple([p.line_size for p in planes]), planes)
     owner = vf if parent is None else parent
     writable = bool(writable)
-    tensors = [FFmpegTensor._trusted(p, info, 0, hardware, ctx, owner, writable) for p, info in zip(planes, lay.infos)]
+    tensors = [FFmpegTensor._trusted(p, info, 0, hardware, ctx, owner, writable, vf, i)
+               for i, (p, info) in enumerate(zip(planes, lay.infos))]
     rng = lay.implied_range or _RANGES.get(vf.color_range)
     tb = vf.time_base
-    return Frame(tensors, lay.format, width, height, context=ctx, native=vf,
-                 colorspace=_COLORSPACES.get(vf.colorspace), color_range=rng, pts=vf.pts,
-                 time_base=Fraction(tb) if tb is not None and not isinstance(tb, Fraction) else tb, parent=parent)
+    if tb is not None and type(tb) is not Fraction:
+        tb = Fraction(tb)
+    return trusted_frame(tensors, lay.format, width, height, context=ctx, native=vf,
+                         colorspace=_COLORSPACES.get(vf.colorspace), color_range=rng, pts=vf.pts, time_base=tb,
+                         metadata=None, parent=parent)
 
 
 def _wrap(obj: Any, *, info: TensorInfo | None = None, format: FrameFormat | None = None,
@@ -255,6 +283,53 @@ def _wrap(obj: Any, *, info: TensorInfo | None = None, format: FrameFormat | Non
 
 
 register_wrapper(Wrapper("av.VideoFrame", lambda c: class_in(c, "av", "VideoFrame"), _wrap, priority=50))
+
+
+# ---- WRITE access to decoded frames --------------------------------------------------------------------
+
+
+def refuse_hardware(what: str, target: str) -> InvalidTensorError:
+    return InvalidTensorError(
+        f"{what} is a hardware frame: its planes are in GPU memory, which the CPU cannot read, so it cannot be "
+        f"mapped to {target} directly. Map it to MemoryType.CUDA (interop.map(frame, MemoryType.CUDA)), or download "
+        f"it to a software frame first (a copy)")
+
+
+def writable_frame(f: Frame, mapper: Any, allow_copy: bool) -> Frame:
+    """A writable FFmpeg Frame for WRITE/READ_WRITE mappings of ``f`` (whose planes may be read-only).
+
+    A read-only frame is made writable with ``VideoFrame.make_writable()``, which copies the pixels into buffers
+    of its own when the decoder still references them: refused unless ``allow_copy``, then counted through
+    ``mapper.copying()`` (only when FFmpeg really copied). Views taken earlier of the same frame keep pointing at
+    the decoder's buffers.
+    """
+    tensors = f.tensors
+    if all(t.writable for t in tensors):
+        return f
+    vf = f.native
+    if not is_video_frame(vf) or any(t.offset or t.info.shape != i.shape for t, i in
+                                      zip(tensors, _layout_of(vf).infos)):
+        raise InvalidTensorError("only a whole av.VideoFrame can be made writable; map the full frame for WRITE, "
+                                 "then crop the result")
+    if not allow_copy:
+        # the decoder may still reference the buffers; make_writable() would copy them
+        mapper.copying(sum(t.info.nbytes for t in tensors), False,
+                       "a decoded frame is a reference frame: writing needs VideoFrame.make_writable(), which copies it")
+    before = [p.buffer_ptr for p in vf.planes]
+    vf.make_writable()
+    if [p.buffer_ptr for p in vf.planes] != before:
+        mapper.copying(sum(t.info.nbytes for t in tensors), True, "VideoFrame.make_writable()")
+    out = wrap_video_frame(vf, writable=True, parent=f.parent)
+    out.metadata.update(f.metadata)
+    return out
+
+
+def _layout_of(vf: Any) -> _Layout:
+    planes = vf.planes
+    fmt_name = vf.format.name
+    if fmt_name in HARDWARE_FORMATS:
+        fmt_name = vf.sw_format.name
+    return _layout(fmt_name, vf.width, vf.height, tuple([p.line_size for p in planes]), planes)
 
 
 # ---- CPU planes -> VideoFrame ---------------------------------------------------------------------------

@@ -1,0 +1,60 @@
+"""FFMPEG -> CPU: numpy views of an av.VideoFrame's planes, zero-copy, at their true pitch.
+
+READ views are read-only: decoded frames are the decoder's reference frames. WRITE and READ_WRITE need
+``VideoFrame.make_writable()``, which copies the frame when the decoder still references it: refused unless
+``allow_copy=True``, then counted. Hardware frames (format ``cuda``) are refused: map them to CUDA.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..context import CPU_CONTEXT
+from ..errors import InvalidTensorError
+from ..frame import Frame
+from ..mapper import register
+from ..tensor import Tensor
+from ..tensors._fastpath import CPUView, FastMapper, derive_frame
+from ..tensors.ffmpeg import FFmpegTensor, is_video_frame, refuse_hardware, wrap_video_frame, writable_frame
+from ..types import AccessMode, MemoryType
+
+
+@register
+class FFmpegToCPU(FastMapper):
+    src = MemoryType.FFMPEG
+    dst = MemoryType.CPU
+    zero_copy = True  # READ is always zero-copy; make_writable() copies only when WRITE asks for it
+    requires = ("av",)
+    extra = "ffmpeg"
+    tier = "A"
+
+    def _wrap_input(self, obj: Any) -> Frame | None:
+        return wrap_video_frame(obj) if is_video_frame(obj) else None
+
+    def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
+        if mode is not AccessMode.READ:
+            f = writable_frame(f, self, allow_copy)
+        planes = [_view(t) for t in f.tensors]
+        return derive_frame(f, planes, CPU_CONTEXT)
+
+    def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
+        if not isinstance(t, FFmpegTensor):
+            raise InvalidTensorError(f"{self.name} maps FFmpegTensors, not {type(t).__name__}")
+        if mode is not AccessMode.READ and not t.writable:
+            vf = t.video_frame
+            if vf is None or t.offset or t.index < 0:
+                raise InvalidTensorError("a read-only plane region cannot be made writable on its own; map the whole "
+                                         "frame with mode=WRITE (allow_copy=True), then crop")
+            whole = wrap_video_frame(vf)
+            if whole[t.index].info != t.info:
+                raise InvalidTensorError("map the whole frame with mode=WRITE (allow_copy=True), then crop")
+            t = writable_frame(whole, self, allow_copy)[t.index]  # type: ignore[assignment]
+        return _view(t)  # type: ignore[arg-type]
+
+
+def _view(t: FFmpegTensor) -> CPUView:
+    if t.is_hardware:
+        raise refuse_hardware(f"this {t.video_frame.format.name if t.video_frame is not None else 'hardware'} frame",
+                              "the CPU")
+    w = t.writable
+    return CPUView.of(t.as_array(None, w), t._info, t, w)
