@@ -1,0 +1,68 @@
+"""DMA -> USM (Level Zero): import each DMA-BUF into the output LevelZeroContext. Zero-copy.
+
+zeMemAllocDevice (or Host/Shared, per ``LevelZeroContext.import_as``) with ``ze_external_memory_import_fd_t``
+(ZE_EXTERNAL_MEMORY_TYPE_FLAG_DMA_BUF) chained to the descriptor: the allocation *is* the buffer. Planes that
+share a buffer share one import; each plane keeps its own offset and pitch (DL Streamer dropped them). The fd
+stays the DMA tensor's (Level Zero's PRIME import does not take it), and the DMA tensor is the output's parent,
+so the fd outlives the import. Tiled buffers (non-linear DRM modifier) are refused: a USM pointer is linear.
+"""
+
+from __future__ import annotations
+
+from ..errors import ContextMismatchError, InvalidTensorError
+from ..frame import Frame
+from ..mapper import MemoryMapper, register
+from ..native import dmabuf as nd
+from ..tensor import Tensor
+from ..types import AccessMode, MemoryType
+
+
+@register
+class DMAToUSM(MemoryMapper):
+    src = MemoryType.DMA
+    dst = MemoryType.USM
+    zero_copy = True
+    tier = "C"
+
+    def _context(self):  # type: ignore[no-untyped-def]
+        from ..tensors.level_zero import LevelZeroContext
+
+        ctx = self.output_context
+        if ctx is None:
+            return LevelZeroContext.default()
+        if not isinstance(ctx, LevelZeroContext):
+            raise ContextMismatchError(f"a DMA-BUF can be imported into USM only through Level Zero: the output context "
+                                       f"must be a LevelZeroContext, not {ctx!r}")
+        return ctx
+
+    def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
+        return self._import([t], self._context())[0]
+
+    def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
+        ctx = self._context()
+        return f.derive(self._import(f.tensors, ctx), context=ctx)
+
+    def _import(self, planes: list[Tensor], ctx) -> list[Tensor]:  # type: ignore[no-untyped-def]
+        from ..tensors.dma import DMATensor
+        from ..tensors.level_zero import SharedRelease, usm_tensor
+
+        for t in planes:
+            if not isinstance(t, DMATensor):
+                raise InvalidTensorError(f"{self.name} maps DMATensors, got {type(t).__name__}")
+            if t.drm_modifier not in (nd.DRM_FORMAT_MOD_LINEAR, nd.DRM_FORMAT_MOD_INVALID):
+                raise InvalidTensorError(
+                    f"DRM modifier {t.drm_modifier:#018x} is a tiled layout; a USM pointer is linear memory: ask the "
+                    f"producer for DRM_FORMAT_MOD_LINEAR or map through VA-API")
+        groups: dict[int, list[int]] = {}
+        for i, t in enumerate(planes):
+            groups.setdefault(id(t.buffer), []).append(i)
+        out: list[Tensor | None] = [None] * len(planes)
+        for idx in groups.values():
+            buf = planes[idx[0]].buffer
+            alloc = ctx.allocate(buf.size, ctx.import_as, import_fd=buf.fd, keepalive=buf)
+            rel = SharedRelease(alloc, len(idx))
+            for i in idx:
+                t = planes[i]
+                out[i] = usm_tensor(alloc, t.info, context=ctx, offset=t.offset, parent=t, writable=t.writable,
+                                    release=rel)
+        return out  # type: ignore[return-value]

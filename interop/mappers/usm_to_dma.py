@@ -1,0 +1,48 @@
+"""USM (Level Zero) -> DMA: export the allocation as a DMA-BUF fd. Zero-copy.
+
+zeMemGetAllocProperties with ``ze_external_memory_export_fd_t`` (DMA_BUF) chained, called on the *input*
+tensor's own Level Zero context (DL Streamer read it from the output side, which has none). The new fd is owned
+by the resulting DMA buffer; each plane's offset is its distance from the allocation's base, so planes of one
+allocation share one fd. USM of a SYCL/OpenCL context is refused with ContextMismatchError.
+"""
+
+from __future__ import annotations
+
+from ..frame import Frame
+from ..mapper import MemoryMapper, register
+from ..tensor import Tensor
+from ..types import AccessMode, MemoryType
+
+
+@register
+class USMToDMA(MemoryMapper):
+    src = MemoryType.USM
+    dst = MemoryType.DMA
+    zero_copy = True
+    tier = "C"
+
+    def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
+        return self._export([t])[0]
+
+    def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
+        planes = self._export(f.tensors)
+        return f.derive(planes, context=planes[0].context)
+
+    def _export(self, planes: list[Tensor]) -> list[Tensor]:
+        from ..native import level_zero as ze
+        from ..tensors.dma import DMATensor, buffer_from_fd
+        from ..tensors.level_zero import level_zero_context_of, usm_address
+
+        bufs: dict[tuple[int, int], tuple[object, int]] = {}
+        out: list[Tensor] = []
+        for t in planes:
+            ctx = level_zero_context_of(t, self.name)
+            addr = usm_address(t)
+            base, size = ze.address_range(ctx.native, addr)
+            key = (ctx.ze_context, base)
+            if key not in bufs:
+                fd = ze.export_dma_buf(ctx.native, addr)
+                bufs[key] = (buffer_from_fd(fd, size=size, take_ownership=True), base)
+            buf, base = bufs[key]
+            out.append(DMATensor(buf, t.info, offset=addr - base, parent=t, writable=t.writable))  # type: ignore[arg-type]
+        return out
