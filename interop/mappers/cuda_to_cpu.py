@@ -1,0 +1,51 @@
+"""CUDA -> CPU: a counted copy into a pinned (page-locked) host block, reused once its last view is gone.
+
+Rows keep their elements but lose the device pitch (the CPU tensor is C-contiguous). READ mappings are
+read-only; WRITE / READ_WRITE mappings copy the host data back to the GPU at release (counted at map time).
+"""
+
+from __future__ import annotations
+
+from ..context import CPU_CONTEXT
+from ..errors import InvalidTensorError
+from ..frame import Frame
+from ..mapper import MemoryMapper, register
+from ..tensor import Tensor
+from ..tensors.cpu import CPUTensor
+from ..tensors.cuda import CUDATensor, download, host_view, pinned_pool, upload_into
+from ..types import AccessMode, MemoryType
+
+
+@register
+class CUDAToCPU(MemoryMapper):
+    src = MemoryType.CUDA
+    dst = MemoryType.CPU
+    zero_copy = False
+    tier = "B"
+
+    def _one(self, t: Tensor, mode: AccessMode, allow_copy: bool, sync: bool) -> CPUTensor:
+        if not isinstance(t, CUDATensor):
+            raise InvalidTensorError(f"{self.name} maps CUDATensor, got {type(t).__name__}")
+        info = t.info
+        if mode.writes and not t.writable:
+            raise InvalidTensorError("this CUDA tensor is read-only (a decoded reference frame): map it with AccessMode.READ")
+        self.copying(info.nbytes * (2 if mode.writes else 1), allow_copy, "device memory is copied to host memory")
+        stream = t.context.stream if t.context is not None else 1  # type: ignore[attr-defined]
+        t.sync_to(stream)
+        host = host_view(pinned_pool(t.device_id).take(info.nbytes), info)
+        if mode.reads:
+            download(t, host, stream, sync=sync)
+        out = CPUTensor(host, context=CPU_CONTEXT, parent=t, writable=mode.writes)
+        if mode.writes:
+            ptr, dinfo, dev = t.ptr, info, t.device_id
+            out.on_release(lambda: upload_into(host, ptr, dinfo, dev, stream))
+        return out
+
+    def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
+        return self._one(t, mode, allow_copy, sync=True)
+
+    def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
+        # Queue every plane's copy, then wait once.
+        planes = f.tensors
+        out = [self._one(t, mode, allow_copy, sync=i == len(planes) - 1) for i, t in enumerate(planes)]
+        return f.derive(out, context=CPU_CONTEXT)

@@ -1,0 +1,101 @@
+"""FFMPEG -> CUDA: NVDEC frames that PyAV kept on the GPU become CUDA planes over the same device memory.
+
+Decode with ``av.open(path, hwaccel=HWAccel("cuda", is_hw_owned=True))``: frames are ``format.name == "cuda"``
+with a ``sw_format`` (nv12, p010le). Each plane becomes a CUDATensor whose pointer *is* ``plane.buffer_ptr``
+(plus the region's offset) with the decoder's pitch; ``native`` is the av.VideoPlane, which holds a reference on
+the AVFrame, so the decoder does not reuse the surface while a tensor (or a DLPack capsule of it) is alive.
+FFmpeg queues its NVDEC output copies on its device context's stream, the legacy default stream: the planes say
+so (``stream == 1``) and consumers passing another stream are ordered after it.
+
+Software (CPU) frames are uploaded instead: a copy, refused unless ``allow_copy=True`` and then counted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InvalidTensorError, UnsupportedFormatError
+from ..frame import Frame
+from ..mapper import MemoryMapper, register
+from ..tensor import Tensor
+from ..tensors.cuda import LEGACY_STREAM, CUDAContext, CUDATensor, cached_info, missing_array_library
+from ..types import AccessMode, FrameFormat, MemoryType
+
+_SW_FORMATS = {"nv12": FrameFormat.NV12, "p010le": FrameFormat.P010}
+
+
+def _plane_infos(fmt: FrameFormat, width: int, height: int, pitches: list[int]) -> list[Any]:
+    h2, w2 = -(-height // 2), -(-width // 2)
+    if fmt is FrameFormat.NV12:
+        return [cached_info((height, width), "u1", (pitches[0], 1)), cached_info((h2, w2, 2), "u1", (pitches[1], 2, 1))]
+    return [cached_info((height, width), "<u2", (pitches[0], 2)), cached_info((h2, w2, 2), "<u2", (pitches[1], 4, 2))]
+
+
+def from_video_frame(vf: Any, *, parent: Any = None) -> Frame:
+    """A CUDA Frame over an NVDEC-decoded av.VideoFrame (format 'cuda'), zero-copy. ``parent`` keeps a source alive."""
+    if vf.format.name != "cuda":
+        raise InvalidTensorError(f"this av.VideoFrame is a software frame ({vf.format.name}); decode with "
+                                 f"HWAccel('cuda', is_hw_owned=True) or map it with allow_copy=True to upload it")
+    sw = vf.sw_format.name
+    fmt = _SW_FORMATS.get(sw)
+    if fmt is None:
+        raise UnsupportedFormatError(f"NVDEC frames of sw_format {sw} are not supported; nv12 and p010le are")
+    planes = vf.planes
+    dev = planes[0].__dlpack_device__()[1]
+    ctx = CUDAContext.get(dev)
+    infos = _plane_infos(fmt, vf.width, vf.height, [p.line_size for p in planes])
+    tensors = [CUDATensor(p, inf, ptr=p.buffer_ptr, device=dev, stream=LEGACY_STREAM, context=ctx, parent=parent,
+                          writable=False) for p, inf in zip(planes, infos)]
+    return Frame(tensors, fmt, vf.width, vf.height, context=ctx, native=vf, pts=vf.pts,
+                 time_base=vf.time_base, parent=parent)
+
+
+def _offset(t: Tensor) -> int:
+    """The byte offset of an FFmpeg tensor's first element in its plane (regions made by Frame.crop)."""
+    for name in ("offset", "_offset"):
+        v = getattr(t, name, None)
+        if isinstance(v, int):
+            return v
+    return 0
+
+
+@register
+class FFmpegToCUDA(MemoryMapper):
+    src = MemoryType.FFMPEG
+    dst = MemoryType.CUDA
+    zero_copy = True  # NVDEC frames; software frames are an upload that is refused unless allow_copy=True
+    requires = ("av",)
+    extra = "ffmpeg"
+    tier = "B"
+
+    def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
+        vf = f.native
+        if vf is not None and getattr(getattr(vf, "format", None), "name", None) == "cuda" and \
+                (f.width, f.height) == (vf.width, vf.height) and not mode.writes:
+            out = from_video_frame(vf, parent=f)
+            out.colorspace, out.color_range, out.metadata = f.colorspace, f.color_range, dict(f.metadata)
+            return out
+        return super().map_frame(f, mode, allow_copy)
+
+    def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
+        plane = t.native
+        kind, dev = plane.__dlpack_device__()
+        if int(kind) != 2:
+            return self._upload(t, mode, allow_copy)
+        if mode.writes:
+            raise InvalidTensorError("decoded NVDEC frames are reference frames: map them with AccessMode.READ "
+                                     "(writing would corrupt the frames decoded after them)")
+        return CUDATensor(plane, t.info, ptr=plane.buffer_ptr + _offset(t), device=dev, stream=LEGACY_STREAM,
+                          context=CUDAContext.get(dev), parent=t, writable=False)
+
+    def _upload(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
+        from ..api import map as imap
+
+        why = missing_array_library()
+        if why is not None:
+            raise InvalidTensorError(f"uploading a software frame to CUDA {why}")
+        self.copying(t.info.nbytes, allow_copy, "a software (CPU) frame is uploaded to the GPU")
+        cpu = imap(t, MemoryType.CPU, mode=mode)
+        from .cpu_to_cuda import upload
+
+        return upload(cpu, CUDAContext.get(0) if self.output_context is None else self.output_context, mode, parent=t)
