@@ -1,0 +1,158 @@
+"""The VA-API conformance fake: Xvfb + the fake driver (tests/fakes/va) loaded by the real libva.so.2.
+
+Import the fixtures into a test module (``from tests.va_fake import fake_va, va_ctx  # noqa: F401``). They skip,
+naming what is missing, when the fake cannot be built or run here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pathlib
+import select
+import shutil
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BUILD = ROOT / "tests" / "fakes" / "build"
+DRIVER = BUILD / "interopfake_drv_video.so"
+LAYOUT = BUILD / "va_layout"
+DRIVER_NAME = "interopfake"
+PACKAGES = "libva-dev libva2 libva-drm2 libva-x11-2 xvfb gcc"
+
+
+def build() -> str | None:
+    """Build the fake (tests/prepare.d/fakes_va.sh, idempotent); None when ready, else what is missing."""
+    subprocess.run(["bash", str(ROOT / "tests" / "prepare.d" / "fakes_va.sh")], capture_output=True, timeout=300)
+    missing = [p for p, ok in (("libva-dev", os.path.exists("/usr/include/va/va_backend.h")),
+                               ("xvfb", shutil.which("Xvfb") is not None), ("gcc", shutil.which("gcc") is not None))
+               if not ok]
+    for lib, pkg in (("libva.so.2", "libva2"), ("libva-drm.so.2", "libva-drm2"), ("libva-x11.so.2", "libva-x11-2")):
+        try:
+            ctypes.CDLL(lib)
+        except OSError:
+            missing.append(pkg)
+    if missing:
+        return f"the VA-API fake needs the Debian packages {' '.join(missing)} (apt-get install {PACKAGES})"
+    if not DRIVER.exists() or not LAYOUT.exists():
+        return f"the VA-API fake was not built into {BUILD} (run bash tests/prepare.d/fakes_va.sh)"
+    return None
+
+
+class FakeVA:
+    """A running Xvfb and the environment that makes libva load the fake driver."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.display = ""
+        self._env: dict[str, str | None] = {}
+
+    def start(self) -> None:
+        r, w = os.pipe()
+        self.proc = subprocess.Popen(["Xvfb", "-displayfd", str(w), "-nolisten", "tcp", "-screen", "0", "64x64x24"],
+                                     pass_fds=(w,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(w)
+        ready, _, _ = select.select([r], [], [], 30)
+        num = os.read(r, 64).decode().strip() if ready else ""
+        os.close(r)
+        if not num:
+            self.stop()
+            raise RuntimeError("Xvfb did not report a display number")
+        self.display = f":{num}"
+        for k, v in (("LIBVA_DRIVER_NAME", DRIVER_NAME), ("LIBVA_DRIVERS_PATH", str(BUILD)),
+                     ("LIBVA_MESSAGING_LEVEL", "0")):
+            self._env[k] = os.environ.get(k)
+            os.environ[k] = v
+
+    def stop(self) -> None:
+        for k, v in self._env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        self._env.clear()
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+            self.proc = None
+
+    def open(self) -> Any:
+        from interop.native import libva
+
+        return libva.Display.open_x11(self.display)
+
+    @property
+    def hooks(self) -> ctypes.CDLL:
+        """The fake driver's test hooks (the very library libva loaded: same handle, same state)."""
+        lib = ctypes.CDLL(str(DRIVER))
+        lib.fakeva_plane_address.restype = ctypes.c_void_p
+        lib.fakeva_plane_address.argtypes = [ctypes.c_uint32, ctypes.c_uint]
+        return lib
+
+    def info(self, surface: int) -> dict[str, Any]:
+        out = SurfaceInfo()
+        assert self.hooks.fakeva_surface_info_get(surface, ctypes.byref(out)) == 0, f"no fake surface {surface}"
+        return {name: (list(getattr(out, name)) if isinstance(getattr(out, name), ctypes.Array) else getattr(out, name))
+                for name, _ in SurfaceInfo._fields_}
+
+    def live(self) -> tuple[int, int, int]:
+        s, i, b = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+        self.hooks.fakeva_live(ctypes.byref(s), ctypes.byref(i), ctypes.byref(b))
+        return s.value, i.value, b.value
+
+    def plane(self, surface: int, plane: int, nbytes: int) -> Any:
+        """A numpy view of the fake's own mapping of a plane (behind the back of the code under test)."""
+        import numpy as np
+
+        addr = self.hooks.fakeva_plane_address(surface, plane)
+        assert addr, f"no plane {plane} on fake surface {surface}"
+        return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(addr))
+
+
+class SurfaceInfo(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint32) for n in ("fourcc", "width", "height", "mem_type", "num_objects", "num_planes",
+                                               "syncs", "exports", "export_flags", "images")] + [
+        ("modifier", ctypes.c_uint64 * 4), ("object_size", ctypes.c_uint32 * 4), ("offset", ctypes.c_uint32 * 4),
+        ("pitch", ctypes.c_uint32 * 4), ("plane_object", ctypes.c_uint32 * 4)]
+
+
+@pytest.fixture(scope="session")
+def fake_va() -> Iterator[FakeVA]:
+    why = build()
+    if why:
+        pytest.skip(why)
+    fake = FakeVA()
+    try:
+        fake.start()
+    except (OSError, RuntimeError) as e:
+        pytest.skip(f"the VA-API fake needs Xvfb to run ({e})")
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def va_display(fake_va: FakeVA) -> Iterator[Any]:
+    """A fresh initialised VA display on the fake driver, terminated after the test."""
+    d = fake_va.open()
+    yield d
+    d.close()
+
+
+@pytest.fixture
+def va_ctx(fake_va: FakeVA) -> Iterator[Any]:
+    """A VAContext over the fake, installed as the default VAAPI context for the test."""
+    from interop.context import set_default_context
+    from interop.tensors.vaapi import VAContext
+    from interop.types import MemoryType
+
+    ctx = VAContext(fake_va.open())
+    set_default_context(MemoryType.VAAPI, ctx)
+    yield ctx
+    set_default_context(MemoryType.VAAPI, None)
