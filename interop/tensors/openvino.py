@@ -68,14 +68,15 @@ class OpenVINOContext(Context):
 _default_ctx: OpenVINOContext | None = None
 
 
-def _default_context() -> OpenVINOContext:
+def default_context() -> OpenVINOContext:
+    """The default OpenVINO context (CPU device, shared core)."""
     global _default_ctx
     if _default_ctx is None:
         _default_ctx = OpenVINOContext("CPU")
     return _default_ctx
 
 
-register_default_context(MemoryType.OPENVINO, _default_context)
+register_default_context(MemoryType.OPENVINO, default_context)
 
 
 def _is_remote(ov_tensor: Any) -> bool:
@@ -104,7 +105,7 @@ class OpenVINOTensor(LazyFinalizer, Tensor):
             else:
                 data = ov_tensor.data
                 info = TensorInfo(data.shape, data.dtype, data.strides)
-        super().__init__(ov_tensor, info, context=context or _default_context(), parent=parent, writable=writable)
+        super().__init__(ov_tensor, info, context=context or default_context(), parent=parent, writable=writable)
         self._remote = remote
         self._addr: int | None = None
         self._array: np.ndarray | None = None
@@ -139,7 +140,7 @@ class OpenVINOTensor(LazyFinalizer, Tensor):
         t = ov.Tensor(arr, shared_memory=True)
         info = TensorInfo(arr.shape, arr.dtype, arr.strides)
         return cls._trusted(t, info, int(arr.__array_interface__["data"][0]), arr,
-                            context or _default_context(), parent, writable)
+                            context or default_context(), parent, writable)
 
     @property
     def is_remote(self) -> bool:
