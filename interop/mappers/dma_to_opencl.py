@@ -1,0 +1,105 @@
+"""DMA -> OPENCL: a ``pyopencl.Buffer`` over the whole DMA buffer; each plane's region is its ``offset`` in it.
+
+- A device that works in host memory (the CPU device): a USE_HOST_PTR buffer over the CPU mapping. Zero-copy:
+  kernels read and write the dma-buf's pages; DMA_BUF_IOCTL_SYNC brackets the access (END at release).
+- A device reporting ``cl_khr_external_memory_dma_buf``: the fd is imported (clCreateBufferWithProperties with
+  CL_EXTERNAL_MEMORY_HANDLE_DMA_BUF_KHR). Zero-copy (tier C: no such device here).
+- Any other device (a discrete GPU without the extension) would need a copy: refused unless ``allow_copy``, counted.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+from ..errors import InteropError
+from ..frame import Frame
+from ..mapper import MemoryMapper, register
+from ..tensor import Tensor
+from ..types import AccessMode, MemoryType
+from .dma_to_cpu import map_dma_to_host
+
+CL_EXTERNAL_MEMORY_HANDLE_DMA_BUF_KHR = 0x2067
+CL_MEM_READ_WRITE, CL_MEM_READ_ONLY = 1, 4
+
+
+def import_dma_buf(ctx: Any, fd: int, size: int, read_only: bool) -> Any:
+    """clCreateBufferWithProperties(ctx, {DMA_BUF_KHR: fd, 0}, flags, size, NULL): a cl.Buffer over the dma-buf."""
+    import pyopencl as cl
+
+    lib = ctypes.CDLL("libOpenCL.so.1")
+    fn = lib.clCreateBufferWithProperties
+    fn.restype = ctypes.c_void_p
+    fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_uint64, ctypes.c_size_t,
+                   ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32)]
+    props = (ctypes.c_uint64 * 3)(CL_EXTERNAL_MEMORY_HANDLE_DMA_BUF_KHR, fd, 0)
+    err = ctypes.c_int32(0)
+    mem = fn(ctypes.c_void_p(ctx.native.int_ptr), props, CL_MEM_READ_ONLY if read_only else CL_MEM_READ_WRITE,
+             size, None, ctypes.byref(err))
+    if err.value != 0 or not mem:
+        raise InteropError(f"importing dma-buf fd {fd} into OpenCL failed (error {err.value})")
+    return cl.Buffer.from_int_ptr(mem, retain=False)
+
+
+def _has_dmabuf_import(ctx: Any) -> bool:
+    try:
+        return "cl_khr_external_memory_dma_buf" in ctx.device.extensions
+    except Exception:
+        return False
+
+
+@register
+class DMAToOpenCL(MemoryMapper):
+    src = MemoryType.DMA
+    dst = MemoryType.OPENCL
+    zero_copy = True  # CPU device and dma-buf import; a device with neither copies (refused unless allowed)
+    requires = ("pyopencl",)
+    extra = "opencl"
+
+    def _context(self) -> Any:
+        from ..context import Context
+        from ..tensors.opencl import OpenCLContext
+
+        ctx = self.output_context
+        return ctx if isinstance(ctx, OpenCLContext) else Context.default(MemoryType.OPENCL)
+
+    def _buffer(self, ctx: Any, t: Any, mode: AccessMode, allow_copy: bool) -> tuple[Any, list[Any]]:
+        """A cl.Buffer over all of ``t``'s DMA buffer, and what must be released with the mapping."""
+        from ..tensors.opencl import buffer_over_host
+
+        buf = t.buffer
+        if buf.is_dmabuf and _has_dmabuf_import(ctx):
+            return import_dma_buf(ctx, buf.fd, buf.size, not mode.writes), []
+        # the whole buffer mapped on the host (one plane's CPU view is enough to hold the mapping and sync)
+        host = map_dma_to_host(t, mode, writable_alias=True)
+        m = buf.mapping(True) if buf.fd_writable else buf.mapping(False)
+        if not ctx.host_shared:
+            self.copying(buf.size, allow_copy, f"{ctx!r} is not a host-memory device and does not report "
+                                               f"cl_khr_external_memory_dma_buf")
+        clbuf = buffer_over_host(ctx, m.address, buf.size, m, read_only=not m.writable)
+        return clbuf, [host]
+
+    def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
+        return self._map([t], mode, allow_copy)[0]
+
+    def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
+        planes = self._map(f.tensors, mode, allow_copy)
+        return f.derive(planes, context=planes[0].context)
+
+    def _map(self, tensors: list[Any], mode: AccessMode, allow_copy: bool) -> list[Tensor]:
+        from ..tensors.opencl import OpenCLTensor
+
+        ctx = self._context()
+        made: dict[int, tuple[Any, list[Any]]] = {}
+        out = []
+        for t in tensors:
+            key = id(t.buffer)
+            if key not in made:
+                made[key] = self._buffer(ctx, t, mode, allow_copy)
+            clbuf, holds = made[key]
+            o = OpenCLTensor(clbuf, t.info, offset=t.offset, context=ctx, parent=t, writable=mode.writes)
+            for h in holds:
+                o.on_release(h.release)
+            holds.clear()  # the sync END runs once, with the first plane over this buffer
+            out.append(o)
+        return out
