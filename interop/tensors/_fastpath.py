@@ -1,65 +1,50 @@
-"""Trusted, cheap Tensor construction for per-frame mapping paths (FFmpeg, OpenVINO, their CPU views).
+"""Cheap construction of the tensors and frames a mapper builds once per frame (FFmpeg, OpenVINO, CPU views).
 
-``Tensor.__init__`` validates its TensorInfo and builds a ``weakref.finalize`` (about 1.6 us each); on a
-per-frame path that makes six tensors that alone costs more than PyAV's own plane views. Tensors built
-here take an already-validated (cached) TensorInfo and create the finalizer only when a release hook is
-registered, which is the first moment one is needed. Behaviour is otherwise that of ``Tensor``.
+A mapper's outputs are consistent by construction (plane layouts come from a per-format cache), so they skip
+re-validation: ``Tensor.__init__`` is called with an interned TensorInfo, and frames are built without
+``Frame.__init__``'s checks. tests/test_tensor_ffmpeg.py checks that the state of these objects matches what
+the public constructors give, so a change in the core classes shows up there.
 """
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
 from ..context import CPU_CONTEXT, Context
+from ..frame import Frame
 from ..info import TensorInfo
 from ..mapper import MemoryMapper
-from ..frame import Frame
-from ..tensor import Tensor, _run_hooks
+from ..tensor import Tensor
 from ..types import AccessMode, check_mode
 from .cpu import CPUTensor
 
 
-def _nothing() -> None:
-    pass
-
-
 class LazyFinalizer:
-    """Tensor mixin: the weakref finalizer is made by the first ``on_release()``, not by every constructor."""
-
-    def on_release(self, hook: Callable[[], None]) -> None:
-        t: Any = self
-        if t._finalizer is _nothing:
-            t._finalizer = weakref.finalize(self, _run_hooks, t._hooks)
-        t._hooks.append(hook)
+    """Kept for modules that still mix it in: ``Tensor`` itself now makes its finaliser on the first on_release()."""
 
 
 T = TypeVar("T", bound=Tensor)
 
 
 def trusted(cls: type[T], native: Any, info: TensorInfo, context: Context | None, parent: Any, writable: bool) -> T:
-    """An instance of ``cls`` (a LazyFinalizer Tensor) with the state ``Tensor.__init__`` would give it."""
-    t: Any = object.__new__(cls)
-    t._native = native
-    t._info = info
-    t._context = context
-    t._parent = parent
-    t._writable = writable
-    t._released = False
-    t._hooks = []
-    t._finalizer = _nothing
-    return t  # type: ignore[no-any-return]
+    """An instance of ``cls`` initialised by ``Tensor.__init__`` only (``info`` already validated and interned)."""
+    t = cls.__new__(cls)
+    Tensor.__init__(t, native, info, context=context, parent=parent, writable=writable)
+    return t
 
 
-class CPUView(LazyFinalizer, CPUTensor):
-    """A CPUTensor over a view of another tensor's memory, built without re-validating its layout."""
+class CPUView(CPUTensor):
+    """A CPUTensor over a view of another tensor's memory; ``info`` is the array's own (already validated)."""
+
+    def __init__(self, array: np.ndarray, info: TensorInfo, parent: Any, writable: bool, address: int | None = None):
+        Tensor.__init__(self, array, info, context=CPU_CONTEXT, parent=parent, writable=writable)
+        self._addr = address
 
     @classmethod
-    def of(cls, array: np.ndarray, info: TensorInfo, parent: Any, writable: bool) -> CPUView:
-        return trusted(cls, array, info, CPU_CONTEXT, parent, writable)
+    def of(cls, array: np.ndarray, info: TensorInfo, parent: Any, writable: bool, address: int | None = None) -> CPUView:
+        return cls(array, info, parent, writable, address)
 
 
 def trusted_frame(tensors: list[Tensor], format: Any, width: int, height: int, *, context: Context | None,
@@ -91,16 +76,7 @@ def derive_frame(f: Frame, tensors: list[Tensor], context: Context | None, nativ
 
 
 class FastMapper(MemoryMapper):
-    """A MemoryMapper whose per-call checks cost less: the framework import is checked once per class, and
-    inputs the mapper recognises itself (``_wrap_input``) skip the generic wrap() dispatch."""
-
-    _ready: ClassVar[bool] = False
-
-    def _require(self) -> None:
-        cls = type(self)
-        if not cls._ready:
-            super()._require()
-            cls._ready = True
+    """A MemoryMapper whose native inputs it recognises itself (``_wrap_input``) skip wrap()'s generic dispatch."""
 
     def _wrap_input(self, obj: Any) -> Tensor | Frame | None:
         """Wrap a native input this mapper knows (e.g. an av.VideoFrame); None to use interop.wrap()."""

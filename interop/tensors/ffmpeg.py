@@ -23,7 +23,7 @@ from ..frame import Frame
 from ..info import TensorInfo, contiguous_strides, plane_layout
 from ..tensor import Tensor
 from ..types import ColorRange, ColorSpace, FrameFormat, MemoryType
-from ._fastpath import LazyFinalizer, trusted, trusted_frame
+from ._fastpath import trusted, trusted_frame
 
 # FFmpeg pixel format name -> (FrameFormat, range implied by the format or None)
 PIXEL_FORMATS: dict[str, tuple[FrameFormat, ColorRange | None]] = {
@@ -83,7 +83,7 @@ def ffmpeg_context(device: str) -> FFmpegContext:
     return ctx
 
 
-class FFmpegTensor(LazyFinalizer, Tensor):
+class FFmpegTensor(Tensor):
     """One plane of an ``av.VideoFrame``. ``native`` is the ``av.VideoPlane``; ``offset`` is in bytes.
 
     The plane (and through it the frame and its AVBuffer) stays alive as long as this tensor or any numpy view

@@ -19,7 +19,8 @@ from ..frame import Frame
 from ..info import TensorInfo
 from ..tensor import Tensor
 from ..types import FrameFormat, MemoryType
-from ._fastpath import LazyFinalizer, trusted
+from ._fastpath import trusted
+
 
 _core: Any = None
 _core_lock = threading.Lock()
@@ -83,7 +84,7 @@ def _is_remote(ov_tensor: Any) -> bool:
     return class_in(type(ov_tensor), "openvino", "RemoteTensor")
 
 
-class OpenVINOTensor(LazyFinalizer, Tensor):
+class OpenVINOTensor(Tensor):
     """An ``openvino.Tensor`` (``native``). Host tensors are CPU-reachable (numpy/DLPack export, zero-copy);
     ``RemoteTensor``s are not.
 

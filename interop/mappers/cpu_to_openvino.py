@@ -1,0 +1,125 @@
+"""CPU -> OPENVINO: ``ov.Tensor(array, shared_memory=True)`` over the host memory, zero-copy.
+
+OpenVINO shares only C-contiguous, writeable memory. A plane with padded rows is exposed at full pitch
+(``(rows, pitch_in_elements[, C])``; in a Frame every plane is ``(1, rows, pitch_in_elements, C)``, as from
+FFmpeg) when the padding of the last row lies inside the buffer; otherwise the plane must be copied, which is
+refused unless ``allow_copy=True`` and then counted. A read-only array (e.g. a READ view of a decoded frame)
+is handed to OpenVINO through a private writeable alias for READ mappings; OpenVINO never writes its inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidTensorError
+from ..frame import Frame
+from ..mapper import register
+from ..tensor import Tensor, _ArrayExport
+from ..tensors._fastpath import FastMapper, derive_frame
+from ..tensors.openvino import OpenVINOContext, OpenVINOTensor, default_context
+from ..types import AccessMode, MemoryType
+
+
+def buffer_bounds(arr: np.ndarray) -> tuple[int, int] | None:
+    """[start, end) addresses of the whole buffer under ``arr`` when it can be found, else None."""
+    base: Any = arr
+    for _ in range(64):
+        nxt = base.base if isinstance(base, np.ndarray) else base.owner if isinstance(base, _ArrayExport) else None
+        if nxt is None:
+            break
+        if isinstance(nxt, Tensor):
+            nxt = nxt.native if isinstance(nxt.native, np.ndarray) else None
+            if nxt is None:
+                return None
+        base = nxt
+    if isinstance(base, np.ndarray):
+        if not (base.flags.c_contiguous or base.flags.f_contiguous):
+            return None
+        lo = int(base.__array_interface__["data"][0])
+        return lo, lo + base.nbytes
+    try:
+        mv = memoryview(base)
+    except TypeError:
+        return None
+    if mv.nbytes == 0:
+        return None
+    lo = int(np.frombuffer(mv, np.uint8).__array_interface__["data"][0])
+    return lo, lo + mv.nbytes
+
+
+def shareable(arr: np.ndarray, frame_plane: bool) -> np.ndarray | None:
+    """A C-contiguous array over the same memory as ``arr`` (``arr`` itself, or its rows at full pitch), or None.
+
+    ``frame_plane`` gives the (1, rows, pitch_elems, C) shape of frame planes. The result may be read-only.
+    """
+    item = arr.dtype.itemsize
+    if arr.ndim in (2, 3):
+        channels = arr.shape[2] if arr.ndim == 3 else 1
+        pixel = channels * item
+        rows, pitch = arr.shape[0], arr.strides[0]
+        inner = arr.strides[1:] == ((pixel, item) if arr.ndim == 3 else (item,)) or arr.shape[1] * channels <= 1
+        if inner and pitch > 0 and pitch % pixel == 0:
+            shape = (rows, pitch // pixel) + ((channels,) if arr.ndim == 3 else ())
+            if frame_plane:
+                shape = (1, rows, pitch // pixel, channels)
+            if pitch == arr.shape[1] * pixel or rows <= 1:
+                return arr.reshape(shape) if rows else None
+            start = int(arr.__array_interface__["data"][0])
+            bounds = buffer_bounds(arr)
+            if bounds is not None and bounds[0] <= start and start + rows * pitch <= bounds[1]:
+                return _alias(start, shape, arr.dtype, arr, readonly=not arr.flags.writeable)
+        return None
+    if arr.flags.c_contiguous:
+        return arr
+    return None
+
+
+def _alias(address: int, shape: tuple[int, ...], dtype: np.dtype, owner: Any, *, readonly: bool) -> np.ndarray:
+    iface = {"version": 3, "shape": shape, "typestr": dtype.str, "descr": dtype.descr,
+             "data": (address, readonly), "strides": None}
+    return np.asarray(_ArrayExport(iface, owner))
+
+
+@register
+class CPUToOpenVINO(FastMapper):
+    src = MemoryType.CPU
+    dst = MemoryType.OPENVINO
+    zero_copy = True  # planes whose padding is not in the buffer are copied only with allow_copy, and counted
+    requires = ("openvino",)
+    extra = "openvino"
+    tier = "A"
+
+    def _context(self) -> OpenVINOContext:
+        ctx = self._output_context
+        return ctx if isinstance(ctx, OpenVINOContext) else default_context()
+
+    def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
+        return self._tensor(t, mode, allow_copy, self._context(), frame_plane=False)
+
+    def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
+        ctx = self._context()
+        return derive_frame(f, [self._tensor(t, mode, allow_copy, ctx, frame_plane=True) for t in f.tensors], ctx)
+
+    def _tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool, ctx: OpenVINOContext,
+                frame_plane: bool) -> OpenVINOTensor:
+        arr = t.native if isinstance(t.native, np.ndarray) else t.numpy()
+        if mode.writes and not (t.writable and arr.flags.writeable):
+            raise InvalidTensorError("this CPU tensor is read-only (e.g. a view of a decoder's reference frame): "
+                                     "map it with mode=READ, or map a writable copy")
+        shared = shareable(arr, frame_plane)
+        if shared is None:
+            self.copying(t.info.nbytes, allow_copy,
+                         f"OpenVINO shares only C-contiguous memory and this array (shape {arr.shape}, strides "
+                         f"{arr.strides}) cannot be exposed at full pitch")
+            shared = np.ascontiguousarray(arr)
+            if frame_plane:
+                shared = shared.reshape((1,) + shared.shape + ((1,) if shared.ndim == 2 else ()))
+            return OpenVINOTensor.from_numpy(shared, parent=t, context=ctx, writable=True)
+        writable = t.writable and arr.flags.writeable
+        if not shared.flags.writeable:  # private writeable alias: OpenVINO never writes inputs
+            shared = _alias(int(shared.__array_interface__["data"][0]), shared.shape, shared.dtype, shared,
+                            readonly=False)
+        return OpenVINOTensor.from_numpy(shared, parent=t, context=ctx, writable=writable)
+
