@@ -16,9 +16,10 @@ from typing import Any
 
 from ..errors import InvalidTensorError, UnsupportedFormatError
 from ..frame import Frame
-from ..mapper import MemoryMapper, register
+from ..mapper import register
 from ..tensor import Tensor
-from ..tensors.cuda import LEGACY_STREAM, CUDAContext, CUDATensor, cached_info, missing_array_library
+from ..tensors._fastpath import FastMapper, trusted_frame
+from ..tensors.cuda import LEGACY_STREAM, CUDAContext, cached_info, fast_tensor, missing_array_library
 from ..types import AccessMode, FrameFormat, MemoryType
 
 _SW_FORMATS = {"nv12": FrameFormat.NV12, "p010le": FrameFormat.P010}
@@ -44,10 +45,10 @@ def from_video_frame(vf: Any, *, parent: Any = None) -> Frame:
     dev = planes[0].__dlpack_device__()[1]
     ctx = CUDAContext.get(dev)
     infos = _plane_infos(fmt, vf.width, vf.height, [p.line_size for p in planes])
-    tensors = [CUDATensor(p, inf, ptr=p.buffer_ptr, device=dev, stream=LEGACY_STREAM, context=ctx, parent=parent,
-                          writable=False) for p, inf in zip(planes, infos)]
-    return Frame(tensors, fmt, vf.width, vf.height, context=ctx, native=vf, pts=vf.pts,
-                 time_base=vf.time_base, parent=parent)
+    tensors = [fast_tensor(p, inf, p.buffer_ptr, dev, LEGACY_STREAM, ctx, parent, False)
+               for p, inf in zip(planes, infos)]
+    return trusted_frame(tensors, fmt, vf.width, vf.height, context=ctx, native=vf, colorspace=None, color_range=None,
+                         pts=vf.pts, time_base=vf.time_base, metadata=None, parent=parent)
 
 
 def _offset(t: Tensor) -> int:
@@ -60,13 +61,18 @@ def _offset(t: Tensor) -> int:
 
 
 @register
-class FFmpegToCUDA(MemoryMapper):
+class FFmpegToCUDA(FastMapper):
     src = MemoryType.FFMPEG
     dst = MemoryType.CUDA
     zero_copy = True  # NVDEC frames; software frames are an upload that is refused unless allow_copy=True
     requires = ("av",)
     extra = "ffmpeg"
     tier = "B"
+
+    def _wrap_input(self, obj: Any) -> Frame | None:
+        from ..tensors.ffmpeg import is_video_frame, wrap_video_frame
+
+        return wrap_video_frame(obj) if is_video_frame(obj) else None
 
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
         vf = f.native
@@ -85,13 +91,13 @@ class FFmpegToCUDA(MemoryMapper):
         if mode.writes:
             raise InvalidTensorError("decoded NVDEC frames are reference frames: map them with AccessMode.READ "
                                      "(writing would corrupt the frames decoded after them)")
-        return CUDATensor(plane, t.info, ptr=plane.buffer_ptr + _offset(t), device=dev, stream=LEGACY_STREAM,
-                          context=CUDAContext.get(dev), parent=t, writable=False)
+        return fast_tensor(plane, t.info, plane.buffer_ptr + _offset(t), dev, LEGACY_STREAM, CUDAContext.get(dev), t,
+                           False)
 
     def _upload(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         from ..api import map as imap
 
-        why = missing_array_library()
+        why = missing_array_library() if allow_copy else None
         if why is not None:
             raise InvalidTensorError(f"uploading a software frame to CUDA {why}")
         self.copying(t.info.nbytes, allow_copy, "a software (CPU) frame is uploaded to the GPU")

@@ -181,6 +181,15 @@ class CUDATensor(Tensor):
         return f"<CUDATensor cuda:{self._device_id} shape={self._info.shape} dtype={self._info.dtype} ptr={self._ptr:#x}>"
 
 
+def fast_tensor(native: Any, info: TensorInfo, ptr: int, device: int, stream: int | None, context: Context,
+                parent: Any, writable: bool) -> CUDATensor:
+    """A CUDATensor without re-validation: ``info`` must come from cached_info(), ``stream`` be a handle or None."""
+    t: Any = CUDATensor.__new__(CUDATensor)
+    Tensor.__init__(t, native, info, context=context, parent=parent, writable=writable)
+    t._ptr, t._device_id, t._stream = ptr, device, stream
+    return t  # type: ignore[no-any-return]
+
+
 # ---- wrap() --------------------------------------------------------------------------------------------------
 
 

@@ -1,0 +1,165 @@
+"""FFMPEG -> CUDA: NVDEC frames kept on the GPU become CUDA planes over the same device memory."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import interop
+from interop import AccessMode, FrameFormat, MemoryType
+from interop.errors import CopyRequiredError, InvalidTensorError, UnsupportedFormatError
+from interop.mappers.ffmpeg_to_cuda import FFmpegToCUDA, from_video_frame
+from interop.tensors import _cuda_native as cn
+from interop.tensors.cuda import CUDATensor
+
+
+class FakePlane:
+    def __init__(self, ptr: int, line_size: int):
+        self.buffer_ptr, self.line_size = ptr, line_size
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+
+def fake_hw_frame(w=64, h=32, pitch=128, sw="nv12", base=0x7000_0000):
+    planes = [FakePlane(base, pitch), FakePlane(base + 0x10000, pitch)]
+    return SimpleNamespace(format=SimpleNamespace(name="cuda"), sw_format=SimpleNamespace(name=sw), planes=planes,
+                           width=w, height=h, pts=33, time_base=Fraction(1, 30))
+
+
+def test_hw_frame_planes_are_the_decoder_pointers_with_pitch():
+    vf = fake_hw_frame()
+    f = from_video_frame(vf)
+    assert f.format is FrameFormat.NV12 and (f.width, f.height) == (64, 32) and f.native is vf and f.pts == 33
+    y, uv = f[0], f[1]
+    assert isinstance(y, CUDATensor) and y.ptr == vf.planes[0].buffer_ptr and uv.ptr == vf.planes[1].buffer_ptr
+    assert y.shape == (32, 64) and y.strides == (128, 1) and uv.shape == (16, 32, 2) and uv.strides == (128, 2, 1)
+    assert not y.writable and y.stream == 1 and y.native is vf.planes[0]
+    cap = uv.__dlpack__(stream=1)
+    assert cn.read_capsule(cap)[:3] == (vf.planes[1].buffer_ptr, (16, 32, 2), (128, 2, 1))
+    c = f.crop(8, 4, 16, 8)
+    assert c[0].ptr == vf.planes[0].buffer_ptr + 4 * 128 + 8 and c[1].ptr == vf.planes[1].buffer_ptr + 2 * 128 + 8
+
+
+def test_p010_planes_are_uint16():
+    f = from_video_frame(fake_hw_frame(sw="p010le", pitch=256))
+    assert f.format is FrameFormat.P010 and f[0].dtype == np.uint16 and f[0].strides == (256, 2)
+    assert f[1].shape == (16, 32, 2) and f[1].strides == (256, 4, 2)
+
+
+def test_unsupported_sw_format_and_software_frames_are_refused():
+    with pytest.raises(UnsupportedFormatError, match="nv12 and p010le"):
+        from_video_frame(fake_hw_frame(sw="yuv444p"))
+    sw = SimpleNamespace(format=SimpleNamespace(name="yuv420p"))
+    with pytest.raises(InvalidTensorError, match="HWAccel"):
+        from_video_frame(sw)
+
+
+def test_route_is_zero_copy_and_tier_b():
+    chain = interop.route(MemoryType.FFMPEG, MemoryType.CUDA)
+    assert chain.zero_copy and [type(m) for m in chain.mappers] == [FFmpegToCUDA] and FFmpegToCUDA.tier == "B"
+
+
+def test_software_frame_upload_is_a_copy_refused_by_default():
+    av = pytest.importorskip("av")
+    vf = av.VideoFrame.from_ndarray(np.zeros((32, 64, 3), np.uint8), format="rgb24").reformat(format="nv12")
+    with pytest.raises(CopyRequiredError, match="uploaded"):
+        interop.map(vf, MemoryType.CUDA)
+
+
+# ---- on the GPU ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    pytest.importorskip("av")
+    from tests.gpu_clips import make_clip
+
+    return make_clip(tmp_path_factory.mktemp("clips") / "h264.mp4")
+
+
+@pytest.mark.gpu
+def test_nvdec_frames_map_zero_copy_and_match_cpu_decode(clip):
+    torch = pytest.importorskip("torch")
+    import av
+
+    from tests.gpu_clips import nvdec
+
+    with av.open(str(clip)) as c:
+        cpu_frames = [f.to_ndarray(format="nv12") for f in c.decode(video=0)]
+    n = 0
+    with nvdec(clip) as c, interop.copy_meter() as m:
+        for i, vf in enumerate(c.decode(video=0)):
+            assert vf.format.name == "cuda"
+            f = interop.map(vf, MemoryType.CUDA)
+            assert f.format is FrameFormat.NV12 and f.memory_type is MemoryType.CUDA
+            for t, p in zip(f, vf.planes):
+                assert t.ptr == p.buffer_ptr and t.strides[0] == p.line_size
+            y = torch.from_dlpack(f[0])
+            uv = torch.from_dlpack(f[1])
+            assert y.data_ptr() == vf.planes[0].buffer_ptr and uv.data_ptr() == vf.planes[1].buffer_ptr
+            h, w = vf.height, vf.width
+            assert np.array_equal(y.cpu().numpy(), cpu_frames[i][:h])  # H.264 decoding is bit-exact
+            assert np.array_equal(uv.cpu().numpy().reshape(h // 2, w), cpu_frames[i][h:])
+            n += 1
+    assert n == len(cpu_frames) and m.copies == 0
+
+
+@pytest.mark.gpu
+def test_write_through_torch_is_seen_through_pyav(clip):
+    torch = pytest.importorskip("torch")
+    from tests.gpu_clips import nvdec
+
+    with nvdec(clip) as c:
+        vf = next(c.decode(video=0))
+        f = interop.map(vf, MemoryType.CUDA)
+        y = torch.from_dlpack(f[0])
+        y[5, 7] = 201
+        raw = torch.from_dlpack(vf.planes[0].__dlpack__(stream=None))
+        torch.cuda.synchronize()
+        assert int(raw[5, 7]) == 201
+        crop = f.crop(16, 8, 32, 16)
+        assert torch.from_dlpack(crop[0]).data_ptr() == vf.planes[0].buffer_ptr + 8 * vf.planes[0].line_size + 16
+
+
+@pytest.mark.gpu
+def test_views_outlive_the_decoder_loop(clip):
+    torch = pytest.importorskip("torch")
+    from tests.gpu_clips import nvdec
+
+    kept = []
+    with nvdec(clip) as c:
+        for vf in c.decode(video=0):
+            kept.append((torch.from_dlpack(interop.map(vf, MemoryType.CUDA)[0]), vf.planes[0].buffer_ptr))
+    firsts = [y.clone() for y, _ in kept]
+    torch.cuda.synchronize()
+    assert len({p for _, p in kept}) == len(kept)  # every kept frame holds its own surface
+    assert all(torch.equal(a, y) for a, (y, _) in zip(firsts, kept))
+
+
+@pytest.mark.gpu
+def test_hevc_main10_is_p010(tmp_path):
+    torch = pytest.importorskip("torch")
+    from tests.gpu_clips import make_clip, nvdec
+
+    clip10 = make_clip(tmp_path / "hevc10.mp4", "libx265", frames=6, pix_fmt="yuv420p10le")
+    with nvdec(clip10) as c:
+        vf = next(c.decode(video=0))
+        if vf.sw_format.name != "p010le":
+            pytest.skip(f"NVDEC gave {vf.sw_format.name} for HEVC Main10")
+        f = interop.map(vf, MemoryType.CUDA)
+        assert f.format is FrameFormat.P010 and f[0].dtype == np.uint16
+        assert torch.from_dlpack(f[0]).data_ptr() == vf.planes[0].buffer_ptr
+
+
+@pytest.mark.gpu
+def test_write_mode_is_refused_for_decoded_frames(clip):
+    from tests.gpu_clips import nvdec
+
+    with nvdec(clip) as c:
+        vf = next(c.decode(video=0))
+        with pytest.raises(InvalidTensorError):
+            interop.map(interop.wrap(vf).crop(0, 0, 32, 32), MemoryType.CUDA, mode=AccessMode.WRITE)
