@@ -244,13 +244,14 @@ class FrameReceiver:
     (counted in ``torn``), never returned.
     """
 
-    def __init__(self, sock: socket.socket, *, require_sealed: bool = True):
+    def __init__(self, sock: socket.socket, *, require_sealed: bool = True, writer: bool = False):
         if sock.type != socket.SOCK_SEQPACKET or sock.family != socket.AF_UNIX:
             raise InvalidTensorError("FrameReceiver needs a connected AF_UNIX SOCK_SEQPACKET socket "
                                      "(interop.transport.seqpacket_pair() or connect(path))")
         self._sock = sock
         self._lock = threading.Lock()
         self.require_sealed = require_sealed
+        self.writer = writer  # a writer process receives empty buffers to fill: no commit check, commit() after
         self.received = 0
         self.torn = 0
         self.closed = False
@@ -308,7 +309,7 @@ class FrameReceiver:
             _send_done(self._sock, self._lock, fid)
             raise
         fds[:] = [fd for fd in fds if fd >= 0]
-        if marker != NO_MARKER:
+        if marker != NO_MARKER and not self.writer:
             m = bufs[0].mapping(False)
             mg, state, got = read_marker(m.address, marker) if marker + 16 <= bufs[0].size else (0, 0, 0)
             if mg != MARKER_MAGIC or state != MARKER_COMMITTED or got != seq:
@@ -338,6 +339,8 @@ class FrameReceiver:
             raise
         frame.metadata["frame_id"] = fid
         frame.metadata["sequence"] = seq
+        if marker != NO_MARKER:
+            frame.metadata["commit_marker"] = marker
         return frame
 
     def close(self) -> None:
@@ -349,6 +352,18 @@ class FrameReceiver:
 
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
+
+
+def commit(frame: Frame) -> None:
+    """Mark a received pool frame complete: for writer processes (``FrameReceiver(writer=True)``) that fill
+    buffers of another process's pool. Call it after the last byte is written."""
+    from .tensors.dma import MARKER_COMMITTED, write_marker
+
+    marker = frame.metadata.get("commit_marker")
+    if marker is None:
+        raise InvalidTensorError("this frame has no commit marker (it does not come from a FramePool over the transport)")
+    buf = buffers_of(frame)[0]
+    write_marker(buf.mapping(True).address, marker, MARKER_COMMITTED, frame.metadata["sequence"])
 
 
 class _DoneOnce:
@@ -433,5 +448,5 @@ def connect(path: str, timeout: float = 10.0, *, require_sealed: bool = True) ->
             time.sleep(0.02)
 
 
-__all__ = ["FrameSender", "FrameReceiver", "FrameServer", "connect", "seqpacket_pair", "PeerClosedError",
+__all__ = ["FrameSender", "FrameReceiver", "FrameServer", "connect", "commit", "seqpacket_pair", "PeerClosedError",
            "ProtocolError"]

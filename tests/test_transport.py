@@ -1,0 +1,208 @@
+"""Frames across processes over a Unix socket: fds by SCM_RIGHTS, rebuilt zero-copy, buffers returned to the pool."""
+
+from __future__ import annotations
+
+import gc
+import os
+import socket
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import interop
+from interop import AccessMode, ColorRange, ColorSpace, FrameFormat, InvalidTensorError, MemoryType
+from interop.native import dmabuf as nd
+from interop.tensors.dma import DMAContext, DMATensor, FramePool, frame_from_fds, live_buffers
+from interop.transport import (FrameReceiver, FrameSender, FrameServer, PeerClosedError, ProtocolError, connect,
+                               seqpacket_pair)
+from tests.dma_peer import read_line, spawn
+
+
+def _fill(frame, value: int) -> None:
+    with interop.map(frame, MemoryType.CPU, mode=AccessMode.WRITE) as c:
+        for t in c:
+            np.asarray(t)[:] = value
+
+
+def _fd_count() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_child_writes_into_parent_frame_parent_sees_them_through_its_mapping():
+    pool = FramePool(FrameFormat.NV12, 64, 48, 2)
+    f = pool.acquire()
+    _fill(f, 0xAB)
+    p, sock = spawn("write_received")
+    tx = FrameSender(sock)
+    tx.send(f)
+    assert read_line(p) == f"saw {0xAB} {0xAB}"
+    assert tx.wait_returned(10)  # the child released the frame: DONE came back
+    with interop.map(f, MemoryType.CPU) as c:
+        y, uv = np.asarray(c[0]), np.asarray(c[1])
+        assert y[3, 7] == 7 and np.count_nonzero(y == 0x5A) == y.size - 1
+        assert np.all(uv == 0x33)
+        # our view is our own mapping of the same pages the child wrote
+        assert y.ctypes.data == f[0].buffer.mapping(False).address + f[0].offset
+    assert p.wait(10) == 0
+    f.release()
+    tx.close()
+    assert pool.free_count == pool.size
+
+
+def test_parent_writes_into_child_frame_child_sees_them():
+    p, sock = spawn("send_own")
+    rx = FrameReceiver(sock)
+    f = rx.recv(timeout=10)
+    assert f.format is FrameFormat.NV12 and (f.width, f.height) == (64, 48)
+    with interop.map(f, MemoryType.CPU, mode=AccessMode.READ_WRITE) as c:
+        y = np.asarray(c[0])
+        assert y[0, 0] == 0x11  # the child's data, zero-copy
+        assert y.ctypes.data == f[0].buffer.mapping(True).address + f[0].offset
+        y[:] = 0x77
+        np.asarray(c[1])[:] = 0x42
+    f.release()  # sends DONE
+    assert read_line(p) == "returned True 119 119 66"
+    assert p.wait(10) == 0
+    rx.close()
+
+
+def test_metadata_and_layout_round_trip_in_process():
+    a, b = seqpacket_pair()
+    tx, rx = FrameSender(a), FrameReceiver(b)
+    pool = FramePool(FrameFormat.I420, 854, 480, 1, pitch_align=128)
+    f = pool.acquire()
+    f.pts, f.time_base = 3003, Fraction(1, 30000)
+    f.colorspace, f.color_range = ColorSpace.BT709, ColorRange.LIMITED
+    tx.send(f)
+    g = rx.recv(timeout=5)
+    assert g.format is FrameFormat.I420 and (g.width, g.height) == (854, 480)
+    assert (g.pts, g.time_base, g.colorspace, g.color_range) == (3003, Fraction(1, 30000), ColorSpace.BT709, ColorRange.LIMITED)
+    for s, r in zip(f.tensors, g.tensors):
+        assert (r.offset, r.pitch, r.info, r.drm_fourcc, r.drm_modifier) == (s.offset, s.pitch, s.info, s.drm_fourcc, s.drm_modifier)
+        assert r.fd != s.fd and os.fstat(r.fd).st_ino == os.fstat(s.fd).st_ino  # same memory, our own fd
+    assert g.metadata["sequence"] == 1 and rx.torn == 0
+    g.release()
+    f.release()
+    assert tx.wait_returned(5) and pool.free_count == 1
+    tx.close()
+    rx.close()
+
+
+def test_server_and_connect_by_path(tmp_path):
+    path = str(tmp_path / "frames.sock")
+    with FrameServer(path) as srv:
+        rx = connect(path, timeout=5)
+        tx = srv.accept(timeout=5)
+        ctx = DMAContext()
+        f = ctx.alloc_frame(FrameFormat.GRAY8, 32, 16)
+        _fill(f, 9)
+        tx.send(f)
+        g = rx.recv(timeout=5)
+        with interop.map(g, MemoryType.CPU) as c:
+            assert np.all(np.asarray(c[0]) == 9)
+        g.release()
+        assert tx.wait_returned(5)
+        rx.close()
+        assert tx.wait_returned(5) and not _wait_dead(tx)
+        with pytest.raises(PeerClosedError, match="consumer is gone"):
+            tx.send(f)
+        tx.close()
+
+
+def _wait_dead(tx: FrameSender) -> bool:
+    import time
+
+    t = time.monotonic() + 5
+    while tx.alive and time.monotonic() < t:
+        time.sleep(0.01)
+    return tx.alive
+
+
+def test_receiver_refuses_unsealed_memfd_from_a_peer():
+    a, b = seqpacket_pair()
+    tx, rx = FrameSender(a), FrameReceiver(b)
+    fd = os.memfd_create("unsealed")  # a peer could truncate this under our mapping: SIGBUS
+    os.ftruncate(fd, 64 * 48)
+    f = frame_from_fds(fd, FrameFormat.GRAY8, 64, 48)
+    os.close(fd)
+    tx.send(f)
+    n = _fd_count()
+    with pytest.raises(InvalidTensorError, match="unsealed memfd.*SIGBUS"):
+        rx.recv(timeout=5)
+    assert _fd_count() == n  # the received fd was closed
+    f.release()
+    assert tx.wait_returned(5)  # refused frames are returned to the producer at once
+    tx.close()
+    rx.close()
+
+
+def test_receiver_rejects_foreign_messages_and_keeps_working():
+    a, b = seqpacket_pair()
+    rx = FrameReceiver(b)
+    a.send(b"hello, not a frame" * 10)
+    with pytest.raises(ProtocolError, match="not an interop frame message"):
+        rx.recv(timeout=5)
+    tx = FrameSender(a)
+    f = DMAContext().alloc_frame(FrameFormat.GRAY8, 16, 16)
+    tx.send(f)
+    assert rx.recv(timeout=5) is not None
+    tx.close()
+    assert rx.recv(timeout=5) is None and rx.closed  # EOF: the producer is gone
+
+
+def test_sender_needs_seqpacket_and_dma_frames():
+    s1, s2 = socket.socketpair()
+    with pytest.raises(InvalidTensorError, match="SOCK_SEQPACKET"):
+        FrameSender(s1)
+    with pytest.raises(InvalidTensorError, match="SOCK_SEQPACKET"):
+        FrameReceiver(s2)
+    s1.close()
+    s2.close()
+    a, b = seqpacket_pair()
+    tx = FrameSender(a)
+    cpu = interop.wrap(np.zeros((4, 4, 3), np.uint8), format=FrameFormat.RGB)
+    with pytest.raises(InvalidTensorError, match="DMA Frame"):
+        tx.send(cpu)
+    tx.close()
+    b.close()
+
+
+def test_no_fd_leak_over_allocate_map_send_release_cycles(soak):
+    n = 10_000 if soak else 300
+    a, b = seqpacket_pair()
+    tx, rx = FrameSender(a), FrameReceiver(b)
+    pool = FramePool(FrameFormat.NV12, 64, 48, 2)
+    ctx = DMAContext()
+
+    def cycle(i: int) -> None:
+        fresh = ctx.alloc_frame(FrameFormat.GRAY8, 32, 8)  # allocate
+        _fill(fresh, i & 0xFF)  # map
+        with DMATensor.from_fd(fresh[0].fd, info=fresh[0].info) as dup:  # wrap a caller's fd: a dup of ours
+            assert dup.fd != fresh[0].fd
+        f = pool.acquire(timeout=5)
+        _fill(f, i & 0xFF)
+        tx.send(f)  # send
+        tx.send(fresh)
+        f.release()
+        fresh.release()
+        for _ in range(2):
+            g = rx.recv(timeout=5)
+            with interop.map(g, MemoryType.CPU) as c:
+                assert np.asarray(c[0])[0, 0] == i & 0xFF
+            g.release()  # release
+        assert tx.wait_returned(5)
+
+    for i in range(5):  # warm-up
+        cycle(i)
+    gc.collect()
+    fds, bufs, maps = _fd_count(), live_buffers(), nd.live_mappings()
+    for i in range(n):
+        cycle(i)
+    gc.collect()
+    assert _fd_count() == fds
+    assert live_buffers() == bufs
+    assert nd.live_mappings() == maps
+    assert pool.free_count == pool.size
+    tx.close()
+    rx.close()
