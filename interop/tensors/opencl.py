@@ -184,6 +184,39 @@ def enqueue_copy_region(queue: Any, dst: Any, dst_offset: int, dst_info: TensorI
     return src_info.nbytes
 
 
+def enqueue_host_copy(queue: Any, buf: Any, buf_offset: int, buf_info: TensorInfo, host: np.ndarray,
+                      to_device: bool) -> int:
+    """Blocking copy between a buffer region and a host array of the same shape (row-padded layouts on either
+    side); returns the bytes written."""
+    import ctypes
+
+    cl_ = cl()
+    host_info = TensorInfo(host.shape, host.dtype, host.strides)
+    if host_info.shape != buf_info.shape or host_info.dtype != buf_info.dtype:
+        raise InvalidTensorError(f"cannot copy between {buf_info} and a host array {host_info}")
+    if buf_info.nbytes == 0:
+        return 0
+    hrows, hrow, hpitch = pitch_linear(host_info)
+    brows, _brow, bpitch = pitch_linear(buf_info)
+    span = np.frombuffer((ctypes.c_char * host_info.extent).from_address(host.__array_interface__["data"][0]), np.uint8)
+    if hrows == 1 and brows == 1:
+        if to_device:
+            cl_.enqueue_copy(queue, buf, span, dst_offset=buf_offset)
+        else:
+            cl_.enqueue_copy(queue, span, buf, src_offset=buf_offset)
+        return buf_info.nbytes
+    rows, row = buf_info.shape[0], buf_info.nbytes // buf_info.shape[0]
+    hpitch = hpitch if hrows > 1 else row
+    bpitch = bpitch if brows > 1 else row
+    kw = dict(buffer_origin=(buf_offset % bpitch, buf_offset // bpitch, 0), host_origin=(0, 0, 0), region=(row, rows, 1),
+              buffer_pitches=(bpitch, 0), host_pitches=(hpitch, 0))
+    if to_device:
+        cl_.enqueue_copy(queue, buf, span, **kw)
+    else:
+        cl_.enqueue_copy(queue, span, buf, **kw)
+    return buf_info.nbytes
+
+
 # ---- tensors ------------------------------------------------------------------------------------------------
 
 
@@ -306,9 +339,7 @@ def buffer_over_host(ctx: OpenCLContext, address: int, nbytes: int, owner: Any, 
     mf = cl_.mem_flags
     host = (ctypes.c_char * max(nbytes, 1)).from_address(address)
     flags = mf.USE_HOST_PTR | (mf.READ_ONLY if read_only else mf.READ_WRITE)
-    buf = cl_.Buffer(ctx.native, flags, hostbuf=host)
-    buf._interop_owner = owner  # type: ignore[attr-defined]  # keep the host memory alive with the buffer
-    return buf
+    return cl_.Buffer(ctx.native, flags, hostbuf=host)  # the tensor made over it keeps ``owner`` alive (parent)
 
 
 # ---- wrap() --------------------------------------------------------------------------------------------------

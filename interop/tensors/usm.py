@@ -107,7 +107,7 @@ class SYCLContext(Context):
 
         def obj(ptr: int) -> Any:  # dpctl takes USM through SUAI and host memory through the buffer protocol
             if self.pointer_type(ptr) != "unknown":
-                return _SUAI(ptr, nbytes, self.queue)
+                return dpctl().memory.as_usm_memory(_SUAI(ptr, nbytes, self.queue))
             return (ctypes.c_char * nbytes).from_address(ptr)
 
         self.queue.memcpy(obj(dst), obj(src), nbytes)

@@ -1,0 +1,55 @@
+"""CPU -> OPENCL: a USE_HOST_PTR buffer over the host memory where the device works in host memory (the CPU
+device: zero-copy, the buffer *is* the array); elsewhere a device buffer and a counted copy (and a counted copy
+back at release for WRITE / READ_WRITE). Declared as copying: that is the edge's worst case.
+"""
+
+from __future__ import annotations
+
+from ..context import Context
+from ..errors import ContextMismatchError, InvalidTensorError
+from ..info import TensorInfo
+from ..mapper import MemoryMapper, register
+from ..meter import record_copy
+from ..tensor import Tensor
+from ..types import AccessMode, MemoryType
+
+
+@register
+class CPUToOpenCL(MemoryMapper):
+    src = MemoryType.CPU
+    dst = MemoryType.OPENCL
+    zero_copy = False
+    requires = ("pyopencl",)
+    extra = "opencl"
+
+    def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
+        from ..tensors.opencl import OpenCLContext, OpenCLTensor, buffer_over_host, cl, enqueue_host_copy
+
+        ctx = self.output_context or Context.default(MemoryType.OPENCL)
+        if not isinstance(ctx, OpenCLContext):
+            raise ContextMismatchError(f"{self.name} needs an OpenCLContext as output context, not {ctx!r}")
+        if mode.writes and not t.writable:
+            raise InvalidTensorError("this CPU tensor is read-only: map it with AccessMode.READ")
+        info = t.info
+        if ctx.host_shared:
+            buf = buffer_over_host(ctx, t.data_ptr, info.extent, t, read_only=not t.writable)
+            return OpenCLTensor(buf, info, context=ctx, parent=t, writable=t.writable)
+        # A device with its own memory: one counted copy in, and one back at release when the mapping writes.
+        self.copying(info.nbytes, allow_copy, "the OpenCL device does not work in host memory")
+        cl_ = cl()
+        dense = TensorInfo(info.shape, info.dtype)
+        buf = cl_.Buffer(ctx.native, cl_.mem_flags.READ_WRITE, max(info.nbytes, 1))
+        host = t.numpy()
+        q = ctx.queue
+        enqueue_host_copy(q, buf, 0, dense, host, to_device=True)
+        out = OpenCLTensor(buf, dense, context=ctx, parent=t, writable=t.writable)
+        if mode.writes and info.nbytes:
+            name = self.name
+
+            def write_back() -> None:
+                enqueue_host_copy(q, buf, 0, dense, host, to_device=False)
+                record_copy(name, info.nbytes)
+
+            out.on_release(write_back)
+        return out
+

@@ -1,0 +1,30 @@
+"""OPENCL -> CPU: clEnqueueMapBuffer of the tensor's region; release unmaps (WRITE mappings become visible then).
+
+Zero-copy on devices that work in host memory (the CPU device: the mapped pointer is the buffer's storage); on a
+discrete GPU the driver moves the data inside map/unmap, which is the OpenCL way of reaching it from the CPU.
+"""
+
+from __future__ import annotations
+
+from ..errors import InvalidTensorError
+from ..mapper import MemoryMapper, register
+from ..tensor import Tensor
+from ..types import AccessMode, MemoryType
+
+
+@register
+class OpenCLToCPU(MemoryMapper):
+    src = MemoryType.OPENCL
+    dst = MemoryType.CPU
+    zero_copy = True
+    requires = ("pyopencl",)
+    extra = "opencl"
+
+    def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
+        from ..tensors.opencl import OpenCLTensor, map_to_host
+
+        if not isinstance(t, OpenCLTensor):
+            raise InvalidTensorError(f"{self.name} maps OpenCLTensors, not {type(t).__name__}")
+        if mode.writes and not t.writable:
+            raise InvalidTensorError("this OpenCL tensor is read-only: map it with AccessMode.READ")
+        return map_to_host(t, mode)

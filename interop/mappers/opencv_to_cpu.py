@@ -1,0 +1,28 @@
+"""OPENCV -> CPU: a plain numpy view of the cv2.Mat's memory, zero-copy (read-only for READ mappings)."""
+
+from __future__ import annotations
+
+from ..errors import InvalidTensorError
+from ..mapper import MemoryMapper, register
+from ..tensor import Tensor
+from ..tensors.cpu import CPUTensor
+from ..types import AccessMode, MemoryType
+
+
+@register
+class OpenCVToCPU(MemoryMapper):
+    src = MemoryType.OPENCV
+    dst = MemoryType.CPU
+    zero_copy = True
+    requires = ("cv2",)
+    extra = "opencv"
+
+    def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
+        if mode.writes and not t.writable:
+            raise InvalidTensorError("this OpenCV tensor is read-only: map it with AccessMode.READ")
+        view = t.numpy()  # a plain ndarray (not a cv2.Mat) over the same memory
+        w = t.writable and mode.writes
+        if not w and view.flags.writeable:
+            view = view.view()
+            view.flags.writeable = False
+        return CPUTensor(view, parent=t, writable=w)

@@ -1,0 +1,62 @@
+"""USM -> OPENCL: on the shared context, a USM allocation becomes an OpenCL buffer without a copy.
+
+The output's ``native`` is a ``USE_HOST_PTR`` pyopencl.Buffer over the whole USM allocation (``offset`` is the
+region) and ``usm_pointer`` keeps the USM address, so kernels can take it directly through the Intel USM
+extension (``OpenCLTensor.set_kernel_arg`` -> ``clSetKernelArgMemPointerINTEL``). The USM tensor's SYCL context
+must be the OpenCL context's cl_context; when it is not (dpctl could not adopt the context here), the data is
+copied into a buffer of the OpenCL context: a counted copy, refused unless allow_copy.
+"""
+
+from __future__ import annotations
+
+from ..context import Context
+from ..errors import ContextMismatchError, InvalidTensorError
+from ..info import TensorInfo
+from ..mapper import MemoryMapper, register
+from ..tensor import Tensor
+from ..types import AccessMode, MemoryType
+
+@register
+class USMToOpenCL(MemoryMapper):
+    src = MemoryType.USM
+    dst = MemoryType.OPENCL
+    zero_copy = True
+    requires = ("pyopencl",)
+    extra = "opencl"
+
+    def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
+        from ..native.opencl_usm import usm_functions
+        from ..tensors.opencl import OpenCLContext, OpenCLTensor, buffer_over_host, cl, enqueue_host_copy
+        from ..tensors.usm import USMTensor
+
+        if not isinstance(t, USMTensor):
+            raise InvalidTensorError(f"{self.name} maps USMTensors, not {type(t).__name__}")
+        ctx = self.output_context or Context.default(MemoryType.OPENCL)
+        if not isinstance(ctx, OpenCLContext):
+            raise ContextMismatchError(f"{self.name} needs an OpenCLContext as output context, not {ctx!r}")
+        if mode.writes and not t.writable:
+            raise InvalidTensorError("this USM tensor is read-only: map it with AccessMode.READ")
+        wait = getattr(getattr(t.context, "queue", None), "wait", None)
+        if wait is not None:
+            wait()  # SYCL work on the allocation is done before OpenCL touches it
+        info = t.info
+        same = getattr(t.context, "cl_context", None) == ctx.cl_context
+        if same:
+            kind = usm_functions(ctx.device.platform.int_ptr).alloc_type(ctx.cl_context, t.base_pointer)
+            if kind == "unknown":
+                raise ContextMismatchError(f"{t.base_pointer:#x} is not a USM allocation of cl_context {ctx.cl_context:#x}")
+            size = getattr(t.native, "nbytes", None) or (t.offset + info.extent)
+            buf = buffer_over_host(ctx, t.base_pointer, int(size), t, read_only=not t.writable)
+            return OpenCLTensor(buf, info, offset=t.offset, context=ctx, parent=t, writable=t.writable,
+                                usm_pointer=t.base_pointer)
+        # Separate contexts: copy through the host view of the allocation (host/shared) into an OpenCL buffer.
+        if t.usm_type == "device":
+            raise ContextMismatchError(
+                f"device USM of {t.context!r} cannot reach OpenCL context {ctx!r}; map it to CPU first (allow_copy=True)")
+        self.copying(info.nbytes, allow_copy, f"the USM tensor's context {t.context!r} is not {ctx!r}")
+
+        cl_ = cl()
+        dense = TensorInfo(info.shape, info.dtype)
+        buf = cl_.Buffer(ctx.native, cl_.mem_flags.READ_WRITE, max(info.nbytes, 1))
+        enqueue_host_copy(ctx.queue, buf, 0, dense, t.numpy(), to_device=True)
+        return OpenCLTensor(buf, dense, context=ctx, parent=t, writable=t.writable)
