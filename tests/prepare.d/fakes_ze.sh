@@ -35,4 +35,16 @@ if [ ! -f "$lib" ] || [ "$src/fake_ze_driver.c" -nt "$lib" ] || [ "$0" -nt "$lib
         { echo "fakes_ze: building the fake driver failed"; exit 0; }
 fi
 echo "fakes_ze: $lib"
+
+# the ov::Any handle check (tests/test_ov_any_handle.py), against the openvino wheel's own headers
+py="$here/.venv/bin/python"
+if command -v g++ >/dev/null 2>&1 && [ -x "$py" ]; then
+    ovroot="$("$py" -c 'import importlib.util as u, os; s = u.find_spec("openvino"); print(os.path.dirname(s.origin) if s else "")' 2>/dev/null)"
+    ovlib="$(ls "$ovroot"/libs/libopenvino.so.* 2>/dev/null | head -1)"
+    exe="$out/ov_any_handle"
+    if [ -n "$ovlib" ] && [ -f "$ovroot/include/openvino/core/any.hpp" ] && { [ ! -f "$exe" ] || [ "$src/ov_any_handle.cpp" -nt "$exe" ]; }; then
+        g++ -std=c++17 -O0 -I"$ovroot/include" "$src/ov_any_handle.cpp" -o "$exe" "$ovlib" -Wl,-rpath,"$ovroot/libs" ||
+            echo "fakes_ze: the ov::Any check did not build"
+    fi
+fi
 exit 0
