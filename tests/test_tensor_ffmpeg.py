@@ -1,0 +1,191 @@
+"""FFmpeg tensors: av.VideoFrame planes as interop Tensors at their true pitch, read-only by default."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import interop
+from interop import ColorRange, FrameFormat, MemoryType
+from tests.ffmpeg_clips import clip_854, clip_dir, clip_yuvj, decode  # noqa: F401  (fixtures)
+
+av = pytest.importorskip("av", reason="needs PyAV (pip install 'interop[ffmpeg]')")
+
+from interop.tensors.ffmpeg import (  # noqa: E402
+    PIXEL_FORMATS,
+    FFmpegTensor,
+    wrap_video_frame,
+)
+
+FORMATS = {  # pixel format -> (FrameFormat, [(plane shape for 854x481, dtype)])
+    "yuv420p": (FrameFormat.I420, [((481, 854), np.uint8), ((241, 427), np.uint8), ((241, 427), np.uint8)]),
+    "yuvj420p": (FrameFormat.I420, [((481, 854), np.uint8), ((241, 427), np.uint8), ((241, 427), np.uint8)]),
+    "nv12": (FrameFormat.NV12, [((481, 854), np.uint8), ((241, 427, 2), np.uint8)]),
+    "nv21": (FrameFormat.NV21, [((481, 854), np.uint8), ((241, 427, 2), np.uint8)]),
+    "p010le": (FrameFormat.P010, [((481, 854), np.uint16), ((241, 427, 2), np.uint16)]),
+    "rgb24": (FrameFormat.RGB, [((481, 854, 3), np.uint8)]),
+    "bgr24": (FrameFormat.BGR, [((481, 854, 3), np.uint8)]),
+    "rgba": (FrameFormat.RGBA, [((481, 854, 4), np.uint8)]),
+    "bgra": (FrameFormat.BGRA, [((481, 854, 4), np.uint8)]),
+    "rgb0": (FrameFormat.RGBX, [((481, 854, 4), np.uint8)]),
+    "bgr0": (FrameFormat.BGRX, [((481, 854, 4), np.uint8)]),
+    "gray": (FrameFormat.GRAY8, [((481, 854), np.uint8)]),
+    "gray16le": (FrameFormat.GRAY16, [((481, 854), np.uint16)]),
+}
+
+
+def test_table_covers_every_supported_format() -> None:
+    assert set(FORMATS) == set(PIXEL_FORMATS)
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_pixel_formats_map_to_planes_at_true_pitch(name: str) -> None:
+    vf = av.VideoFrame(854, 481, name)
+    f = interop.wrap(vf)
+    fmt, planes = FORMATS[name]
+    assert isinstance(f, interop.Frame) and f.format is fmt and f.memory_type is MemoryType.FFMPEG
+    assert (f.width, f.height) == (854, 481) and f.native is vf
+    assert len(f) == len(planes) == len(vf.planes)
+    for t, p, (shape, dtype) in zip(f.tensors, vf.planes, planes):
+        assert isinstance(t, FFmpegTensor) and t.native.buffer_ptr == p.buffer_ptr  # vf.planes makes new objects
+        assert t.shape == shape and t.dtype == dtype
+        assert t.strides[0] == p.line_size and t.line_size == p.line_size
+        arr = np.asarray(t)
+        assert arr.ctypes.data == p.buffer_ptr == t.data_ptr == t.handle("data")
+        assert arr.shape == shape and arr.strides[0] == p.line_size
+    if name == "yuvj420p":
+        assert f.color_range is ColorRange.FULL
+
+
+def test_decoded_odd_size_frame_has_padded_pitch_and_read_only_planes(clip_854) -> None:
+    vf = decode(clip_854)[0]
+    f = interop.wrap(vf)
+    assert f.format is FrameFormat.I420 and (f.width, f.height) == (854, 480)
+    y, u, v = f.tensors
+    assert y.shape == (480, 854) and y.strides[0] == vf.planes[0].line_size > 854  # padded rows
+    assert u.shape == v.shape == (240, 427) and u.strides[0] == vf.planes[1].line_size > 427
+    assert not y.writable
+    arr = np.asarray(y)
+    assert not arr.flags.writeable
+    with pytest.raises(ValueError):
+        arr[0, 0] = 1  # decoded frames are reference frames
+    # the pixels are the frame's own
+    np.testing.assert_array_equal(arr, vf.to_ndarray(format="yuv420p")[:480])
+    assert f.pts == vf.pts and f.time_base == vf.time_base and isinstance(f.time_base, Fraction)
+
+
+def test_full_range_and_colour_metadata(clip_yuvj) -> None:
+    vf = decode(clip_yuvj)[0]
+    assert vf.format.name == "yuvj420p"
+    f = interop.wrap(vf)
+    assert f.format is FrameFormat.I420 and f.color_range is ColorRange.FULL
+    own = av.VideoFrame(16, 16, "yuv420p")
+    own.pts, own.time_base = 42, Fraction(1, 90000)
+    own.colorspace, own.color_range = 1, 1  # BT.709, limited
+    g = interop.wrap(own)
+    assert g.pts == 42 and g.time_base == Fraction(1, 90000)
+    assert g.colorspace is interop.ColorSpace.BT709 and g.color_range is ColorRange.LIMITED
+
+
+def test_unsupported_pixel_format_names_the_supported_ones() -> None:
+    with pytest.raises(interop.UnsupportedFormatError, match="yuv420p.*nv12") as e:
+        interop.wrap(av.VideoFrame(64, 48, "yuv444p"))
+    assert "reformat" in str(e.value)
+
+
+def test_writable_wrap_writes_through_to_the_frame() -> None:
+    vf = av.VideoFrame(64, 48, "gray")  # our own frame, not a decoder's
+    f = wrap_video_frame(vf, writable=True)
+    arr = np.asarray(f[0])
+    arr[3, 5] = 77
+    assert vf.to_ndarray()[3, 5] == 77
+
+
+def test_views_keep_frames_alive_after_the_decoder_moves_on(clip_854) -> None:
+    import gc
+
+    with av.open(str(clip_854)) as c:
+        frames = c.decode(video=0)
+        first = [interop.wrap(next(frames)) for _ in range(3)]
+        arrays = [np.asarray(f[0]) for f in first]
+        want = [a.copy() for a in arrays]
+        rest = list(frames)  # decode the remaining frames: the decoder reuses what nobody holds
+    assert len(rest) == 9
+    del first, rest, frames
+    gc.collect()
+    for a, w in zip(arrays, want):
+        np.testing.assert_array_equal(a, w)
+
+
+def test_crop_is_an_offset_into_the_same_planes() -> None:
+    vf = av.VideoFrame(854, 480, "yuv420p")
+    c = interop.wrap(vf).crop(10, 4, 100, 50)
+    assert (c.width, c.height) == (100, 50) and c[0].shape == (50, 100) and c[1].shape == (25, 50)
+    assert c[0].data_ptr == vf.planes[0].buffer_ptr + 4 * vf.planes[0].line_size + 10
+    assert c[1].data_ptr == vf.planes[1].buffer_ptr + 2 * vf.planes[1].line_size + 5
+    assert c[0].strides[0] == vf.planes[0].line_size
+
+
+def test_wrap_refuses_info_and_format_for_video_frames() -> None:
+    vf = av.VideoFrame(16, 16, "yuv420p")
+    with pytest.raises(interop.UnsupportedTypeError):
+        interop.wrap(vf, format=FrameFormat.NV12)
+    with pytest.raises(interop.UnsupportedTypeError):
+        wrap_video_frame(np.zeros((4, 4), np.uint8))
+
+
+def test_tensor_constructor_checks_its_input() -> None:
+    vf = av.VideoFrame(16, 16, "gray")
+    with pytest.raises(interop.UnsupportedTypeError):
+        FFmpegTensor(np.zeros(4), interop.TensorInfo((2, 2)))
+    with pytest.raises(interop.InvalidTensorError, match="does not fit"):
+        FFmpegTensor(vf.planes[0], interop.TensorInfo((17, 16), np.uint8, (vf.planes[0].line_size, 1)))
+    t = FFmpegTensor(vf.planes[0], interop.TensorInfo((16, 16), np.uint8, (vf.planes[0].line_size, 1)))
+    assert not t.writable and np.asarray(t).ctypes.data == vf.planes[0].buffer_ptr
+
+
+def test_hardware_planes_are_not_cpu_reachable() -> None:
+    vf = av.VideoFrame(16, 16, "gray")
+    t = FFmpegTensor(vf.planes[0], interop.TensorInfo((16, 16), np.uint8, (vf.planes[0].line_size, 1)), hardware=True)
+    assert t.is_hardware and t.buffer_ptr == vf.planes[0].buffer_ptr
+    with pytest.raises(interop.InteropError):
+        np.asarray(t)
+    with pytest.raises(interop.InvalidTensorError, match="CUDA"):
+        t.as_array()
+
+
+def test_released_frame_refuses_use() -> None:
+    f = interop.wrap(av.VideoFrame(16, 16, "yuv420p"))
+    t = f[0]
+    f.release()
+    with pytest.raises(interop.InvalidTensorError):
+        t.native
+
+
+def test_fast_constructors_match_the_public_ones() -> None:
+    """The per-frame fast path builds the same state as the public constructors (guards against core drift)."""
+    from interop.tensors._fastpath import CPUView, trusted_frame
+    from interop.tensors.cpu import CPUTensor
+
+    vf = av.VideoFrame(16, 16, "gray")
+    p = vf.planes[0]
+    info = interop.TensorInfo((16, 16), np.uint8, (p.line_size, 1))
+    slow = FFmpegTensor(p, info, video_frame=vf, index=0)
+    fast = wrap_video_frame(vf)[0]
+    assert set(vars(slow)) == set(vars(fast))
+    arr = np.zeros((4, 4), np.uint8)
+    assert set(vars(CPUTensor(arr))) == set(vars(CPUView.of(arr, interop.TensorInfo.of(arr), None, True)))
+    ts = [CPUTensor(arr)]
+    normal = interop.Frame(ts, FrameFormat.GRAY8, 4, 4)
+    quick = trusted_frame(ts, FrameFormat.GRAY8, 4, 4, context=None, native=None, colorspace=None,
+                          color_range=None, pts=None, time_base=None, metadata=None, parent=None)
+    assert vars(normal).keys() == vars(quick).keys()
+
+
+def test_doctor_reports_ffmpeg() -> None:
+    from interop.backends import run_probes
+
+    rows = [r for r in run_probes() if r.name == "FFmpeg"]
+    assert rows and rows[0].installed and "PyAV" in (rows[0].version or "")
