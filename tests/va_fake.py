@@ -50,14 +50,21 @@ class FakeVA:
         self.proc: subprocess.Popen[bytes] | None = None
         self.display = ""
         self._env: dict[str, str | None] = {}
+        self._opened: list[Any] = []
 
     def start(self) -> None:
         r, w = os.pipe()
         self.proc = subprocess.Popen(["Xvfb", "-displayfd", str(w), "-nolisten", "tcp", "-screen", "0", "64x64x24"],
                                      pass_fds=(w,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         os.close(w)
-        ready, _, _ = select.select([r], [], [], 30)
-        num = os.read(r, 64).decode().strip() if ready else ""
+        data = b""
+        while not data.endswith(b"\n"):  # Xvfb writes the number and the newline separately: read both
+            ready, _, _ = select.select([r], [], [], 30)
+            chunk = os.read(r, 64) if ready else b""
+            if not chunk:
+                break
+            data += chunk
+        num = data.decode().strip()
         os.close(r)
         if not num:
             self.stop()
@@ -69,6 +76,10 @@ class FakeVA:
             os.environ[k] = v
 
     def stop(self) -> None:
+        # every display goes before the X server: Xlib exits the process on a lost connection
+        for d in self._opened:
+            d.close()
+        self._opened.clear()
         for k, v in self._env.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -86,7 +97,9 @@ class FakeVA:
     def open(self) -> Any:
         from interop.native import libva
 
-        return libva.Display.open_x11(self.display)
+        d = libva.Display.open_x11(self.display)
+        self._opened.append(d)
+        return d
 
     @property
     def hooks(self) -> ctypes.CDLL:

@@ -1,0 +1,79 @@
+"""DMA -> VAAPI: import a DMA frame as a VA surface with DRM PRIME 2 (vaCreateSurfaces). Zero-copy.
+
+Every plane is described by its own fd's object, its own offset and its own pitch (DL Streamer passed tensor 0's
+offset for every plane and no modifier); planes in the same buffer (same inode) share one object; the object's
+64-bit DRM modifier is passed whole. The driver takes its own reference to the memory; the VA frame also keeps
+the DMA frame alive and destroys its surface at release. The output context is the mapper's, else
+``Context.default(MemoryType.VAAPI)``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..context import Context
+from ..errors import InvalidTensorError, UnsupportedTypeError
+from ..frame import Frame
+from ..info import plane_infos
+from ..mapper import MemoryMapper, register
+from ..tensor import Tensor
+from ..types import AccessMode, MemoryType
+
+
+def prime_descriptor(f: Frame) -> object:
+    """The DRM PRIME 2 descriptor of a DMA frame (fds are the planes' own; nothing is dup'ed)."""
+    from ..native import libva
+    from ..tensors.dma import DMATensor, drm_fourcc_of
+    from ..tensors.vaapi import va_fourcc_of
+
+    want = plane_infos(f.format, f.width, f.height)
+    objects: list[libva.PrimeObject] = []
+    keys: list[tuple[int, int]] = []
+    planes = []
+    for i, (t, w) in enumerate(zip(f.tensors, want)):
+        if not isinstance(t, DMATensor):
+            raise InvalidTensorError(f"plane {i} is a {type(t).__name__}, not a DMATensor")
+        info = t.info
+        if info.shape != w.shape or info.dtype != w.dtype or info.strides[1:] != w.strides[1:]:
+            raise InvalidTensorError(
+                f"plane {i} of the {f.width}x{f.height} {f.format.name} frame is {info} but VA needs shape {w.shape} "
+                f"{w.dtype} with rows of packed elements (strides (pitch,) + {w.strides[1:]})")
+        st = os.fstat(t.fd)
+        key = (st.st_dev, st.st_ino)
+        if key in keys:
+            k = keys.index(key)
+            if objects[k].modifier != t.drm_modifier:
+                raise InvalidTensorError(f"planes of one buffer carry different DRM modifiers "
+                                         f"({objects[k].modifier:#x} and {t.drm_modifier:#x})")
+        else:
+            if len(objects) == 4:
+                raise InvalidTensorError("a VA surface takes at most 4 buffers")
+            keys.append(key)
+            objects.append(libva.PrimeObject(t.fd, t.size, t.drm_modifier))
+            k = len(objects) - 1
+        planes.append(libva.PrimePlane(k, t.offset, t.pitch))
+    layer = libva.PrimeLayer(drm_fourcc_of(f.format), tuple(planes))
+    return libva.PrimeDescriptor(va_fourcc_of(f.format), f.width, f.height, objects, [layer])
+
+
+@register
+class DMAToVAAPI(MemoryMapper):
+    src = MemoryType.DMA
+    dst = MemoryType.VAAPI
+    zero_copy = True
+    tier = "C"
+
+    def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
+        raise UnsupportedTypeError("VA surfaces are frames: wrap the DMA planes in a Frame (interop.tensors.dma.dma_frame) "
+                                   "with its format and size, then map the frame")
+
+    def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
+        from ..tensors.vaapi import VAContext, VASurface, va_frame
+
+        ctx = self.output_context or Context.default(MemoryType.VAAPI)
+        if not isinstance(ctx, VAContext):
+            raise UnsupportedTypeError(f"the output context of dma_to_vaapi must be a VAContext, not {ctx!r}")
+        desc = prime_descriptor(f)
+        sid = ctx.display.import_prime2(desc)
+        surface = VASurface(ctx, sid, f.format, f.width, f.height, keep=f)
+        return va_frame(surface, parent=f, base=f, writable=mode.writes or all(t.writable for t in f.tensors))
