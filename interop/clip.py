@@ -14,7 +14,7 @@ import numpy as np
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 DEFAULT_CLIP = os.path.join(DATA_DIR, "text.mp4")
-DEFAULT_SPEC = {"width": 640, "height": 480, "frames": 150, "fps": 30}
+DEFAULT_SPEC: dict[str, int] = {"width": 640, "height": 480, "frames": 150, "fps": 30}
 
 _LINES = ["ZERO-COPY INTEROP", "decode -> map -> infer", "FFmpeg  OpenVINO  NPU", "frame 0000",
           "HELLO WORLD 2026", "no pixel copied"]
@@ -36,7 +36,7 @@ def render(i: int, width: int, height: int, seed: int = 0) -> np.ndarray:
 
     yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
     t = i / 30.0
-    bg = 60 + 40 * np.sin((xx / width * 3 + t * 0.7 + seed)) * np.cos(yy / height * 2 - t * 0.4)
+    bg = 60 + 40 * np.sin(xx / width * 3 + t * 0.7 + seed) * np.cos(yy / height * 2 - t * 0.4)
     img = np.empty((height, width, 3), np.uint8)
     img[..., 0] = np.clip(bg + 30, 0, 255)
     img[..., 1] = np.clip(bg * 0.8 + 20, 0, 255)
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = dict(DEFAULT_SPEC)
     if len(argv) >= 4:
         spec.update(width=int(argv[1]), height=int(argv[2]), frames=int(argv[3]))
-    make_clip(path, **spec)
+    make_clip(path, spec["width"], spec["height"], spec["frames"], spec["fps"])
     print(f"{path}: {os.path.getsize(path)} bytes", file=sys.stderr)
     return 0
 

@@ -13,10 +13,12 @@ out of the requests; ``output_bytes`` counts those bytes (this is not a mapper c
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,24 +37,13 @@ Outputs = dict[Any, np.ndarray]
 Callback = Callable[[Outputs, Any], None]
 
 _PACKED = {FrameFormat.RGB: "RGB", FrameFormat.BGR: "BGR", FrameFormat.RGBX: "RGBX", FrameFormat.BGRX: "BGRX"}
-_core_lock = threading.Lock()
-_own_core: Any = None
 
 
 def _get_core() -> Any:
     """The shared ov.Core (interop.tensors.openvino's, so remote contexts and caches are shared)."""
-    global _own_core
-    try:
-        from .tensors.openvino import get_core
-    except ImportError:
-        get_core = None
-    if get_core is not None:
-        return get_core()
-    with _core_lock:  # before the OpenVINO tensors module exists: one core of our own
-        if _own_core is None:
-            ov = require("openvino", "OpenVINO", "openvino")
-            _own_core = ov.Core()
-        return _own_core
+    from .tensors.openvino import get_core
+
+    return get_core()
 
 
 def _ov_native(t: Tensor) -> Any:
@@ -69,6 +60,32 @@ def _as_4d(ov: Any, nat: Any) -> Any:
         arr = nat.data  # a writeable host view of the tensor's memory (CPU-reachable tensors only)
         return ov.Tensor(arr.reshape((1,) + shape + ((1,) if len(shape) == 2 else ())), shared_memory=True)
     raise InvalidTensorError(f"a frame plane shaped {shape} cannot be fed to the model: expected (1, rows, pitch, C)")
+
+
+_live: weakref.WeakSet[Inference] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    # OpenVINO's request threads must be gone before the interpreter tears down (else std::terminate at exit).
+    for inf in list(_live):
+        inf.close()
+
+
+class _Dispatch:
+    """The queue's callback. Holds the Inference weakly: no cycle queue -> callback -> Inference -> queue."""
+
+    __slots__ = ("ref",)
+
+    def __init__(self, inf: Inference):
+        self.ref = weakref.ref(inf)
+
+    def __call__(self, request: Any, job: _Job) -> None:
+        inf = self.ref()
+        if inf is not None:
+            inf._on_done(request, job)
+        elif job.event is not None:
+            job.event.set()
 
 
 @dataclass
@@ -150,6 +167,8 @@ class Inference:
         self._output_bytes = 0
         self.compile_seconds = 0.0
         self.requests_done = 0
+        self._closed = False
+        _live.add(self)
 
     # -- properties -----------------------------------------------------------------------------------
     @property
@@ -245,7 +264,7 @@ class Inference:
             nreq = 1
         nreq = max(1, nreq)
         queue = ov.AsyncInferQueue(compiled, nreq)
-        queue.set_callback(self._on_done)
+        queue.set_callback(_Dispatch(self))
         outs = []
         for i, o in enumerate(compiled.outputs):
             outs.append(o.get_any_name() if o.get_names() else i)
@@ -437,6 +456,7 @@ class Inference:
 
     # -- running --------------------------------------------------------------------------------------
     def _submit(self, x: Any, job_cb: Callback | None, userdata: Any, event: threading.Event | None) -> _Job:
+        self._check_open()
         v, inputs, keep = self._prepare(x)
         job = _Job(v, job_cb, userdata, keep, event)
         with self._cond:
@@ -507,6 +527,31 @@ class Inference:
             errors, self._errors = self._errors, []
         if errors:
             raise errors[0]
+
+    def close(self) -> None:
+        """Wait for running requests, then free the compiled models and their request pools. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.wait_all(timeout=60)
+        except BaseException as e:  # noqa: B036 - closing must not fail; errors were the caller's to collect
+            log.debug("Inference.close: %r", e)
+        with self._variants_lock:
+            variants, self._variants = list(self._variants.values()), {}
+        for v in variants:
+            v.queue.wait_all()
+        variants.clear()
+
+    def __enter__(self) -> Inference:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InteropError("this Inference was closed; make a new one")
 
     @property
     def pending(self) -> int:

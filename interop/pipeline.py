@@ -112,6 +112,7 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
     width, height = stream.codec_context.width, stream.codec_context.height
     config = {"INFERENCE_PRECISION_HINT": precision} if precision else None
     is_textdet = model is None
+    size: tuple[int, int] | None
     if is_textdet:
         size = input_size or textdet.input_size_for(width, height)
         inf = Inference(textdet.model_path(), device, input_size=size, mean=textdet.MEAN, scale=textdet.SCALE,

@@ -98,8 +98,7 @@ def boxes_from_map(prob: Any, frame_width: int, frame_height: int, *, thresh: fl
     p = np.asarray(prob, dtype=np.float32)
     p = p.reshape(p.shape[-2], p.shape[-1])
     h, w = p.shape
-    mask = (p > thresh).astype(np.uint8)
-    mask = cv2.dilate(mask, np.ones((2, 2), np.uint8))
+    mask = cv2.dilate((p > thresh).astype(np.uint8), np.ones((2, 2), np.uint8))
     contours, _ = cv2.findContours(mask, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)
     sx, sy = frame_width / w, frame_height / h
     out: list[TextBox] = []
@@ -111,9 +110,9 @@ def boxes_from_map(prob: Any, frame_width: int, frame_height: int, *, thresh: fl
         # mean probability inside the box ("fast" score)
         x0, y0 = np.clip(np.floor(pts.min(axis=0)).astype(int), 0, [w - 1, h - 1])
         x1, y1 = np.clip(np.ceil(pts.max(axis=0)).astype(int), 0, [w - 1, h - 1])
-        m = np.zeros((y1 - y0 + 1, x1 - x0 + 1), np.uint8)
-        cv2.fillPoly(m, [np.round(pts - [x0, y0]).astype(np.int32)], 1)
-        score = float(cv2.mean(p[y0:y1 + 1, x0:x1 + 1], m)[0])
+        roi = np.zeros((y1 - y0 + 1, x1 - x0 + 1), np.uint8)
+        cv2.fillPoly(roi, [np.round(pts - [x0, y0]).astype(np.int32)], 1)
+        score = float(cv2.mean(p[y0:y1 + 1, x0:x1 + 1], roi)[0])
         if score < box_thresh:
             continue
         d = rw * rh * unclip_ratio / (2.0 * (rw + rh))

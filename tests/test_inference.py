@@ -1,0 +1,285 @@
+"""interop.Inference: sync / async / callbacks / wait_all errors / output_bytes / zero-copy inputs / bad inputs.
+
+Most tests use a tiny model built in code (conv 3x3 + mean) so they run in milliseconds; one uses the text detector.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import numpy as np
+import pytest
+
+import interop  # noqa: I001 - before openvino: interop sets up the runtime first
+
+pytest.importorskip("av")
+pytest.importorskip("cv2")
+ov = pytest.importorskip("openvino")
+
+from interop import InvalidTensorError, MemoryType  # noqa: E402
+from interop.clip import make_clip  # noqa: E402
+from interop.errors import BackendUnavailableError, InteropError, UnsupportedFormatError, UnsupportedTypeError  # noqa: E402
+
+W, H = 64, 48
+
+
+def tiny_model(h: int | None = H, w: int | None = W) -> ov.Model:
+    """BGR NCHW f32 -> conv3x3(4) -> ReLU -> (1, 4, h, w) map and a (1, 4) mean: two named outputs."""
+    import openvino.opset13 as ops
+
+    x = ops.parameter([1, 3, h or -1, w or -1], np.float32, name="image")
+    wts = ops.constant(np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32) * 0.1)
+    y = ops.relu(ops.convolution(x, wts, [1, 1], [1, 1], [1, 1], [1, 1]))
+    y.output(0).get_tensor().set_names({"map"})
+    m = ops.reduce_mean(y, ops.constant(np.array([2, 3], np.int64)), keep_dims=False)
+    m.output(0).get_tensor().set_names({"mean"})
+    return ov.Model([y, m], [x], "tiny")
+
+
+@pytest.fixture(scope="module")
+def frames(tmp_path_factory: pytest.TempPathFactory) -> list:
+    import av
+
+    path = make_clip(str(tmp_path_factory.mktemp("clips") / "small.mp4"), W, H, frames=6, preset="ultrafast")
+    with av.open(path) as c:
+        return list(c.decode(video=0))
+
+
+@pytest.fixture(scope="module")
+def inf() -> interop.Inference:
+    return interop.Inference(tiny_model(), "CPU", rgb=False, config={"INFERENCE_PRECISION_HINT": "f32"})
+
+
+def ov_frame(vf):
+    return interop.map(interop.wrap(vf), MemoryType.OPENVINO)
+
+
+def bgr_input(vf) -> np.ndarray:
+    return np.ascontiguousarray(vf.to_ndarray(format="bgr24").astype(np.float32).transpose(2, 0, 1)[None])
+
+
+def test_infer_frame_matches_cpu_conversion(inf: interop.Inference, frames: list) -> None:
+    vf = frames[2]
+    out = inf.infer(vf)  # an av.VideoFrame is wrapped and mapped by Inference itself
+    assert set(out) == {"map", "mean"} and out["map"].shape == (1, 4, H, W)
+    ref = inf.infer(cv2_bgr_input(vf))  # raw tensor path: the same model without pre-processing
+    assert np.abs(out["map"] - ref["map"]).max() / np.abs(ref["map"]).max() < 1e-2  # conversions differ by <= 1 level
+    assert np.abs(out["mean"] - ref["mean"]).max() / np.abs(ref["mean"]).max() < 1e-3
+    # swscale's conversion (to_ndarray) rounds and upsamples chroma differently: close on average
+    sws = inf.infer(bgr_input(vf))
+    assert np.abs(out["map"] - sws["map"]).mean() / np.abs(sws["map"]).mean() < 0.05
+
+
+def cv2_bgr_input(vf) -> np.ndarray:
+    """OpenCV's I420 -> BGR of the visible planes (the conversion OpenVINO's pre-processing implements)."""
+    import cv2
+
+    h, w = vf.height, vf.width
+    f = interop.wrap(vf)
+    packed = np.concatenate([np.asarray(f[i]).reshape(-1) for i in range(3)]).reshape(h * 3 // 2, w)
+    bgr = cv2.cvtColor(packed, cv2.COLOR_YUV2BGR_I420).astype(np.float32).transpose(2, 0, 1)[None]
+    return np.ascontiguousarray(bgr)
+
+
+def test_inputs_alias_decoder_planes_and_nothing_is_copied(inf: interop.Inference, frames: list) -> None:
+    vf = frames[1]
+    with interop.copy_meter() as m:
+        f = ov_frame(vf)
+        inf.infer(f)
+    assert m.copies == 0 and m.bytes == 0
+    v = inf._frame_variant(f.format, [t.native for t in f.tensors], f.width, f.height)
+    ptrs = {tuple(v.queue[r].get_input_tensor(i).data.ctypes.data for i in range(3)) for r in range(len(v.queue))}
+    assert tuple(p.buffer_ptr for p in vf.planes) in ptrs  # the request read the decoder's own memory
+
+
+def test_padded_pitch_cropped_inside_model(tmp_path) -> None:
+    import av
+
+    path = make_clip(str(tmp_path / "odd.mp4"), 106, 60, frames=2, preset="ultrafast")  # 106 wide: padded planes
+    with av.open(path) as c:
+        vf = next(c.decode(video=0))
+    assert vf.planes[0].line_size > vf.width
+    inf = interop.Inference(tiny_model(None, None), "CPU", rgb=False, config={"INFERENCE_PRECISION_HINT": "f32"})
+    with interop.copy_meter() as m:
+        out = inf.infer(ov_frame(vf))["map"]
+    assert m.copies == 0
+    assert out.shape == (1, 4, 60, 106)  # dynamic model: runs at the visible size, padding cropped
+    ref = inf.infer(cv2_bgr_input(vf))["map"]
+    assert np.abs(out - ref).max() / np.abs(ref).max() < 1e-2
+
+
+def test_resize_mean_scale_rgb(frames: list) -> None:
+    inf = interop.Inference(tiny_model(None, None), "CPU", input_size=(32, 24), mean=[10, 20, 30], scale=2.0,
+                            rgb=True, config={"INFERENCE_PRECISION_HINT": "f32"})
+    out = inf.infer(frames[0])["map"]
+    assert out.shape == (1, 4, 24, 32)
+    import cv2
+
+    rgb = cv2.resize(frames[0].to_ndarray(format="rgb24"), (32, 24), interpolation=cv2.INTER_LINEAR).astype(np.float32)
+    x = ((rgb - [10, 20, 30]) / 2.0).astype(np.float32).transpose(2, 0, 1)[None]
+    ref = inf.infer(np.ascontiguousarray(x))["map"]
+    assert np.abs(out - ref).mean() / np.abs(ref).mean() < 0.05
+
+
+def test_async_callbacks_userdata_and_output_bytes(inf: interop.Inference, frames: list) -> None:
+    sync = [inf.infer(vf)["mean"] for vf in frames]
+    got: dict[int, np.ndarray] = {}
+    threads: set[int] = set()
+    lock = threading.Lock()
+
+    def cb(outputs: dict, i: int) -> None:
+        with lock:
+            got[i] = outputs["mean"]
+            threads.add(threading.get_ident())
+
+    before = inf.output_bytes
+    for i, vf in enumerate(frames):
+        assert inf.infer_async(vf, cb, i) is None  # returns at once
+    inf.wait_all()
+    assert inf.pending == 0
+    assert sorted(got) == list(range(len(frames)))
+    for i in got:
+        np.testing.assert_allclose(got[i], sync[i], rtol=1e-5)
+    per_request = 4 * (4 * H * W) + 4 * 4  # map f32 (1,4,H,W) + mean f32 (1,4)
+    assert inf.output_bytes - before == per_request * len(frames)
+    assert threading.get_ident() not in threads  # callbacks ran on OpenVINO's threads
+
+
+def test_pool_sized_by_optimal_number_of_requests(inf: interop.Inference, frames: list) -> None:
+    v = inf._frame_variant(*_key(ov_frame(frames[0])))
+    assert inf.pool_size(frames[0]) == v.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS") == len(v.queue)
+
+
+def _key(f):
+    return f.format, [t.native for t in f.tensors], f.width, f.height
+
+
+def test_wait_all_reraises_first_callback_error(inf: interop.Inference, frames: list) -> None:
+    seen = []
+
+    def cb(outputs: dict, i: int) -> None:
+        seen.append(i)
+        if i in (1, 3):
+            raise RuntimeError(f"boom {i}")
+
+    for i, vf in enumerate(frames[:4]):
+        inf.infer_async(vf, cb, i)
+    with pytest.raises(RuntimeError, match="boom"):
+        inf.wait_all()
+    assert sorted(seen) == [0, 1, 2, 3]  # one failing callback does not stop the others
+    inf.wait_all()  # errors are reported once
+    inf.infer_async(frames[0], None)  # no callback is fine
+    inf.wait_all()
+
+
+def test_infer_async_from_threads(inf: interop.Inference, frames: list) -> None:
+    results: list[int] = []
+    lock = threading.Lock()
+
+    def cb(outputs: dict, i: int) -> None:
+        with lock:
+            results.append(i)
+
+    def worker(k: int) -> None:
+        for j in range(5):
+            inf.infer_async(frames[(k + j) % len(frames)], cb, k * 100 + j)
+
+    ts = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(60)
+    inf.wait_all(timeout=60)
+    assert sorted(results) == sorted(k * 100 + j for k in range(4) for j in range(5))
+
+
+def test_device_none_picks_cpu_and_logs(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="interop"):
+        inf = interop.Inference(tiny_model())
+    assert inf.device == ("NPU" if "NPU" in ov.Core().available_devices else "CPU")
+    assert any("device" in r.getMessage() for r in caplog.records)
+
+
+def test_text_detector_finds_text(frames: list) -> None:
+    from interop import textdet
+    from interop.clip import default_clip
+
+    try:
+        path = textdet.model_path()
+    except BackendUnavailableError as e:
+        pytest.skip(str(e))
+    import av
+
+    inf = interop.Inference(path, "CPU", input_size=(320, 256), mean=textdet.MEAN, scale=textdet.SCALE, rgb=False)
+    with av.open(default_clip()) as c:
+        vf = next(c.decode(video=0))
+    prob = next(iter(inf.infer(vf).values()))
+    assert prob.shape == (1, 1, 256, 320)
+    assert len(textdet.boxes_from_map(prob, vf.width, vf.height)) >= 3
+
+
+# -- bad input: typed errors with a remedy ---------------------------------------------------------------
+
+
+def test_raw_tensor_wrong_shape(inf: interop.Inference) -> None:
+    with pytest.raises(InvalidTensorError, match="wants shape .* convert/resize"):
+        inf.infer(np.zeros((1, 3, H + 1, W), np.float32))
+
+
+def test_raw_tensor_wrong_dtype(inf: interop.Inference) -> None:
+    with pytest.raises(InvalidTensorError, match="float32.* or pass a Frame"):
+        inf.infer(np.zeros((1, 3, H, W), np.uint8))
+
+
+def test_wrong_number_of_inputs(inf: interop.Inference) -> None:
+    x = np.zeros((1, 3, H, W), np.float32)
+    with pytest.raises(InvalidTensorError, match="1 input"):
+        inf.infer([x, x])
+
+
+def test_missing_model_file(tmp_path) -> None:
+    with pytest.raises(InteropError, match="not found: give the path"):
+        interop.Inference(str(tmp_path / "nope.onnx"))
+
+
+def test_unreadable_model(tmp_path) -> None:
+    p = tmp_path / "bad.onnx"
+    p.write_bytes(b"not a model")
+    with pytest.raises(InteropError, match="cannot read"):
+        interop.Inference(str(p))
+
+
+def test_model_of_wrong_type() -> None:
+    with pytest.raises(UnsupportedTypeError, match="path or an openvino.Model"):
+        interop.Inference(42)
+
+
+def test_unknown_device() -> None:
+    with pytest.raises(BackendUnavailableError, match="devices found"):
+        interop.Inference(tiny_model(), "NOSUCHDEVICE")
+
+
+def test_bad_options() -> None:
+    with pytest.raises(InteropError, match="input_size"):
+        interop.Inference(tiny_model(), "CPU", input_size="big")
+    with pytest.raises(InteropError, match="scale must not contain 0"):
+        interop.Inference(tiny_model(), "CPU", scale=0)
+    with pytest.raises(InteropError, match="mean must be"):
+        interop.Inference(tiny_model(), "CPU", mean="grey")
+
+
+def test_unsupported_frame_format(inf: interop.Inference) -> None:
+    gray = interop.wrap(np.zeros((H, W), np.uint8), format=interop.FrameFormat.GRAY8)
+    with pytest.raises((UnsupportedFormatError, interop.NoRouteError)):
+        inf.infer(gray)
+
+
+def test_odd_size_frame_refused(inf: interop.Inference) -> None:
+    with pytest.raises(UnsupportedFormatError, match="crop to an even size"):
+        inf._ppp_model(interop.FrameFormat.I420, [np.zeros((1, 5, 8, 1)), np.zeros((1, 3, 4, 1)), np.zeros((1, 3, 4, 1))], 7, 5)
+
+
+def test_bad_callback(inf: interop.Inference, frames: list) -> None:
+    with pytest.raises(UnsupportedTypeError, match="callable"):
+        inf.infer_async(frames[0], callback=5)
