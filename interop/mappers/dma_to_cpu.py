@@ -36,13 +36,18 @@ def map_dma_to_host(t: Tensor, mode: AccessMode, *, writable_alias: bool = False
     m = buf.mapping(rw)
     info = t.info
     write = mode.writes
-    fd_synced = buf.is_dmabuf and nd.dma_buf_sync(buf.fd, True, write, mode.reads or not write)
+    # the first access tells whether the fd takes DMA_BUF_IOCTL_SYNC (ENOTTY: a memfd, nothing to sync)
+    fd_synced = buf.syncable is not False and nd.dma_buf_sync(buf.fd, True, write, mode.reads or not write)
+    buf.syncable = fd_synced
     iface = {"version": 3, "shape": info.shape, "typestr": info.dtype.str, "descr": info.dtype.descr,
              "data": (m.address + t.offset, not rw), "strides": info.strides}
     import numpy as np
 
     arr = np.asarray(_ArrayExport(iface, m))  # the view holds the mapping; munmap when the last view is gone
     out = CPUTensor(arr, context=CPU_CONTEXT, parent=t, writable=rw if writable_alias else write)
+    # a mapping is a user of the buffer: a pool buffer is not reused (nor a received one returned) while mapped
+    buf.use()
+    out.on_release(buf.unuse)
     if fd_synced:
         # the end-of-access ioctl needs an fd; dup'ing per mapping would cost a syscall, so keep the buffer
         out.on_release(_sync_end(buf, write, mode.reads or not write))

@@ -107,6 +107,7 @@ class DMABuffer:
         self._maps: dict[bool, nd.Mapping] = {}
         self._on_free: list[Callable[[], None]] = []
         self.pool_slot: Any = None  # set by FramePool
+        self.syncable: bool | None = None  # whether DMA_BUF_IOCTL_SYNC works on the fd (found on first access)
         with _live_lock:
             _live_buffers["open"] += 1
         self._fin = weakref.finalize(self, _close_fd, self.fd, _live_buffers)

@@ -1,0 +1,49 @@
+"""DMA -> OPENCL (CPU device): a USE_HOST_PTR buffer over the whole mapping; planes are offsets in it. Zero-copy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import interop
+from interop import AccessMode, FrameFormat, MemoryType, copy_meter
+from interop.tensors.dma import FramePool
+
+cl = pytest.importorskip("pyopencl", reason="needs pyopencl (pip install 'interop[opencl]')")
+
+
+def _ctx():
+    from interop.tensors.opencl import OpenCLContext
+
+    try:
+        ctx = interop.Context.default(MemoryType.OPENCL)
+    except interop.BackendUnavailableError as e:
+        pytest.skip(f"no OpenCL device: {e}")
+    assert isinstance(ctx, OpenCLContext)
+    if not ctx.host_shared:
+        pytest.skip("needs an OpenCL device that works in host memory (the CPU device)")
+    return ctx
+
+
+def test_kernel_writes_land_in_the_dma_buffer_and_pointers_match():
+    ctx = _ctx()
+    pool = FramePool(FrameFormat.NV12, 64, 48, 1)
+    f = pool.acquire()
+    with interop.map(f, MemoryType.CPU, mode=AccessMode.WRITE) as c:
+        np.asarray(c[1])[:] = 5
+    with copy_meter() as cm:
+        o = interop.map(f, MemoryType.OPENCL, mode=AccessMode.READ_WRITE)
+    assert cm.copies == 0
+    assert o[0].cl_mem == o[1].cl_mem and o[1].offset == f[1].offset  # one buffer, planes by offset
+    m = f[0].buffer.mapping(True)
+    host = o[0].buffer.get_host_array((m.length,), np.uint8)
+    assert host.ctypes.data == m.address  # the cl_mem's host pointer is our mmap
+    prg = cl.Program(ctx.native, "__kernel void inc(__global uchar* p, uint off){ p[off + get_global_id(0)] += 1; }").build()
+    prg.inc(ctx.queue, (64,), None, o[1].buffer, np.uint32(o[1].offset))
+    ctx.queue.finish()
+    o.release()
+    with interop.map(f, MemoryType.CPU) as c:
+        uv = np.asarray(c[1]).reshape(-1)
+        assert np.all(uv[:64] == 6) and np.all(uv[64:] == 5)
+    f.release()
+    assert pool.free_count == 1
