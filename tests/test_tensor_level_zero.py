@@ -1,0 +1,81 @@
+"""LevelZeroContext and USM tensors backed by Level Zero allocations (fake driver through the real loader)."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from interop.errors import InvalidTensorError
+from tests import ze_fake
+
+
+def case_context_handles_and_equality() -> None:
+    from interop.tensors.level_zero import LevelZeroContext
+    from interop.types import MemoryType
+
+    ctx = LevelZeroContext.create()
+    assert ctx.memory_type is MemoryType.USM
+    assert ctx.handle("ze_context") == ctx.ze_context == ctx.native.handle != 0
+    assert ctx.handle("ze_device") == ctx.device != 0 and ctx.handle("ze_driver") == ctx.driver
+    with pytest.raises(InvalidTensorError, match="ze_context"):
+        ctx.handle("cl_context")
+    again = LevelZeroContext(ctx.native, ctx.device)
+    assert again == ctx and hash(again) == hash(ctx)
+    assert LevelZeroContext.create() != ctx  # another ze context
+    assert LevelZeroContext.default() is LevelZeroContext.default()
+
+
+def case_device_type_filter() -> None:
+    from interop.errors import BackendUnavailableError
+    from interop.tensors.level_zero import LevelZeroContext
+
+    assert LevelZeroContext.create(device_type="VPU").ze_device
+    with pytest.raises(BackendUnavailableError, match="GPU"):
+        LevelZeroContext.create(device_type="GPU")
+
+
+def case_usm_tensors_over_allocations() -> None:
+    from interop.info import TensorInfo
+    from interop.native import level_zero as ze
+    from interop.tensors.level_zero import LevelZeroContext
+    from interop.tensors.usm import USMTensor
+
+    ctx = LevelZeroContext.create()
+    base = ze.live_allocations()
+    info = TensorInfo((16, 32), np.uint16)
+    for kind in ("host", "shared"):
+        t = ctx.alloc_tensor(info, kind)
+        assert isinstance(t, USMTensor) and t.usm_type == kind and isinstance(t.native, ze.Allocation)
+        assert t.context is ctx and t.handle("usm_ptr") == t.native.pointer
+        a = np.asarray(t)
+        a[3, 4] = 0xBEEF
+        assert ctypes.c_uint16.from_address(t.pointer + 3 * 64 + 8).value == 0xBEEF
+        assert ze.alloc_properties(ctx.native, t.pointer).type == kind
+        t.release()
+    d = ctx.alloc_tensor(info, "device")
+    assert d.usm_type == "device"
+    with pytest.raises(Exception, match="not reachable from the CPU|CPU"):
+        np.asarray(d)
+    d.release()
+    assert ze.live_allocations() == base
+
+
+def test_context_needs_a_ze_context() -> None:
+    from interop.tensors.level_zero import LevelZeroContext
+
+    with pytest.raises(InvalidTensorError, match="ZeContext"):
+        LevelZeroContext(0x1234, 1)
+
+
+def test_import_as_is_checked() -> None:
+    from interop.native.level_zero import ZeContext
+    from interop.tensors.level_zero import LevelZeroContext
+
+    ctx = object.__new__(ZeContext)
+    with pytest.raises(InvalidTensorError, match="import_as"):
+        LevelZeroContext(ctx, 1, import_as="texture")
+
+
+globals().update(ze_fake.tests_for(globals()))
