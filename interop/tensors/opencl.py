@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from .cpu import CPUTensor
 
 _lock = threading.RLock()
+_live: weakref.WeakSet = weakref.WeakSet()
 _contexts: dict[int, OpenCLContext] = {}
 
 
@@ -78,7 +80,11 @@ class OpenCLContext(Context):
         with _lock:
             prg = self._programs.get(source)
             if prg is None:
-                prg = cl().Program(self._native, source).build()
+                import warnings
+
+                with warnings.catch_warnings():  # the Intel compiler's informational build log is not a problem
+                    warnings.simplefilter("ignore", cl().CompilerWarning)
+                    prg = cl().Program(self._native, source).build()
                 self._programs[source] = prg
             return prg
 
@@ -251,6 +257,7 @@ class OpenCLTensor(Tensor):
         super().__init__(buffer, info, context=context, parent=parent, writable=writable)
         self._offset = int(offset)
         self._usm = usm_pointer
+        _live.add(self)
 
     @property
     def cl_mem(self) -> int:
@@ -340,6 +347,11 @@ def buffer_over_host(ctx: OpenCLContext, address: int, nbytes: int, owner: Any, 
     host = (ctypes.c_char * max(nbytes, 1)).from_address(address)
     flags = mf.USE_HOST_PTR | (mf.READ_ONLY if read_only else mf.READ_WRITE)
     return cl_.Buffer(ctx.native, flags, hostbuf=host)  # the tensor made over it keeps ``owner`` alive (parent)
+
+
+def live_count() -> int:
+    """OpenCLTensors alive and not released (leak checks)."""
+    return sum(1 for t in list(_live) if not t.released)
 
 
 # ---- wrap() --------------------------------------------------------------------------------------------------

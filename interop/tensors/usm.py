@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,7 @@ from ..types import FrameFormat, MemoryType
 log = logging.getLogger("interop")
 USM_TYPES = ("host", "shared", "device")
 _lock = threading.RLock()
+_live: weakref.WeakSet = weakref.WeakSet()
 _contexts: dict[Any, SYCLContext] = {}
 
 
@@ -200,6 +202,7 @@ class USMTensor(Tensor):
         self._base = int(pointer)
         self._offset = int(offset)
         self._usm_type = usm_type
+        _live.add(self)
 
     @property
     def pointer(self) -> int:
@@ -249,6 +252,11 @@ def allocate(info: TensorInfo, usm_type: str = "shared", context: SYCLContext | 
         raise ContextMismatchError(f"allocate() needs a SYCLContext, not {ctx!r}")
     mem = ctx.allocate(info.extent, usm_type)
     return USMTensor(mem, info, pointer=int(mem._pointer), usm_type=usm_type, context=ctx)
+
+
+def live_count() -> int:
+    """USMTensors alive and not released (leak checks)."""
+    return sum(1 for t in list(_live) if not t.released)
 
 
 # ---- wrap() ----------------------------------------------------------------------------------------------------
