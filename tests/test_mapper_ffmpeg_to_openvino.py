@@ -1,0 +1,138 @@
+"""FFMPEG -> OPENVINO: decoded planes as ov.Tensors over the decoder's memory at full pitch, zero-copy."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import interop
+from interop import AccessMode, FrameFormat, MemoryType
+from tests.ffmpeg_clips import clip_854, clip_dir, clip_small, decode  # noqa: F401  (fixtures)
+
+av = pytest.importorskip("av", reason="needs PyAV (pip install 'interop[ffmpeg]')")
+ov = pytest.importorskip("openvino", reason="needs OpenVINO (pip install 'interop[openvino]')")
+
+from interop.mappers.ffmpeg_to_openvino import FFmpegToOpenVINO  # noqa: E402
+from interop.tensors.ffmpeg import FFmpegTensor  # noqa: E402
+from interop.tensors.openvino import OpenVINOTensor, get_core  # noqa: E402
+
+
+def test_route_is_the_direct_zero_copy_step() -> None:
+    chain = interop.route(MemoryType.FFMPEG, MemoryType.OPENVINO)
+    assert chain.zero_copy and [type(m) for m in chain.mappers] == [FFmpegToOpenVINO]
+
+
+def test_decoded_padded_planes_alias_the_decoder_buffers(clip_854) -> None:
+    frames = decode(clip_854)
+    with interop.copy_meter() as m:
+        for vf in frames:
+            o = interop.map(vf, MemoryType.OPENVINO)
+            assert o.memory_type is MemoryType.OPENVINO and o.format is FrameFormat.I420
+            assert (o.width, o.height) == (854, 480)  # the visible size; planes carry the full pitch
+            for t, p in zip(o.tensors, vf.planes):
+                assert isinstance(t, OpenVINOTensor)
+                assert tuple(t.native.shape) == (1, p.height, p.line_size, 1)
+                assert t.native.data.ctypes.data == p.buffer_ptr  # OpenVINO reads the decoder's memory
+                assert not np.asarray(t).flags.writeable  # the user's view stays read-only
+            o.release()
+    assert m.copies == 0 and m.bytes == 0
+
+
+@pytest.mark.parametrize("fmt,shapes", [
+    ("nv12", [(1, 48, 64, 1), (1, 24, 32, 2)]),
+    ("rgb24", [(1, 48, 64, 3)]),
+    ("bgr0", [(1, 48, 64, 4)]),
+    ("p010le", [(1, 48, 64, 1), (1, 24, 32, 2)]),
+])
+def test_formats_keep_channels_last(fmt: str, shapes: list) -> None:
+    vf = av.VideoFrame(64, 48, fmt)
+    o = interop.map(vf, MemoryType.OPENVINO)
+    for t, p, shape in zip(o.tensors, vf.planes, shapes):
+        c, item = shape[3], t.dtype.itemsize
+        assert tuple(t.native.shape) == (1, shape[1], p.line_size // (c * item), c)
+        assert t.native.data.ctypes.data == p.buffer_ptr
+
+
+def test_writes_to_the_frame_are_seen_by_openvino() -> None:
+    vf = av.VideoFrame(854, 480, "yuv420p")
+    o = interop.map(vf, MemoryType.OPENVINO)
+    np.frombuffer(vf.planes[1], np.uint8)[5 * vf.planes[1].line_size + 7] = 201
+    assert o[1].native.data[0, 5, 7, 0] == 201
+
+
+def _plane_mean_model(rows: int, pitch: int, width: int):
+    from openvino import opset13 as ops
+
+    x = ops.parameter([1, rows, pitch, 1], ov.Type.u8, name="y")
+    crop = ops.slice(x, np.array([0, 0, 0, 0]), np.array([1, rows, width, 1]), np.array([1, 1, 1, 1]))
+    mean = ops.reduce_mean(ops.convert(crop, ov.Type.f32), np.array([1, 2, 3]), keep_dims=False)
+    return ov.Model([mean], [x], "plane_mean")
+
+
+def test_openvino_infers_straight_from_the_decoded_plane(clip_854) -> None:
+    vf = decode(clip_854)[5]
+    o = interop.map(vf, MemoryType.OPENVINO)
+    y = o[0]
+    _, rows, pitch, _ = y.shape
+    compiled = get_core().compile_model(_plane_mean_model(rows, pitch, 854), "CPU",
+                                        {"INFERENCE_PRECISION_HINT": "f32"})
+    req = compiled.create_infer_request()
+    req.set_input_tensor(y.native)
+    assert req.get_input_tensor().data.ctypes.data == vf.planes[0].buffer_ptr  # no copy into the request
+    req.infer()
+    want = vf.to_ndarray()[:480].astype(np.float64).mean()
+    assert abs(float(req.get_output_tensor().data[0]) - want) < 1e-2
+
+
+def test_openvino_tensors_keep_decoded_frames_alive(clip_854) -> None:
+    with av.open(str(clip_854)) as cont:
+        it = cont.decode(video=0)
+        mapped = [interop.map(next(it), MemoryType.OPENVINO) for _ in range(3)]
+        want = [f[0].native.data.copy() for f in mapped]
+        list(it)
+    del it
+    gc.collect()
+    for f, w in zip(mapped, want):
+        np.testing.assert_array_equal(f[0].native.data, w)
+
+
+def test_pitch_that_is_not_whole_pixels_needs_a_counted_copy() -> None:
+    buf = np.zeros((4, 32), np.uint8)  # 32-byte rows: 10 RGB pixels and 2 bytes of padding
+    rgb = np.lib.stride_tricks.as_strided(buf, (4, 10, 3), (32, 3, 1))
+    vf = av.VideoFrame.from_numpy_buffer(rgb, format="rgb24")
+    assert vf.planes[0].line_size == 32
+    with pytest.raises(interop.CopyRequiredError):
+        interop.map(vf, MemoryType.OPENVINO)
+    with interop.copy_meter() as m:
+        o = interop.map(vf, MemoryType.OPENVINO, allow_copy=True)
+    assert m.copies == 1 and m.bytes == 10 * 4 * 3
+    assert tuple(o[0].native.shape) == (1, 4, 10, 3)
+
+
+def test_write_mode_needs_allow_copy_for_reference_frames(clip_small) -> None:
+    with av.open(str(clip_small)) as cont:
+        vf = next(cont.decode(video=0))
+        with pytest.raises(interop.CopyRequiredError):
+            interop.map(vf, MemoryType.OPENVINO, mode=AccessMode.WRITE)
+        with interop.copy_meter() as m:
+            o = interop.map(vf, MemoryType.OPENVINO, mode=AccessMode.WRITE, allow_copy=True)
+        assert m.copies == 1 and o[0].native.data.ctypes.data == vf.planes[0].buffer_ptr
+        assert np.asarray(o[0]).flags.writeable
+
+
+def test_hardware_frames_are_refused_naming_the_cuda_route() -> None:
+    vf = av.VideoFrame(16, 16, "gray")
+    p = vf.planes[0]
+    hw = FFmpegTensor(p, interop.TensorInfo((16, 16), np.uint8, (p.line_size, 1)), hardware=True)
+    with pytest.raises(interop.InvalidTensorError, match="CUDA"):
+        FFmpegToOpenVINO().map(hw)
+
+
+def test_output_context_is_honoured() -> None:
+    from interop.tensors.openvino import OpenVINOContext
+
+    ctx = OpenVINOContext("CPU")
+    o = interop.map(av.VideoFrame(16, 16, "gray"), ctx)
+    assert o.context is ctx and o[0].context is ctx
