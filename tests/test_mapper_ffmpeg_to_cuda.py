@@ -163,3 +163,16 @@ def test_write_mode_is_refused_for_decoded_frames(clip):
         vf = next(c.decode(video=0))
         with pytest.raises(InvalidTensorError):
             interop.map(interop.wrap(vf).crop(0, 0, 32, 32), MemoryType.CUDA, mode=AccessMode.WRITE)
+
+
+@pytest.mark.gpu
+def test_cuda_infer_example_runs_without_copies(clip):
+    pytest.importorskip("torch")
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("cuda_infer", Path(__file__).parents[1] / "examples" / "cuda_infer.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = mod.main([str(clip), "--frames", "25", "--check", "--size", "64"])
+    assert out["frames"] == 25 and out["copies"] == 0 and out["check_mean_abs_diff"] < 3.0

@@ -15,8 +15,17 @@ from ..context import Context
 from ..errors import InvalidTensorError
 from ..mapper import MemoryMapper, register
 from ..tensor import Tensor
-from ..tensors.cuda import (CUDAContext, CUDATensor, cached_info, device_empty, download, host_view,
-                            missing_array_library, pinned_pool, upload_into)
+from ..tensors.cuda import (
+    CUDAContext,
+    CUDATensor,
+    cached_info,
+    device_empty,
+    download,
+    host_view,
+    missing_array_library,
+    pinned_pool,
+    upload_into,
+)
 from ..types import AccessMode, MemoryType
 
 

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# One run on the NVIDIA machine: install the carried wheels, make the clips, run the GPU tests and the CUDA
+# benchmarks, print a table, write everything under $OUT.
+#   QUICK=1      short clips, 3 runs (a check that everything works)
+#   TESTS=0      skip the GPU tests;  BENCH=0  skip the benchmarks
+#   INTEROP_BENCH_PARTS=main|extra|main,extra   which benchmark parts (see interop/benchmarks/cuda.py)
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+t0=$(date +%s)
+if ls .whl/*.whl >/dev/null 2>&1; then
+    $PY -m pip install -q --no-deps --no-index .whl/*.whl 2>&1 | tail -3
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader | tee "$OUT/gpu.txt"
+$PY -c "import torch, av, numpy; print('torch', torch.__version__, 'PyAV', av.__version__, 'numpy', numpy.__version__, 'cuda', torch.cuda.is_available())"
+$PY -c "import interop.benchmarks.cuda as b, time; t=time.time(); b.make_clips('${QUICK:-}' == '1'); print(f'clips ready in {time.time()-t:.0f} s')"
+rc=0
+if [ "${TESTS:-1}" = 1 ]; then
+    $PY -m pytest -q -p no:cacheprovider -m gpu tests/test_tensor_cuda.py tests/test_mapper_ffmpeg_to_cuda.py \
+        tests/test_mapper_cuda_to_cpu.py tests/test_mapper_cpu_to_cuda.py 2>&1 | tee "$OUT/pytest.log" | tail -40
+    rc=${PIPESTATUS[0]}
+    $PY examples/cuda_infer.py --frames 300 --check 2>&1 | tee "$OUT/example.log" | tail -8
+fi
+if [ "${BENCH:-1}" = 1 ]; then
+    $PY bench/cuda.py ${QUICK:+--quick} --json "$OUT/cuda.json" --md "$OUT/cuda.md" 2> "$OUT/bench.log"
+    tail -5 "$OUT/bench.log"
+fi
+echo "gpu.sh done in $(( $(date +%s) - t0 )) s (pytest rc=$rc)"
+exit $rc

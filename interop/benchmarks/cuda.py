@@ -1,0 +1,315 @@
+"""NVDEC -> torch through interop, beside raw PyAV + DLPack capsules and the naive CPU path (tier B, needs a GPU).
+
+Cases, each fps over a whole clip (median of interleaved runs):
+  raw      PyAV NVDEC (HWAccel('cuda', is_hw_owned=True)) + torch.from_dlpack(plane.__dlpack__(stream=None)) per plane
+  interop  the same decode + interop.map(frame, MemoryType.CUDA) + torch.from_dlpack(plane) per plane
+  naive    CPU decode (all cores) + to_ndarray('rgb24') + torch.from_numpy(...).cuda()
+  N decoders in threads (HEVC 1080p), aggregate fps, raw and interop
+Experiments to beat PyAV's own loop: demux on a separate thread, the *_cuvid decoders, frame threads.
+
+Clips are synthetic and made on the machine that runs this (PyAV's libx264 / libx265, ultrafast), cached in
+$INTEROP_BENCH_CLIPS (default /tmp/interop-bench-clips).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import Result, median
+
+NAME = "cuda"
+
+CLIPS = {  # name: (codec, width, height, frames full, frames quick)
+    "1080p H.264": ("libx264", 1920, 1080, 2000, 300),
+    "1080p HEVC": ("libx265", 1920, 1080, 2000, 300),
+    "4K H.264": ("libx264", 3840, 2160, 500, 90),
+}
+
+
+def clip_dir() -> Path:
+    return Path(os.environ.get("INTEROP_BENCH_CLIPS", "/tmp/interop-bench-clips"))
+
+
+def make_clip(path: Path, codec: str, width: int, height: int, frames: int) -> Path:
+    """A synthetic clip: a textured picture panning across the frame plus a moving bright block (cheap to make
+    and encode, a realistic bitrate: motion vectors predict most of it, the texture keeps residuals busy)."""
+    import av
+    import numpy as np
+
+    if path.exists() and path.stat().st_size > 0:
+        return path
+    tmp = path.with_suffix(".part.mp4")
+    rng = np.random.default_rng(0)
+    H, W = height + 256, width + 512
+    yy, xx = np.mgrid[0:H, 0:W]
+    tex = (((xx // 8) ^ (yy // 8)) % 160 + 40 + rng.integers(0, 24, (H, W))).astype(np.uint8)
+    ctex = ((xx[: H // 2] // 3 + yy[: H // 2]) % 128 + 64).astype(np.uint8)
+    with av.open(str(tmp), "w", format="mp4") as out:
+        s = out.add_stream(codec, rate=30)
+        s.width, s.height, s.pix_fmt = width, height, "yuv420p"
+        s.thread_type = "AUTO"
+        s.options = {"preset": "ultrafast"}
+        if codec == "libx265":
+            s.options["x265-params"] = "log-level=error"
+        for i in range(frames):
+            dx, dy = (4 * i) % 512, 0
+            y = tex[dy:dy + height, dx:dx + width].copy()
+            b = (i * 7) % (height - 64)
+            y[b:b + 64, b:b + 64] = 235
+            uv = ctex[dy // 2:dy // 2 + height // 2, dx:dx + width]
+            img = np.concatenate([y, uv])
+            for p in s.encode(av.VideoFrame.from_ndarray(img, format="yuv420p")):
+                out.mux(p)
+        for p in s.encode():
+            out.mux(p)
+    tmp.rename(path)
+    return path
+
+
+def make_clips(quick: bool) -> dict[str, Path]:
+    d = clip_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for name, (codec, w, h, full, short) in CLIPS.items():
+        n = short if quick else full
+        out[name] = make_clip(d / f"{codec}_{w}x{h}_{n}.mp4", codec, w, h, n)
+    return out
+
+
+# ---- decode loops -------------------------------------------------------------------------------------------
+
+
+def _nvdec(path: Path) -> Any:
+    import av
+    from av.codec.hwaccel import HWAccel
+
+    return av.open(str(path), hwaccel=HWAccel("cuda", allow_software_fallback=False, is_hw_owned=True))
+
+
+def _consume_raw(torch: Any) -> Callable[[Any], Any]:
+    def f(vf: Any) -> Any:
+        p = vf.planes
+        return torch.from_dlpack(p[0].__dlpack__(stream=None)), torch.from_dlpack(p[1].__dlpack__(stream=None))
+
+    return f
+
+
+def _consume_interop(torch: Any) -> Callable[[Any], Any]:
+    import interop
+
+    cuda = interop.MemoryType.CUDA
+
+    def f(vf: Any) -> Any:
+        fr = interop.map(vf, cuda)
+        return torch.from_dlpack(fr[0]), torch.from_dlpack(fr[1])
+
+    return f
+
+
+def loop_plain(path: Path, consume: Callable[[Any], Any], limit: int | None = None) -> int:
+    n = 0
+    with _nvdec(path) as c:
+        for vf in c.decode(video=0):
+            consume(vf)
+            n += 1
+            if limit is not None and n >= limit:
+                break
+    return n
+
+
+def loop_frame_threads(path: Path, consume: Callable[[Any], Any], limit: int | None = None) -> int:
+    n = 0
+    with _nvdec(path) as c:
+        c.streams.video[0].thread_type = "AUTO"
+        for vf in c.decode(video=0):
+            consume(vf)
+            n += 1
+    return n
+
+
+def _demux_thread(c: Any, stream: Any, q: queue.Queue) -> threading.Thread:
+    def run() -> None:
+        try:
+            for pkt in c.demux(stream):
+                if pkt.size:
+                    q.put(pkt)
+        finally:
+            q.put(None)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def loop_pipelined(path: Path, consume: Callable[[Any], Any], limit: int | None = None) -> int:
+    """Demux on another thread (PyAV releases the GIL in demux and decode), decode + consume here."""
+    n = 0
+    with _nvdec(path) as c:
+        stream = c.streams.video[0]
+        cc = stream.codec_context
+        q: queue.Queue = queue.Queue(maxsize=64)
+        t = _demux_thread(c, stream, q)
+        while True:
+            pkt = q.get()
+            for vf in cc.decode(pkt):
+                consume(vf)
+                n += 1
+            if pkt is None:
+                break
+        t.join()
+    return n
+
+
+def loop_cuvid(path: Path, consume: Callable[[Any], Any], limit: int | None = None) -> int:
+    """The *_cuvid decoders (NVDEC through FFmpeg's cuviddec, which parses the stream on NVIDIA's parser)."""
+    import av
+    from av.codec.hwaccel import HWAccel
+
+    n = 0
+    with av.open(str(path)) as c:
+        stream = c.streams.video[0]
+        name = {"h264": "h264_cuvid", "hevc": "hevc_cuvid"}[stream.codec_context.name]
+        cc = av.CodecContext.create(name, "r", hwaccel=HWAccel("cuda", allow_software_fallback=False, is_hw_owned=True))
+        cc.extradata = stream.codec_context.extradata
+        cc.width, cc.height = stream.codec_context.width, stream.codec_context.height
+        cc.time_base = stream.time_base
+        q: queue.Queue = queue.Queue(maxsize=64)
+        t = _demux_thread(c, stream, q)
+        while True:
+            pkt = q.get()
+            for vf in cc.decode(pkt):
+                if n == 0 and vf.format.name != "cuda":
+                    raise RuntimeError(f"{name} gave {vf.format.name} frames, not cuda")
+                consume(vf)
+                n += 1
+            if pkt is None:
+                break
+        t.join()
+    return n
+
+
+def loop_naive(path: Path, torch: Any, limit: int | None = None) -> int:
+    import av
+
+    n = 0
+    with av.open(str(path)) as c:
+        c.streams.video[0].thread_type = "AUTO"
+        for vf in c.decode(video=0):
+            torch.from_numpy(vf.to_ndarray(format="rgb24")).cuda()
+            n += 1
+    return n
+
+
+def timed(fn: Callable[[], int], torch: Any) -> float:
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    n = fn()
+    torch.cuda.synchronize()
+    return n / (time.perf_counter() - t0)
+
+
+def concurrent(path: Path, consume: Callable[[Any], Any], decoders: int, limit: int, torch: Any) -> float:
+    """Aggregate fps of ``decoders`` threads each decoding ``limit`` frames of its own container."""
+    counts = [0] * decoders
+    start = threading.Barrier(decoders + 1)
+
+    def work(i: int) -> None:
+        start.wait()
+        counts[i] = loop_plain(path, consume, limit)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(decoders)]
+    for t in threads:
+        t.start()
+    torch.cuda.synchronize()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    torch.cuda.synchronize()
+    return sum(counts) / (time.perf_counter() - t0)
+
+
+# ---- the benchmark --------------------------------------------------------------------------------------------
+
+
+def run(quick: bool) -> list[Result]:
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ImportError("no CUDA device")
+        import av  # noqa: F401
+    except ImportError as e:
+        return [Result(NAME, "skipped", 0.0, "", {"reason": f"needs torch with a CUDA device and PyAV: {e}"})]
+    log = _log()
+    runs = 3 if quick else int(os.environ.get("INTEROP_BENCH_RUNS", "5"))
+    clips = make_clips(quick)
+    raw, via = _consume_raw(torch), _consume_interop(torch)
+    for p in clips.values():  # warm-up: CUDA/NVDEC initialisation, interop imports
+        loop_plain(p, via, 30)
+        loop_plain(p, raw, 30)
+    samples: dict[str, list[float]] = {}
+
+    def add(case: str, fps: float) -> None:
+        samples.setdefault(case, []).append(fps)
+        log(f"{case:44s} {fps:8.1f} fps")
+
+    parts = set(os.environ.get("INTEROP_BENCH_PARTS", "main,extra").split(","))
+    for r in range(runs if "main" in parts else 0):
+        for name, p in clips.items():
+            add(f"{name}: raw PyAV NVDEC + DLPack", timed(lambda p=p: loop_plain(p, raw), torch))
+            add(f"{name}: interop NVDEC -> torch", timed(lambda p=p: loop_plain(p, via), torch))
+            if name != "4K H.264" or r == 0:
+                add(f"{name}: naive CPU decode + rgb24 + .cuda()", timed(lambda p=p: loop_naive(p, torch), torch))
+        hevc = clips["1080p HEVC"]
+        limit = 150 if quick else 500
+        for n in (1, 2, 4, 7):
+            add(f"1080p HEVC x{n} decoders: raw", concurrent(hevc, raw, n, limit, torch))
+            add(f"1080p HEVC x{n} decoders: interop", concurrent(hevc, via, n, limit, torch))
+    for r in range(min(runs, 3) if "extra" in parts else 0):
+        for name in ("1080p H.264", "1080p HEVC"):
+            p = clips[name]
+            if "main" not in parts:
+                add(f"{name}: raw PyAV NVDEC + DLPack", timed(lambda p=p: loop_plain(p, raw), torch))
+            for label, loop in (("demux thread", loop_pipelined), ("cuvid decoder", loop_cuvid),
+                                ("frame threads", loop_frame_threads)):
+                try:
+                    add(f"{name}: interop + {label}", timed(lambda p=p, loop=loop: loop(p, via), torch))
+                except Exception as e:  # an experiment that cannot run here is a finding, not a crash
+                    log(f"{name}: {label} failed: {type(e).__name__}: {e}")
+                    samples.setdefault(f"{name}: interop + {label}", [])
+    results = []
+    for case, xs in samples.items():
+        if xs:
+            results.append(Result(NAME, case, round(median(xs), 1), "fps", {"runs": [round(x, 1) for x in xs]}))
+    med = {r.case: r.value for r in results}
+
+    def ratio(case: str, a: str, b: str) -> None:
+        if med.get(a) and med.get(b):
+            results.append(Result(NAME, case, round(med[a] / med[b], 3), "x", {"of": a, "over": b}))
+
+    for name in clips:
+        ratio(f"{name}: interop / raw", f"{name}: interop NVDEC -> torch", f"{name}: raw PyAV NVDEC + DLPack")
+        ratio(f"{name}: interop / naive", f"{name}: interop NVDEC -> torch", f"{name}: naive CPU decode + rgb24 + .cuda()")
+    for n in (1, 2, 4, 7):
+        ratio(f"1080p HEVC x{n} decoders: interop / raw", f"1080p HEVC x{n} decoders: interop",
+              f"1080p HEVC x{n} decoders: raw")
+    for name in ("1080p H.264", "1080p HEVC"):
+        for label in ("demux thread", "cuvid decoder", "frame threads"):
+            ratio(f"{name}: interop + {label} / raw", f"{name}: interop + {label}", f"{name}: raw PyAV NVDEC + DLPack")
+    return results
+
+
+def _log() -> Callable[[str], None]:
+    import sys
+
+    def log(msg: str) -> None:
+        print(f"[cuda] {msg}", file=sys.stderr, flush=True)
+
+    return log
