@@ -1,0 +1,133 @@
+"""DMA -> VAAPI (DRM PRIME 2 import) through the real libva and the fake driver."""
+
+from __future__ import annotations
+
+import gc
+import mmap
+import os
+
+import numpy as np
+import pytest
+
+import interop
+from interop import AccessMode, FrameFormat, MemoryType
+from interop.errors import InvalidTensorError, UnsupportedTypeError
+from interop.native import libva as va
+from interop.tensors.dma import DMAContext, frame_from_fds
+from interop.tensors.vaapi import VAContext, VATensor
+from tests.va_fake import FakeVA, fake_va, va_ctx  # noqa: F401
+
+I915_Y_TILED = (0x01 << 56) | 2
+W, H = 64, 48
+
+
+def _memfd(size: int) -> int:
+    fd = os.memfd_create("interop-test")
+    os.ftruncate(fd, size)
+    return fd
+
+
+def test_each_plane_keeps_its_own_offset_and_pitch(fake_va: FakeVA, va_ctx: VAContext) -> None:
+    # Y pitch 96 at 0, UV pitch 128 at 10000: not at pitch*height, and not tensor 0's offset (DL Streamer's bug)
+    fd = _memfd(20000)
+    try:
+        df = frame_from_fds(fd, FrameFormat.NV12, W, H, offsets=[0, 10000], pitches=[96, 128])
+    finally:
+        os.close(fd)
+    with interop.copy_meter() as m:
+        vf = interop.map(df, MemoryType.VAAPI)
+    assert m.copies == 0 and vf.memory_type is MemoryType.VAAPI and vf.context == va_ctx and vf.parent is df
+    assert isinstance(vf[0], VATensor) and [t.info.shape for t in vf] == [(H, W), (H // 2, W // 2, 2)]
+    info = fake_va.info(vf[0].surface_id)
+    assert info["mem_type"] == va.VA_SURFACE_ATTRIB_MEM_TYPE_DRM_PRIME_2 and info["num_objects"] == 1
+    assert info["offset"][:2] == [0, 10000] and info["pitch"][:2] == [96, 128]
+    assert info["object_size"][0] == 20000
+
+
+def test_memory_is_shared_both_ways(fake_va: FakeVA, va_ctx: VAContext) -> None:
+    df = DMAContext().alloc_frame(FrameFormat.NV12, W, H)
+    vf = interop.map(df, MemoryType.VAAPI, mode=AccessMode.READ_WRITE)
+    sid = vf[0].surface_id
+    with interop.map(df, MemoryType.CPU, mode=AccessMode.WRITE) as cf:
+        np.asarray(cf[1])[5, 6] = (11, 12)  # written through the DMA mapping
+    with interop.map(vf, MemoryType.CPU) as vc:  # read through the VA driver's derived image
+        assert tuple(np.asarray(vc[1])[5, 6]) == (11, 12)
+    with interop.map(vf, MemoryType.CPU, mode=AccessMode.WRITE) as vc:
+        np.asarray(vc[0])[7, 8] = 99
+    with interop.map(df, MemoryType.CPU) as cf:
+        assert np.asarray(cf[0])[7, 8] == 99
+    # and the driver's own view of the plane is the DMA buffer's bytes at the DMA plane's offset
+    p = fake_va.info(sid)["pitch"][0]
+    assert fake_va.plane(sid, 0, p * H)[7 * p + 8] == 99
+
+
+def test_planes_in_separate_buffers_become_separate_objects(fake_va: FakeVA, va_ctx: VAContext) -> None:
+    y, uv = _memfd(W * H), _memfd(4096 + W * H // 2)
+    try:
+        with mmap.mmap(uv, 4096 + W * H // 2) as m:
+            m[4096 + 3 * W + 4] = 55
+        df = frame_from_fds([y, uv], FrameFormat.NV12, W, H, offsets=[0, 4096], pitches=[W, W],
+                            drm_modifier=va.DRM_FORMAT_MOD_LINEAR)
+    finally:
+        os.close(y)
+        os.close(uv)
+    vf = interop.map(df, MemoryType.VAAPI)
+    info = fake_va.info(vf[0].surface_id)
+    assert info["num_objects"] == 2 and info["plane_object"][:2] == [0, 1] and info["offset"][:2] == [0, 4096]
+    assert fake_va.plane(vf[0].surface_id, 1, 3 * W + 5)[3 * W + 4] == 55
+
+
+def test_64bit_modifier_reaches_the_driver_and_comes_back(fake_va: FakeVA, va_ctx: VAContext) -> None:
+    fd = _memfd(W * H * 2)
+    try:
+        df = frame_from_fds(fd, FrameFormat.NV12, W, H, drm_modifier=I915_Y_TILED)
+    finally:
+        os.close(fd)
+    vf = interop.map(df, MemoryType.VAAPI)
+    assert fake_va.info(vf[0].surface_id)["modifier"][0] == I915_Y_TILED
+    back = interop.map(vf, MemoryType.DMA)
+    assert [t.drm_modifier for t in back] == [I915_Y_TILED] * 2
+
+
+def test_release_destroys_the_imported_surface_not_the_memory(fake_va: FakeVA, va_ctx: VAContext) -> None:
+    df = DMAContext().alloc_frame(FrameFormat.I420, W, H)
+    vf = interop.map(df, MemoryType.VAAPI)
+    assert fake_va.live()[0] == 1
+    vf.release()
+    assert fake_va.live()[0] == 0
+    with interop.map(df, MemoryType.CPU) as cf:  # the DMA frame is untouched
+        assert np.asarray(cf[0]).shape == (H, W)
+
+
+def test_explicit_output_context(fake_va: FakeVA, va_ctx: VAContext) -> None:
+    other = VAContext(fake_va.open())
+    df = DMAContext().alloc_frame(FrameFormat.NV12, W, H)
+    vf = interop.map(df, other)
+    assert vf.context == other and vf[0].display == other.display.handle
+    vf.release()
+    gc.collect()
+    other.close()
+
+
+def test_refusals(fake_va: FakeVA, va_ctx: VAContext) -> None:
+    df = DMAContext().alloc_frame(FrameFormat.NV12, W, H)
+    with pytest.raises(UnsupportedTypeError, match="frames"):
+        interop.map(df[0], MemoryType.VAAPI)
+    rgb = DMAContext().alloc_frame(FrameFormat.RGB, W, H)
+    with pytest.raises(interop.InteropError, match="VA surfaces cannot hold RGB"):
+        interop.map(rgb, MemoryType.VAAPI)
+    fd = _memfd(W * H * 2)
+    try:
+        a = frame_from_fds(fd, FrameFormat.NV12, W, H, drm_modifier=I915_Y_TILED)
+        b = frame_from_fds(fd, FrameFormat.NV12, W, H, drm_modifier=0)
+    finally:
+        os.close(fd)
+    mixed = interop.Frame([a[0], b[1]], FrameFormat.NV12, W, H)
+    with pytest.raises(InvalidTensorError, match="different DRM modifiers"):
+        interop.map(mixed, MemoryType.VAAPI)
+    assert fake_va.live()[0] == 0
+
+
+def test_route_is_zero_copy() -> None:
+    chain = interop.route(MemoryType.DMA, MemoryType.VAAPI)
+    assert chain.zero_copy and [m.name for m in chain.mappers] == ["dma_to_vaapi"]
