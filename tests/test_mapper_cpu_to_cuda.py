@@ -38,16 +38,22 @@ def fake(monkeypatch):
     cn.set_driver(old)
 
 
-def test_copy_is_refused_without_allow_copy():
-    with pytest.raises(CopyRequiredError):
-        interop.map(np.zeros(4, np.uint8), MemoryType.CUDA)
+def up(x, mode=AccessMode.READ, ctx=None):
+    """The mapper itself (routing may prefer CPU -> FFMPEG -> CUDA for images: see docs/cuda.md)."""
+    return cpu_to_cuda.CPUToCUDA(None, ctx).map(interop.wrap(x) if isinstance(x, np.ndarray) else x, mode,
+                                                allow_copy=True)
+
+
+def test_copy_is_refused_without_allow_copy(fake):
+    with pytest.raises(CopyRequiredError, match="allow_copy"):
+        cpu_to_cuda.CPUToCUDA().map(interop.wrap(np.zeros(4, np.uint8)))
 
 
 def test_strided_host_array_uploads_and_counts(fake):
     d, made = fake
     src = np.arange(10 * 16, dtype=np.uint16).reshape(10, 16)[:, 3:11]
     with interop.copy_meter() as m:
-        t = interop.map(src, MemoryType.CUDA, allow_copy=True)
+        t = up(src)
     assert isinstance(t, CUDATensor) and t.native is made[0] and t.ptr == made[0].ctypes.data
     assert np.array_equal(made[0], src) and t.strides == (16, 2) and t.stream is None
     assert m.copies == 1 and m.bytes == src.nbytes and m.records[0].mapper == "cpu_to_cuda"
@@ -57,7 +63,7 @@ def test_strided_host_array_uploads_and_counts(fake):
 def test_staging_block_is_reused(fake):
     d, _ = fake
     for i in range(8):
-        interop.map(np.full((32, 32), i, np.uint8), MemoryType.CUDA, allow_copy=True)
+        up(np.full((32, 32), i, np.uint8))
     assert d.count("host_alloc") == 1
 
 
@@ -68,7 +74,7 @@ def test_nv12_frame_and_output_context(fake):
     buf = np.random.default_rng(0).integers(0, 255, (48, 32), dtype=np.uint8)
     f = frame_from_array(buf, FrameFormat.NV12)
     ctx = CUDAContext.get(0, 0x900)
-    out = interop.map(f, ctx, allow_copy=True)
+    out = up(f, ctx=ctx)
     assert out.format is FrameFormat.NV12 and out.context == ctx and out[1].shape == (16, 16, 2)
     assert np.array_equal(made[0], buf[:32]) and np.array_equal(made[1].reshape(16, 32), buf[32:])
     assert all(c[2] == 0x900 for c in d.calls if c[0] == "copy2d")
@@ -77,7 +83,7 @@ def test_nv12_frame_and_output_context(fake):
 def test_write_mode_copies_back_at_release(fake):
     d, made = fake
     host = np.zeros((3, 5), np.float32)
-    t = interop.map(host, MemoryType.CUDA, mode=AccessMode.WRITE, allow_copy=True)
+    t = up(host, AccessMode.WRITE)
     made[0][:] = 9.0  # "a kernel" writes the device array
     t.release()
     assert float(host.sum()) == 9.0 * 15
@@ -90,7 +96,7 @@ def test_upload_to_torch_or_cupy_and_back():
 
     src = np.random.default_rng(2).integers(0, 255, (270, 481, 3), dtype=np.uint8)[:, :480]
     with interop.copy_meter() as m:
-        t = interop.map(src, MemoryType.CUDA, allow_copy=True)
+        t = up(src)
     x = torch.from_dlpack(t)
     assert x.is_cuda and x.data_ptr() == t.ptr and np.array_equal(x.cpu().numpy(), src)
     back = interop.map(t, MemoryType.CPU, allow_copy=True)

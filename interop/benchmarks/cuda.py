@@ -272,7 +272,7 @@ def run(quick: bool) -> list[Result]:
         for n in (1, 2, 4, 7):
             add(f"1080p HEVC x{n} decoders: raw", concurrent(hevc, raw, n, limit, torch))
             add(f"1080p HEVC x{n} decoders: interop", concurrent(hevc, via, n, limit, torch))
-    for r in range(min(runs, 3) if "extra" in parts else 0):
+    for _r in range(min(runs, 3) if "extra" in parts else 0):
         for name in ("1080p H.264", "1080p HEVC"):
             p = clips[name]
             if "main" not in parts:
