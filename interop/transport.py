@@ -67,7 +67,7 @@ class ProtocolError(InteropError):
 
 
 def _encode_frame(frame_id: int, frame: Frame, bufs: list[DMABuffer], seq: int, marker: int) -> bytes:
-    planes = frame.tensors
+    planes = [t for t in frame.tensors if isinstance(t, DMATensor)]
     if len(bufs) > MAX_FDS:
         raise InvalidTensorError(f"a frame over {len(bufs)} buffers cannot be sent (at most {MAX_FDS})")
     pts = frame.pts if frame.pts is not None else 0
@@ -414,7 +414,7 @@ class FrameServer:
         self._sock.settimeout(timeout)
         try:
             conn, _ = self._sock.accept()
-        except socket.timeout:
+        except TimeoutError:
             raise TimeoutError(f"no consumer connected to {self.path} within {timeout} s") from None
         conn.settimeout(None)
         return FrameSender(conn)

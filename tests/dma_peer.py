@@ -44,6 +44,13 @@ def read_line(p: object, timeout: float = 20.0) -> str:
     return out.readline().strip()
 
 
+def fill(frame: object, value: int) -> None:
+    """Write ``value`` into every plane of a DMA frame through a WRITE mapping."""
+    with interop.map(frame, MemoryType.CPU, mode=AccessMode.WRITE) as c:  # type: ignore[arg-type]
+        for t in c:
+            np.asarray(t)[:] = value
+
+
 def say(*a: object) -> None:
     print(*a, flush=True)
 

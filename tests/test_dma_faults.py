@@ -9,16 +9,11 @@ import numpy as np
 import pytest
 
 import interop
-from interop import AccessMode, FrameFormat, MemoryType
+from interop import FrameFormat, MemoryType
 from interop.tensors.dma import FramePool
 from interop.transport import FrameReceiver, FrameSender, PeerClosedError, seqpacket_pair
+from tests.dma_peer import fill as _fill
 from tests.dma_peer import read_line, spawn
-
-
-def _fill(frame, value: int) -> None:
-    with interop.map(frame, MemoryType.CPU, mode=AccessMode.WRITE) as c:
-        for t in c:
-            np.asarray(t)[:] = value
 
 
 def _serve(pool: FramePool, tx: FrameSender, values: list[int]) -> None:

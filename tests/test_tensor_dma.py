@@ -10,10 +10,26 @@ import numpy as np
 import pytest
 
 import interop
-from interop import AccessMode, FrameFormat, InvalidTensorError, MemoryType, TensorInfo, UnsupportedFormatError
+from interop import (
+    AccessMode,
+    FrameFormat,
+    InvalidTensorError,
+    MemoryType,
+    TensorInfo,
+    UnsupportedFormatError,
+)
 from interop.native import dmabuf as nd
-from interop.tensors.dma import (DRM_FOURCC, DMAContext, DMATensor, FramePool, dma_frame, format_of_fourcc, fourcc,
-                                 frame_from_fds, live_buffers)
+from interop.tensors.dma import (
+    DRM_FOURCC,
+    DMAContext,
+    DMATensor,
+    FramePool,
+    dma_frame,
+    format_of_fourcc,
+    fourcc,
+    frame_from_fds,
+    live_buffers,
+)
 
 I915_FORMAT_MOD_Y_TILED = (1 << 56) | 2  # fourcc_mod_code(INTEL, 2): needs all 64 bits
 
@@ -53,7 +69,7 @@ def test_from_fd_keeps_its_own_dup_and_never_closes_the_callers_fd(memfd):
         os.fstat(own)
     os.fstat(memfd)  # the caller's fd is still open
     with pytest.raises(InvalidTensorError, match="released"):
-        t.fd
+        _ = t.fd
 
 
 def test_take_ownership_closes_the_given_fd_at_release():

@@ -14,15 +14,17 @@ import interop
 from interop import AccessMode, ColorRange, ColorSpace, FrameFormat, InvalidTensorError, MemoryType
 from interop.native import dmabuf as nd
 from interop.tensors.dma import DMAContext, DMATensor, FramePool, frame_from_fds, live_buffers
-from interop.transport import (FrameReceiver, FrameSender, FrameServer, PeerClosedError, ProtocolError, connect,
-                               seqpacket_pair)
+from interop.transport import (
+    FrameReceiver,
+    FrameSender,
+    FrameServer,
+    PeerClosedError,
+    ProtocolError,
+    connect,
+    seqpacket_pair,
+)
+from tests.dma_peer import fill as _fill
 from tests.dma_peer import read_line, spawn
-
-
-def _fill(frame, value: int) -> None:
-    with interop.map(frame, MemoryType.CPU, mode=AccessMode.WRITE) as c:
-        for t in c:
-            np.asarray(t)[:] = value
 
 
 def _fd_count() -> int:

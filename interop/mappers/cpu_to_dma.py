@@ -32,13 +32,14 @@ class CPUToDMA(MemoryMapper):
         addr = t.data_ptr
         m = nd.find_mapping(addr, max(info.extent, 1))
         buf = m.owner if m is not None else None
-        if isinstance(buf, DMABuffer) and not buf.closed and (m.writable or not mode.writes):
+        if m is not None and isinstance(buf, DMABuffer) and not buf.closed and (m.writable or not mode.writes):
             return DMATensor(buf, info, offset=addr - m.address, context=ctx, parent=t,
                              writable=t.writable and m.writable)
         self.copying(info.nbytes, allow_copy, "this CPU memory is not a mapping of a DMA buffer (allocate frames "
                      "from a DMAContext or FramePool and map them to CPU to write them without copies)")
         src = t.numpy()
         out_ctx = ctx or DMAContext.default(MemoryType.DMA)
+        assert isinstance(out_ctx, DMAContext)
         buf = out_ctx.allocate(max(info.nbytes, 1))
         dt = DMATensor(buf, TensorInfo(info.shape, info.dtype), context=out_ctx, parent=t)  # C-contiguous copy
         view = np.asarray(_Iface(buf.mapping(True), info))

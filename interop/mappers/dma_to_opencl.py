@@ -91,7 +91,7 @@ class DMAToOpenCL(MemoryMapper):
 
         ctx = self._context()
         made: dict[int, tuple[Any, list[Any]]] = {}
-        out = []
+        out: list[Tensor] = []
         for t in tensors:
             key = id(t.buffer)
             if key not in made:

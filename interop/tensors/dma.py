@@ -9,6 +9,7 @@ fd-passing semantics, no cache maintenance, no device import).
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import struct
 import threading
@@ -481,7 +482,7 @@ class FramePool:
             buf = DMABuffer.allocate(self.buffer_size, kind=self.context.device, persistent=True)
             slot = PoolSlot(self, i, buf)
             buf.pool_slot = slot
-            buf.on_free(lambda i=i: self._give_back(i))
+            buf.on_free(functools.partial(self._give_back, i))
             self.slots.append(slot)
             self._free.append(i)
             write_marker(buf.mapping(True).address, self.marker_offset, MARKER_COMMITTED, 0)
