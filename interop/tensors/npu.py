@@ -111,7 +111,11 @@ class NPUContext(Context):
         return self.ze_context
 
     def key(self) -> Any:
-        return ("npu", id(self._native))
+        """The plugin's Level Zero context (two wrappers of one plugin context are the same scope)."""
+        try:
+            return ("npu", self.ze_context)
+        except Exception:  # a context without L0_CONTEXT: only itself
+            return ("npu", id(self._native))
 
     def __repr__(self) -> str:
         return f"<NPUContext {self._native!r} strategy={self.strategy}>"
