@@ -1,0 +1,259 @@
+"""Concurrency: 8 threads mapping and releasing through the shared default contexts, a collector thread running
+gc.collect() meanwhile, and Inference.infer_async fed from several threads. Results are checked against the
+content recorded at creation; every join has a timeout that fails the test (a deadlock is a failure, not a hang).
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import threading
+import time
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+import interop
+from interop import AccessMode, InteropError, MemoryType
+from tests.reliability import backends as B
+from tests.reliability import stats
+
+THREADS = 8
+JOIN_TIMEOUT = 90.0
+
+
+def run_threads(target: Callable[[int], None], n: int = THREADS, *, collector: bool = True) -> None:
+    """Start ``n`` threads on ``target(i)`` together (and a gc.collect() thread); fail on any error or on a
+    thread still running after JOIN_TIMEOUT seconds."""
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(n + (1 if collector else 0))
+    done = threading.Event()
+
+    def wrapped(i: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            target(i)
+        except BaseException as e:  # noqa: B036 - reported by the main thread
+            errors.append(e)
+
+    def collect() -> None:
+        try:
+            barrier.wait(timeout=30)
+            while not done.is_set():
+                gc.collect()
+                stats.add("concurrency: gc.collect under load")
+                time.sleep(0.005)
+        except BaseException as e:  # noqa: B036
+            errors.append(e)
+
+    threads = [threading.Thread(target=wrapped, args=(i,), daemon=True, name=f"worker-{i}") for i in range(n)]
+    gc_thread = threading.Thread(target=collect, daemon=True, name="collector") if collector else None
+    for t in threads + ([gc_thread] if gc_thread else []):
+        t.start()
+    deadline = time.monotonic() + JOIN_TIMEOUT
+    for t in threads:
+        t.join(timeout=max(0.1, deadline - time.monotonic()))
+    done.set()
+    if gc_thread:
+        gc_thread.join(timeout=10)
+    stuck = [t.name for t in threads + ([gc_thread] if gc_thread else []) if t.is_alive()]
+    assert not stuck, f"deadlock: {stuck} still running after {JOIN_TIMEOUT} s"
+    if errors:
+        raise errors[0]
+
+
+def _pairs() -> list[tuple[str, MemoryType]]:
+    """(factory kind, destination) for every native factory here and every runnable destination from it."""
+    ok, _ = B.probe_factories()
+    out = []
+    for kind, mt in sorted(ok.items()):
+        if kind.startswith("via:"):
+            continue
+        for dst in B.runnable_destinations(MemoryType[mt]):
+            out.append((kind, dst))
+    return out
+
+
+def test_threads_map_and_release_shared_sources():
+    """All threads map the SAME source objects (one per kind) along every runnable route at once."""
+    pairs = _pairs()
+    if not pairs:
+        pytest.skip("no runnable route between memory types here yet")
+    sources = {kind: B.make(kind, np.random.default_rng(11)) for kind in {k for k, _ in pairs}}
+    cycles = max(2, 160 // len(pairs))
+
+    def work(i: int) -> None:
+        rng = random.Random(i)
+        order = pairs * cycles
+        rng.shuffle(order)
+        for kind, dst in order:
+            src = sources[kind]
+            try:
+                out = interop.map(src.obj, dst, allow_copy=True)
+            except InteropError as e:  # an input a backend refuses is refused the same way on every thread
+                stats.add(f"concurrency: refused {type(e).__name__}")
+                continue
+            assert B.content_matches(out, src.expected) in (True, None), f"{kind}->{dst.name} read wrong data"
+            stats.add("concurrency: maps checked")
+            if rng.random() < 0.5:
+                B.release(out)
+            del out
+
+    fds = B.fd_count()
+    run_threads(work)
+    for kind, s in sources.items():  # the shared sources are intact after all that
+        assert B.content_matches(s.obj, s.expected) in (True, None), f"shared {kind} source changed"
+        B.release(s.obj)
+    sources.clear()
+    B.settle()
+    assert B.fd_count() <= fds, "fds leaked by concurrent mappings"
+
+
+def test_threads_own_sources_zero_copy_mappers():
+    """Each thread makes its own sources and maps them through every runnable zero-copy mapper; no copies."""
+    mappers, skipped = B.zero_copy_mappers()
+    ok, _ = B.probe_factories()
+    plan = []
+    for cls in mappers:
+        kinds = [k for k, mt in ok.items() if mt == cls.src.name and not k.startswith("via:")]
+        kinds += [k for k, mt in ok.items() if mt == cls.src.name and k.startswith("via:")]
+        if kinds:
+            plan.append((cls, kinds))
+    if not plan:
+        pytest.skip(f"no zero-copy mapper can run here yet ({skipped})")
+    live0, _ = B.live_counts()
+
+    def work(i: int) -> None:
+        rng = np.random.default_rng(100 + i)
+        for _ in range(3):
+            for cls, kinds in plan:
+                for kind in kinds:
+                    made = B.make(kind, rng)
+                    try:
+                        out = cls().map(made.obj, AccessMode.READ)
+                    except InteropError:
+                        B.release(made.obj)
+                        continue  # this mapper takes another shape of input (frames vs tensors)
+                    assert B.content_matches(out, made.expected) in (True, None), f"{cls.name} on {kind}"
+                    stats.add("concurrency: zero-copy maps checked")
+                    B.release(out)
+                    B.release(made.obj)
+                    break
+
+    with interop.copy_meter() as meter:
+        run_threads(work)
+    B.settle()
+    copies = [r for r in meter.records if r.mapper in {c.name for c, _ in plan}]
+    assert not copies, f"zero-copy mappers copied under concurrency: {copies[:3]}"
+    live, _ = B.live_counts()
+    assert live == live0, f"live allocations {live0} -> {live} after concurrent map/release"
+
+
+def test_copy_meter_counts_every_thread():
+    """A copying route used by 8 threads at once: the meter sees exactly threads x cycles copies."""
+    ok, _ = B.probe_factories()
+    for dst in MemoryType:
+        chain = B.runnable_chain(MemoryType.CPU, dst)
+        if not isinstance(chain, str) and not chain.zero_copy:
+            break
+    else:
+        pytest.skip("no copying route from the CPU can run here yet")
+    a = np.arange(64 * 48, dtype=np.uint8).reshape(64, 48)
+    try:
+        probe = interop.map(a, dst, allow_copy=True)
+    except InteropError as e:
+        pytest.skip(f"CPU -> {dst.name} refuses a plain image: {e}")
+    with interop.copy_meter() as one:
+        B.release(interop.map(a, dst, allow_copy=True))
+    B.release(probe)
+    per = one.copies
+    n = 20
+
+    def work(i: int) -> None:
+        for _ in range(n):
+            B.release(interop.map(a, dst, allow_copy=True))
+
+    with interop.copy_meter() as meter:
+        run_threads(work, collector=False)
+    assert meter.copies == per * n * THREADS and meter.bytes == one.bytes * n * THREADS
+
+
+# ---- inference ----------------------------------------------------------------------------------------------
+
+
+def _relu_model(ov):
+    from openvino import opset13 as ops  # type: ignore[import-not-found]
+
+    x = ops.parameter([1, 3, 8, 8], np.float32, name="x")
+    return ov.Model([ops.relu(x)], [x], "relu")
+
+
+def test_infer_async_from_several_threads():
+    """4 threads x 25 infer_async calls on one Inference: every callback gets its own input's result."""
+    try:
+        B.need_attr("interop.inference", "Inference", "interop/inference.py")
+        ov = B.need_module("openvino", "OpenVINO")
+    except B.Missing as e:
+        pytest.skip(str(e))
+    inf = interop.Inference(_relu_model(ov), "CPU")
+    results: dict[tuple[int, int], np.ndarray] = {}
+    lock = threading.Lock()
+    per = 25
+
+    def cb(outputs, userdata) -> None:
+        (out,) = outputs.values()
+        with lock:
+            results[userdata] = out
+
+    def work(i: int) -> None:
+        for j in range(per):
+            x = np.full((1, 3, 8, 8), float(i * 100 + j) - 50.0, np.float32)
+            x[0, 0, 0, 0] = -1.0
+            inf.infer_async(x, cb, (i, j))
+
+    try:
+        run_threads(work, 4)
+        inf.wait_all(timeout=JOIN_TIMEOUT)
+        assert len(results) == 4 * per
+        for (i, j), out in results.items():
+            want = np.full((1, 3, 8, 8), max(float(i * 100 + j) - 50.0, 0.0), np.float32)
+            want[0, 0, 0, 0] = 0.0
+            np.testing.assert_array_equal(out, want)
+        stats.add("concurrency: async inferences checked", len(results))
+        # infer() from several threads at once on the same Inference
+        got: dict[int, np.ndarray] = {}
+
+        def sync(i: int) -> None:
+            for _ in range(5):
+                out = inf.infer(np.full((1, 3, 8, 8), float(i), np.float32))
+                got[i] = next(iter(out.values()))
+
+        run_threads(sync, 4, collector=False)
+        for i, out in got.items():
+            assert np.all(out == float(i))
+    finally:
+        inf.close()
+
+
+def test_infer_async_callback_error_reraised_by_wait_all():
+    """A callback that raises on OpenVINO's thread does not hang anything: wait_all() re-raises it."""
+    try:
+        B.need_attr("interop.inference", "Inference", "interop/inference.py")
+        ov = B.need_module("openvino", "OpenVINO")
+    except B.Missing as e:
+        pytest.skip(str(e))
+    inf = interop.Inference(_relu_model(ov), "CPU")
+
+    def bad(outputs, userdata) -> None:
+        raise RuntimeError(f"callback {userdata} failed")
+
+    try:
+        for k in range(6):
+            inf.infer_async(np.zeros((1, 3, 8, 8), np.float32), bad, k)
+        with pytest.raises(RuntimeError, match="callback .* failed"):
+            inf.wait_all(timeout=JOIN_TIMEOUT)
+        inf.wait_all(timeout=JOIN_TIMEOUT)  # errors are reported once
+        stats.add("faults: callback exceptions injected", 6)
+    finally:
+        inf.close()
