@@ -51,7 +51,9 @@ def kernels(ctx):
 
 def fill_bytes(ctx, buf, offset: int, n: int, value: int) -> None:
     """Write ``value`` into ``n`` bytes of a buffer at ``offset`` with an OpenCL kernel (the device side)."""
-    k = kernels(ctx).fill
+    import pyopencl as cl
+
+    k = cl.Kernel(kernels(ctx), "fill")
     k(ctx.queue, (n,), None, buf, np.uint64(offset), np.uint8(value))
     ctx.queue.finish()
 

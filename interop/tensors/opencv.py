@@ -121,12 +121,13 @@ class OpenCVTensor(Tensor):
 
     def _view(self, offset: int, info: TensorInfo) -> Tensor:
         arr = view_bytes(self._native.view(np.ndarray), offset, info, writable=self._writable)
-        return OpenCVTensor(cv2().Mat(arr), parent=self, writable=self._writable)
+        return OpenCVTensor(as_mat(arr), parent=self, writable=self._writable)
 
 
 def as_mat(arr: np.ndarray) -> Any:
-    """A cv2.Mat over the same memory as ``arr`` (zero-copy)."""
-    return cv2().Mat(arr)
+    """A cv2.Mat over the same memory as ``arr`` (zero-copy). A 3-D (H, W, C) array is an image of C channels, as
+    OpenCV reads plain numpy arrays (``wrap_channels``), not a 3-D matrix."""
+    return cv2().Mat(arr, wrap_channels=arr.ndim == 3 and arr.shape[2] <= 512)
 
 
 # ---- UMat -----------------------------------------------------------------------------------------------------

@@ -1,0 +1,84 @@
+"""CPU -> OPENCL: USE_HOST_PTR over the array on the CPU device (zero-copy); a counted copy where the device has
+its own memory (simulated here), with a counted write-back for WRITE mappings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import interop
+from interop import AccessMode, MemoryType
+from interop.errors import CopyRequiredError, InvalidTensorError
+from tests.ocl_support import need, opencl_context, read_bytes
+
+cl = need("pyopencl", "pyopencl")
+
+
+def test_zero_copy_on_host_memory_device():
+    ctx = opencl_context()
+    if not ctx.host_shared:
+        pytest.skip("zero-copy needs an OpenCL device that works in host memory (the CPU device)")
+    a = np.zeros((8, 32), np.float32)
+    with pytest.raises(CopyRequiredError):
+        interop.map(a, MemoryType.OPENCL)  # the edge is declared copying (its worst case)
+    with interop.copy_meter() as m:
+        t = interop.map(a, MemoryType.OPENCL, mode=AccessMode.READ_WRITE, allow_copy=True)
+    assert m.copies == 0 and m.bytes == 0
+    from interop.native.opencl_usm import mem_host_ptr
+
+    assert mem_host_ptr(t.cl_mem) == a.ctypes.data  # the buffer is the array
+    k = ctx.build("__kernel void s(__global float* a){ size_t i = get_global_id(0); a[i] = (float)i; }").s
+    k(ctx.queue, (a.size,), None, t.native)
+    ctx.queue.finish()
+    np.testing.assert_array_equal(a.ravel(), np.arange(a.size, dtype=np.float32))  # device write seen by numpy
+    a[0, 0] = -1  # host write seen by the device
+    assert read_bytes(ctx, t.native, 0, 4).view(np.float32)[0] == -1
+    with interop.map(t, MemoryType.CPU) as back:
+        assert back.data_ptr == a.ctypes.data
+
+
+def test_padded_rows_keep_their_pitch():
+    ctx = opencl_context()
+    if not ctx.host_shared:
+        pytest.skip("needs an OpenCL device that works in host memory (the CPU device)")
+    big = np.arange(10 * 24, dtype=np.uint8).reshape(10, 24)
+    view = big[2:8, 4:20]
+    t = interop.map(view, MemoryType.OPENCL, allow_copy=True)
+    assert t.info.strides == (24, 1) and t.native.size == t.info.extent
+    with interop.map(t, MemoryType.CPU) as c:
+        assert c.data_ptr == view.ctypes.data
+        np.testing.assert_array_equal(c.numpy(), view)
+
+
+def test_read_only_array_gives_read_only_buffer():
+    ctx = opencl_context()
+    a = np.ones(16, np.uint8)
+    a.flags.writeable = False
+    t = interop.map(a, MemoryType.OPENCL, allow_copy=True)
+    assert not t.writable and t.native.flags & cl.mem_flags.READ_ONLY
+    with pytest.raises(InvalidTensorError):
+        interop.map(a, MemoryType.OPENCL, mode=AccessMode.WRITE, allow_copy=True)
+    assert ctx is t.context
+
+
+def test_counted_copy_where_device_memory_is_separate(monkeypatch):
+    ctx = opencl_context()
+    from interop.tensors.opencl import OpenCLContext
+
+    monkeypatch.setattr(OpenCLContext, "host_shared", property(lambda self: False))  # a discrete GPU's situation
+    big = np.arange(12 * 40, dtype=np.uint8).reshape(12, 40)
+    a = big[1:11, 5:35]  # padded rows: only the 10 x 30 elements are copied
+    with pytest.raises(CopyRequiredError):
+        interop.map(a, MemoryType.OPENCL, mode=AccessMode.READ_WRITE)
+    with interop.copy_meter() as m:
+        t = interop.map(a, MemoryType.OPENCL, mode=AccessMode.READ_WRITE, allow_copy=True)
+        assert m.copies == 1 and m.bytes == 300
+        from interop.native.opencl_usm import mem_host_ptr
+
+        assert mem_host_ptr(t.cl_mem) is None and t.info.is_contiguous
+        np.testing.assert_array_equal(read_bytes(ctx, t.native, 0, 300).reshape(10, 30), a)
+        k = ctx.build("__kernel void z(__global uchar* a){ a[get_global_id(0)] = 9; }").z
+        k(ctx.queue, (300,), None, t.native)
+        t.release()  # copies back
+    assert m.copies == 2 and m.bytes == 600 and [r.mapper for r in m.records] == ["cpu_to_opencl"] * 2
+    assert (a == 9).all() and big[0].tolist() == list(range(40))
