@@ -1,0 +1,170 @@
+"""Per-frame cost of mapping decoded frames: FFMPEG -> CPU and FFMPEG -> OPENVINO beside raw PyAV.
+
+For 480p (854x480, padded rows), 1080p and 4K, a synthetic H.264 clip is decoded into memory, then every
+frame is handled once by each method, the methods taking turns frame by frame (so machine noise hits them
+alike); the figure is the median per-frame time in microseconds:
+
+  raw views      PyAV plane views the way a user writes them: np.frombuffer(plane).reshape(rows, pitch)[:, :w]
+  raw dlpack     np.from_dlpack(plane) for each plane (read-only, keeps the AVFrame referenced)
+  map cpu        interop.map(frame, MemoryType.CPU).release()         (read-only zero-copy plane views)
+  map openvino   interop.map(frame, MemoryType.OPENVINO).release()    (ov.Tensor over each plane, full pitch)
+  to_ndarray     frame.to_ndarray()            (a copy of the yuv420p planes)
+  to_ndarray rgb frame.to_ndarray(format='rgb24')   (conversion + copy)
+
+Targets (issue 3): map cost flat in frame size (4K / 480p <= 1.5), <= 1.5x raw views, >= 20x cheaper than
+to_ndarray() at 4K.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import Result, median
+
+NAME = "ffmpeg_map"
+
+SIZES = {"480p": (854, 480), "1080p": (1920, 1080), "4K": (3840, 2160)}
+FRAMES = {"480p": (240, 40), "1080p": (180, 40), "4K": (60, 16)}  # full, quick
+
+
+def clip_dir() -> Path:
+    return Path(os.environ.get("INTEROP_BENCH_CLIPS", "/tmp/interop-bench-clips"))
+
+
+def make_clip(path: Path, width: int, height: int, frames: int) -> Path:
+    """A synthetic H.264 clip (a gradient that moves every frame), made with PyAV's libx264, cached."""
+    import av
+    import numpy as np
+
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".part.mp4")
+    x = np.arange(width, dtype=np.uint16)[None, :]
+    y = np.arange(height, dtype=np.uint16)[:, None]
+    with av.open(str(tmp), "w") as out:
+        s = out.add_stream("libx264", rate=30)
+        s.width, s.height, s.pix_fmt = width, height, "yuv420p"
+        s.options = {"preset": "ultrafast"}
+        for i in range(frames):
+            img = np.empty((height, width, 3), np.uint8)
+            img[..., 0] = (x + 4 * i) & 255
+            img[..., 1] = (y + 2 * i) & 255
+            img[..., 2] = ((x + y) >> 2) & 255
+            for pkt in s.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                out.mux(pkt)
+        for pkt in s.encode():
+            out.mux(pkt)
+    tmp.rename(path)
+    return path
+
+
+def decode_all(path: Path, limit: int) -> list[Any]:
+    import av
+
+    with av.open(str(path)) as c:
+        out = []
+        for f in c.decode(video=0):
+            out.append(f)
+            if len(out) == limit:
+                break
+    return out
+
+
+def methods() -> dict[str, Callable[[Any], Any]]:
+    import numpy as np
+
+    import interop
+    from interop import MemoryType
+
+    def raw_views(vf: Any) -> Any:
+        return [np.frombuffer(p, np.uint8).reshape(p.height, p.line_size)[:, : p.width] for p in vf.planes]
+
+    def raw_dlpack(vf: Any) -> Any:
+        return [np.from_dlpack(p) for p in vf.planes]
+
+    def map_cpu(vf: Any) -> None:
+        interop.map(vf, MemoryType.CPU).release()
+
+    def map_openvino(vf: Any) -> None:
+        interop.map(vf, MemoryType.OPENVINO).release()
+
+    return {"raw views": raw_views, "raw dlpack": raw_dlpack, "map cpu": map_cpu, "map openvino": map_openvino}
+
+
+def copies() -> dict[str, Callable[[Any], Any]]:
+    return {"to_ndarray": lambda vf: vf.to_ndarray(), "to_ndarray rgb": lambda vf: vf.to_ndarray(format="rgb24")}
+
+
+def measure(frames: list[Any], fns: dict[str, Callable[[Any], Any]]) -> dict[str, float]:
+    """Median microseconds per frame of each method; each frame goes through each method once, in turns."""
+    names = list(fns)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    clock = time.perf_counter_ns
+    for i, vf in enumerate(frames):
+        k = i % len(names)
+        for n in names[k:] + names[:k]:  # rotate who goes first
+            fn = fns[n]
+            t0 = clock()
+            out = fn(vf)
+            t1 = clock()
+            del out
+            times[n].append((t1 - t0) / 1000)
+    return {n: median(v) for n, v in times.items()}
+
+
+def run(quick: bool = False) -> list[Result]:
+    import av
+
+    import interop
+    from interop import MemoryType
+
+    # first use imports the frameworks; not part of the per-frame figures
+    for to in (MemoryType.CPU, MemoryType.OPENVINO):
+        interop.map(av.VideoFrame(64, 64, "yuv420p"), to).release()
+    results: list[Result] = []
+    table: dict[str, dict[str, float]] = {}
+    for label, (w, h) in SIZES.items():
+        n = FRAMES[label][1 if quick else 0]
+        path = make_clip(clip_dir() / f"map_{w}x{h}_{n}.mp4", w, h, n)
+        frames = decode_all(path, n)
+        for vf in frames[:3]:  # warm the per-format layout cache for this size
+            for fn in methods().values():
+                fn(vf)
+        gc.collect()
+        gc.disable()  # a collection inside one timed call would be noise, not cost
+        try:
+            row = measure(frames, methods())
+            row.update(measure(frames, copies()))
+        finally:
+            gc.enable()
+        pitch = frames[0].planes[0].line_size
+        del frames
+        gc.collect()
+        table[label] = row
+        for case, us in row.items():
+            results.append(Result(NAME, f"{label} {case}", round(us, 2), "us/frame",
+                                  {"frames": n, "width": w, "height": h, "y_pitch": pitch}))
+    results.extend(ratios(table))
+    return results
+
+
+def ratios(table: dict[str, dict[str, float]]) -> list[Result]:
+    out = []
+    for m in ("map cpu", "map openvino"):
+        growth = table["4K"][m] / table["480p"][m]
+        out.append(Result(NAME, f"{m}: 4K / 480p", round(growth, 2), "x", {"target": "<= 1.5", "met": growth <= 1.5}))
+        for label in SIZES:
+            r = table[label][m] / table[label]["raw views"]
+            out.append(Result(NAME, f"{m}: {label} / raw views", round(r, 2), "x", {"target": "<= 1.5", "met": r <= 1.5}))
+            d = table[label][m] / table[label]["raw dlpack"]
+            out.append(Result(NAME, f"{m}: {label} / raw dlpack", round(d, 2), "x", {"target": "(info)"}))
+        speed = table["4K"]["to_ndarray"] / table["4K"][m]
+        out.append(Result(NAME, f"{m}: to_ndarray() at 4K / map", round(speed, 1), "x",
+                          {"target": ">= 20", "met": speed >= 20}))
+    return out
