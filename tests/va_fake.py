@@ -44,12 +44,11 @@ def build() -> str | None:
 
 
 class FakeVA:
-    """A running Xvfb and the environment that makes libva load the fake driver."""
+    """A running Xvfb; ``open()`` gives a VA display on it whose driver is the fake."""
 
     def __init__(self) -> None:
         self.proc: subprocess.Popen[bytes] | None = None
         self.display = ""
-        self._env: dict[str, str | None] = {}
         self._opened: list[Any] = []
 
     def start(self) -> None:
@@ -70,22 +69,12 @@ class FakeVA:
             self.stop()
             raise RuntimeError("Xvfb did not report a display number")
         self.display = f":{num}"
-        for k, v in (("LIBVA_DRIVER_NAME", DRIVER_NAME), ("LIBVA_DRIVERS_PATH", str(BUILD)),
-                     ("LIBVA_MESSAGING_LEVEL", "0")):
-            self._env[k] = os.environ.get(k)
-            os.environ[k] = v
 
     def stop(self) -> None:
         # every display goes before the X server: Xlib exits the process on a lost connection
         for d in self._opened:
             d.close()
         self._opened.clear()
-        for k, v in self._env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        self._env.clear()
         if self.proc is not None:
             self.proc.terminate()
             try:
@@ -97,7 +86,18 @@ class FakeVA:
     def open(self) -> Any:
         from interop.native import libva
 
-        d = libva.Display.open_x11(self.display)
+        # libva reads these in vaInitialize only: set them around it, so a hardware test in the same run gets
+        # the machine's real driver
+        saved = {k: os.environ.get(k) for k in ("LIBVA_DRIVER_NAME", "LIBVA_DRIVERS_PATH", "LIBVA_MESSAGING_LEVEL")}
+        os.environ.update(LIBVA_DRIVER_NAME=DRIVER_NAME, LIBVA_DRIVERS_PATH=str(BUILD), LIBVA_MESSAGING_LEVEL="0")
+        try:
+            d = libva.Display.open_x11(self.display)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
         self._opened.append(d)
         return d
 
