@@ -28,6 +28,11 @@ class OpenCVUMatToOpenCL(MemoryMapper):
             raise ContextMismatchError(
                 f"the UMat lives in OpenCV's cl_context {getattr(ucx, 'cl_context', 0):#x}, the output context is {ctx!r}: "
                 f"a cl_mem cannot cross contexts; map to the default OpenCL context (OpenCV's own)")
+        from ..tensors.opencv import cv2
+
+        c = cv2()
+        if int(c.UMat.queue()) != ctx.queue.int_ptr:  # OpenCV queued this thread's work elsewhere: let it finish
+            c.ocl.finish()
         # handle() with write access tells OpenCV its host copy is stale, so OpenCL writes are seen by OpenCV.
         buf = cl().Buffer.from_int_ptr(t.cl_mem_for(mode.writes), retain=True)
         return OpenCLTensor(buf, t.info, offset=t.offset, context=ctx, parent=t, writable=t.writable)
