@@ -80,7 +80,12 @@ class RemoteTensorDouble:
 
 
 class RemoteContextDouble:
-    def __init__(self, l0_context: int = 0x5A5A0000):
+    _next = 0x5A5A0000
+
+    def __init__(self, l0_context: int | None = None):
+        if l0_context is None:  # each double its own plugin context unless told otherwise
+            RemoteContextDouble._next += 0x1000
+            l0_context = RemoteContextDouble._next
         self.l0_context = int(l0_context)
         self.calls: list[tuple[Any, list[int], dict[str, Any]]] = []
         self.tensors: list[RemoteTensorDouble] = []

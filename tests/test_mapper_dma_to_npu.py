@@ -4,8 +4,6 @@ with the fake Level Zero driver) the import of offset planes into the plugin's o
 
 from __future__ import annotations
 
-import mmap
-
 import numpy as np
 import pytest
 
@@ -28,7 +26,7 @@ def _frame(fmt: FrameFormat, w: int = 60, h: int = 40):  # type: ignore[no-untyp
     return f
 
 
-def _npu(strategy: str = "auto", l0: int = 0x5A5A0000):  # type: ignore[no-untyped-def]
+def _npu(strategy: str = "auto", l0: int | None = None):  # type: ignore[no-untyped-def]
     from interop.tensors.npu import NPUContext
 
     rc = RemoteContextDouble(l0)

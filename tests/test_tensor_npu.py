@@ -59,7 +59,7 @@ def test_context_checks() -> None:
             return {}
 
     with pytest.raises(interop.BackendUnavailableError, match="L0_CONTEXT"):
-        NPUContext(NoL0()).ze_context
+        _ = NPUContext(NoL0()).ze_context
 
 
 def test_doctor_rows_say_why_not() -> None:

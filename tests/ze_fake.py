@@ -37,7 +37,7 @@ def _loader_present() -> bool:
         or bool(ctypes.util.find_library("ze_loader"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def missing() -> str | None:
     """Why the fake cannot run here (naming the Debian packages), or None. Builds it when it can."""
     if not FAKE_DRIVER.exists():

@@ -42,13 +42,16 @@ class DMAToUSM(MemoryMapper):
         ctx = self._context()
         return f.derive(self._import(f.tensors, ctx), context=ctx)
 
-    def _import(self, planes: list[Tensor], ctx) -> list[Tensor]:  # type: ignore[no-untyped-def]
+    def _import(self, tensors: list[Tensor], ctx) -> list[Tensor]:  # type: ignore[no-untyped-def]
         from ..tensors.dma import DMATensor
         from ..tensors.level_zero import SharedRelease, usm_tensor
 
-        for t in planes:
+        planes: list[DMATensor] = []
+        for t in tensors:
             if not isinstance(t, DMATensor):
                 raise InvalidTensorError(f"{self.name} maps DMATensors, got {type(t).__name__}")
+            planes.append(t)
+        for t in planes:
             if t.drm_modifier not in (nd.DRM_FORMAT_MOD_LINEAR, nd.DRM_FORMAT_MOD_INVALID):
                 raise InvalidTensorError(
                     f"DRM modifier {t.drm_modifier:#018x} is a tiled layout; a USM pointer is linear memory: ask the "

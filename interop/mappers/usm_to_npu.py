@@ -36,12 +36,14 @@ class USMToNPU(MemoryMapper):
     def _map(self, planes: list[Tensor], *, image: bool) -> list[Tensor]:
         from ..tensors.level_zero import level_zero_context_of, usm_address
         from ..tensors.npu import _host_tensor, device_layout, npu_planes
+        from ..tensors.usm import USMTensor
 
         ctx = npu_output_context(self)
         lz = [level_zero_context_of(t, self.name) for t in planes]
         if all(c.ze_context == ctx.ze_context for c in lz):
-            out = []
+            out: list[Tensor] = []
             for t in planes:
+                assert isinstance(t, USMTensor)
                 shape, span = device_layout(t.info, image)
                 if t.offset + span > t.native.size:
                     raise InvalidTensorError(f"the plane's padded rows ({span} bytes at offset {t.offset}) run past its "

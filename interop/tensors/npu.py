@@ -113,9 +113,9 @@ class NPUContext(Context):
     def key(self) -> Any:
         """The plugin's Level Zero context (two wrappers of one plugin context are the same scope)."""
         try:
-            return ("npu", self.ze_context)
+            return ("npu", self.ze_context, self.strategy)
         except Exception:  # a context without L0_CONTEXT: only itself
-            return ("npu", id(self._native))
+            return ("npu", id(self._native), self.strategy)
 
     def __repr__(self) -> str:
         return f"<NPUContext {self._native!r} strategy={self.strategy}>"
@@ -195,8 +195,8 @@ class _Imports:
 def npu_planes(planes: list[Tensor], ctx: NPUContext, *, image: bool, parents: list[Any] | None = None) -> list[NPUTensor]:
     """NPU tensors over DMA planes (``parents`` overrides each output's parent, e.g. the USM tensor a DMA
     plane was exported from). Zero-copy: the plugin reads the planes' own memory."""
-    from ..tensors.dma import DMATensor
     from ..native import dmabuf as nd
+    from ..tensors.dma import DMATensor
 
     imports = _Imports(ctx)
     out: list[NPUTensor] = []

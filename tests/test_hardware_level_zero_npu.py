@@ -1,0 +1,96 @@
+"""Tier C: the real Level Zero driver and the real NPU. Collected everywhere, run by themselves where the device
+exists (conftest skips naming the missing device). Frames are written by the CPU into DMA buffers (an upload:
+a counted copy in the producer, not in the route) and then go DMA -> NPU / USM without a copy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import interop
+from interop import AccessMode, FrameFormat, MemoryType
+
+
+def _dma_frame(w: int = 320, h: int = 240):  # type: ignore[no-untyped-def]
+    from interop.tensors.dma import DMAContext
+
+    ctx = DMAContext()
+    if not ctx.is_dmabuf:
+        pytest.skip("needs a dma-buf heap (/dev/dma_heap/system) or /dev/udmabuf: a device cannot import a memfd")
+    f = ctx.alloc_frame(FrameFormat.NV12, w, h)
+    rng = np.random.default_rng(1)
+    with interop.map(f, MemoryType.CPU, mode=AccessMode.WRITE) as c:
+        for p in c:
+            a = np.asarray(p)
+            a[:] = rng.integers(0, 256, a.shape, dtype=np.uint8)
+    return f
+
+
+@pytest.mark.hardware("level_zero")
+def test_real_driver_export_import_round_trip() -> None:
+    from interop.native import level_zero as ze
+    from interop.tensors.level_zero import LevelZeroContext
+
+    a = LevelZeroContext.create(import_as="host")
+    b = LevelZeroContext.create(import_as="host")
+    t = a.alloc_tensor(interop.TensorInfo((64, 64), np.uint8), "host")
+    np.asarray(t)[:] = 123
+    back = interop.map(interop.map(t, MemoryType.DMA), b)
+    assert ze.alloc_properties(b.native, back.pointer).type == "host"
+    assert (np.asarray(back) == 123).all()
+    np.asarray(back)[0, 0] = 7
+    assert np.asarray(t)[0, 0] == 7
+
+
+@pytest.mark.hardware("level_zero")
+def test_real_driver_imports_a_dma_frame() -> None:
+    from interop.tensors.level_zero import LevelZeroContext
+
+    f = _dma_frame()
+    u = interop.map(f, LevelZeroContext.create(import_as="host"))
+    with interop.map(f, MemoryType.CPU) as c:
+        for a, b in zip(c, u):
+            assert np.array_equal(np.asarray(a), np.asarray(b))
+
+
+def _model(h: int, pitch: int):  # type: ignore[no-untyped-def]
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    y = ops.parameter([1, h, pitch, 1], ov.Type.u8, name="y")
+    uv = ops.parameter([1, h // 2, pitch // 2, 2], ov.Type.u8, name="uv")
+    ym = ops.reduce_mean(ops.convert(y, ov.Type.f32), [2, 3], keep_dims=False)  # per-row means
+    uvm = ops.reduce_mean(ops.convert(uv, ov.Type.f32), [2, 3], keep_dims=False)
+    return ov.Model([ops.concat([ym, uvm], 1)], [y, uv])
+
+
+@pytest.mark.hardware("npu")
+def test_npu_infers_on_the_frame_memory_like_the_cpu() -> None:
+    import openvino as ov
+
+    from interop.tensors.npu import NPUContext
+    from interop.tensors.openvino import get_core
+
+    f = _dma_frame()
+    core = get_core()
+    pitch = f[0].pitch
+    model = _model(f.height, pitch)
+    npu_ctx = NPUContext.create(core)
+    with interop.copy_meter() as m:
+        n = interop.map(f, npu_ctx)
+    assert m.copies == 0
+    req = core.compile_model(model, "NPU").create_infer_request()
+    req.set_tensor("y", n[0].native)  # the way Inference feeds NPU planes
+    req.set_tensor("uv", n[1].native)
+    req.infer()
+    got = req.get_output_tensor(0).data.copy()
+    cpu = core.compile_model(model, "CPU").create_infer_request()
+    with interop.map(f, MemoryType.CPU) as c:  # the reference reads the same bytes at full pitch
+        for name, p in zip(("y", "uv"), c):
+            a = np.asarray(p)
+            rows = np.lib.stride_tricks.as_strided(a, (a.shape[0], pitch), (pitch, 1))
+            cpu.set_tensor(name, ov.Tensor(np.ascontiguousarray(rows).reshape(req.get_tensor(name).shape)))
+        cpu.infer()
+    want = cpu.get_output_tensor(0).data
+    assert np.allclose(got, want, atol=0.5), float(np.abs(got - want).max())
+    assert isinstance(n[0].native, (ov.RemoteTensor, ov.Tensor))
