@@ -182,6 +182,18 @@ def test_fast_constructors_match_the_public_ones() -> None:
     quick = trusted_frame(ts, FrameFormat.GRAY8, 4, 4, context=None, native=None, colorspace=None,
                           color_range=None, pts=None, time_base=None, metadata=None, parent=None)
     assert vars(normal).keys() == vars(quick).keys()
+    mapped = interop.map(av.VideoFrame(16, 16, "gray"), MemoryType.CPU)  # CPU views built inline by the mapper
+    assert set(vars(mapped[0])) == set(vars(CPUTensor(arr))) and isinstance(mapped[0], CPUTensor)
+    assert vars(mapped).keys() == vars(normal).keys()
+
+
+def test_openvino_planes_match_the_public_constructor() -> None:
+    pytest.importorskip("openvino", reason="needs OpenVINO")
+    from interop.tensors.openvino import OpenVINOTensor
+
+    mapped = interop.map(av.VideoFrame(16, 16, "gray"), MemoryType.OPENVINO)[0]
+    public = OpenVINOTensor.from_numpy(np.zeros((1, 16, 16, 1), np.uint8), parent=None)
+    assert set(vars(mapped)) == set(vars(public))
 
 
 def test_doctor_reports_ffmpeg() -> None:

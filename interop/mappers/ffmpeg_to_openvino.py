@@ -19,29 +19,31 @@ from ..frame import Frame
 from ..info import TensorInfo, plane_layout
 from ..mapper import register
 from ..tensor import Tensor
-from ..tensors._fastpath import FastMapper, derive_frame
+from ..tensors._fastpath import FastMapper, _new, derive_frame
 from ..tensors.ffmpeg import FFmpegTensor, is_video_frame, refuse_hardware, wrap_video_frame, writable_frame
 from ..tensors.openvino import OpenVINOContext, OpenVINOTensor, default_context, ov_module
 from ..types import AccessMode, MemoryType
 
-_infos: dict[tuple[Any, ...], TensorInfo] = {}
+_infos: dict[int, tuple[TensorInfo, TensorInfo | None]] = {}
 
 
 def full_pitch_info(info: TensorInfo) -> TensorInfo | None:
     """(1, rows, pitch_elems, C) C-contiguous covering every row at full pitch, or None when the pitch is not a
     whole number of pixels (e.g. an RGB plane whose pitch is not a multiple of 3)."""
-    key = (info.shape, info.dtype, info.strides)
-    out = _infos.get(key)
-    if out is None:
-        shape, strides = info.shape, info.strides
-        channels = shape[2] if len(shape) == 3 else 1
-        pixel = channels * info.itemsize
-        pitch = strides[0]
-        inner_ok = strides[1:] == ((pixel, info.itemsize) if len(shape) == 3 else (info.itemsize,))
-        if len(shape) not in (2, 3) or not inner_ok or pitch % pixel:
-            return None
+    hit = _infos.get(id(info))  # TensorInfos are interned: one entry per plane layout of the stream
+    if hit is not None and hit[0] is info:
+        return hit[1]
+    shape, strides = info.shape, info.strides
+    channels = shape[2] if len(shape) == 3 else 1
+    pixel = channels * info.itemsize
+    pitch = strides[0]
+    inner_ok = strides[1:] == ((pixel, info.itemsize) if len(shape) == 3 else (info.itemsize,))
+    out = None
+    if len(shape) in (2, 3) and inner_ok and pitch % pixel == 0:
         out = TensorInfo((1, shape[0], pitch // pixel, channels), info.dtype)
-        _infos[key] = out
+    if len(_infos) > 1024:
+        _infos.clear()
+    _infos[id(info)] = (info, out)
     return out
 
 
@@ -79,22 +81,30 @@ class FFmpegToOpenVINO(FastMapper):
     def _plane(self, t: Tensor, mode: AccessMode, allow_copy: bool, ctx: OpenVINOContext, ov: Any) -> OpenVINOTensor:
         if not isinstance(t, FFmpegTensor):
             raise InvalidTensorError(f"{self.name} maps FFmpegTensors, not {type(t).__name__}")
-        if t.is_hardware:
+        t._check()
+        if t._hardware:
             raise refuse_hardware("this frame", "OpenVINO host tensors")
         info = t._info
         full = full_pitch_info(info)
         plane = t._native
-        if full is not None and t._offset + full.nbytes <= plane.buffer_size:
+        offset = t._offset
+        if full is not None and offset + full.nbytes <= plane.buffer_size:
             # private writeable alias of the whole plane: OpenVINO needs one, and never writes its inputs
-            arr = np.ndarray(full.shape, full.dtype, buffer=plane, offset=t._offset)
-            return OpenVINOTensor._trusted(ov.Tensor(arr, shared_memory=True), full, plane.buffer_ptr + t._offset,
-                                           arr, ctx, t, t.writable)
+            arr = ndarray(full.shape, full.dtype, buffer=plane, offset=offset)
+            o: Any = _new(OpenVINOTensor)  # OpenVINOTensor._trusted, inlined: it runs for every plane of every frame
+            o._native, o._info, o._context, o._parent, o._writable = ov.Tensor(arr, True), full, ctx, t, t._writable
+            o._released, o._finalizer, o._hooks = False, None, None
+            o._remote, o._addr, o._array = False, None, arr
+            return o  # type: ignore[no-any-return]
         self.copying(info.nbytes, allow_copy,
                      f"a plane with pitch {info.strides[0]} bytes is not a whole number of pixels, or its last row's "
                      f"padding lies outside the buffer, so OpenVINO cannot share it")
         arr = np.ascontiguousarray(t.as_array(info, False))
         return OpenVINOTensor.from_numpy(arr.reshape((1,) + arr.shape + ((1,) if arr.ndim == 2 else ())),
                                          parent=t, context=ctx, writable=True)
+
+
+ndarray = np.ndarray
 
 
 def plane_shapes(f: Frame) -> list[tuple[int, ...]]:

@@ -29,10 +29,20 @@ T = TypeVar("T", bound=Tensor)
 
 
 def trusted(cls: type[T], native: Any, info: TensorInfo, context: Context | None, parent: Any, writable: bool) -> T:
-    """An instance of ``cls`` initialised by ``Tensor.__init__`` only (``info`` already validated and interned)."""
-    t = cls.__new__(cls)
-    Tensor.__init__(t, native, info, context=context, parent=parent, writable=writable)
-    return t
+    """An instance of ``cls`` in the state ``Tensor.__init__`` gives (``info`` already validated and interned)."""
+    t: Any = _new(cls)
+    t._native = native
+    t._info = info
+    t._context = context
+    t._parent = parent
+    t._writable = writable
+    t._released = False
+    t._finalizer = None  # made by the first on_release(), as Tensor does
+    t._hooks = None
+    return t  # type: ignore[no-any-return]
+
+
+_new = object.__new__
 
 
 class CPUView(CPUTensor):
@@ -44,7 +54,9 @@ class CPUView(CPUTensor):
 
     @classmethod
     def of(cls, array: np.ndarray, info: TensorInfo, parent: Any, writable: bool, address: int | None = None) -> CPUView:
-        return cls(array, info, parent, writable, address)
+        t = trusted(cls, array, info, CPU_CONTEXT, parent, writable)
+        t._addr = address
+        return t
 
 
 def trusted_frame(tensors: list[Tensor], format: Any, width: int, height: int, *, context: Context | None,

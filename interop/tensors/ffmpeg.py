@@ -23,7 +23,7 @@ from ..frame import Frame
 from ..info import TensorInfo, contiguous_strides, plane_layout
 from ..tensor import Tensor
 from ..types import ColorRange, ColorSpace, FrameFormat, MemoryType
-from ._fastpath import trusted, trusted_frame
+from ._fastpath import _new, trusted, trusted_frame
 
 # FFmpeg pixel format name -> (FrameFormat, range implied by the format or None)
 PIXEL_FORMATS: dict[str, tuple[FrameFormat, ColorRange | None]] = {
@@ -262,8 +262,13 @@ def wrap_video_frame(vf: Any, *, writable: bool = False, parent: Any = None) -> 
     lay = _layout(fmt_name, width, height, tuple([p.line_size for p in planes]), planes)
     owner = vf if parent is None else parent
     writable = bool(writable)
-    tensors = [FFmpegTensor._trusted(p, info, 0, hardware, ctx, owner, writable, vf, i)
-               for i, (p, info) in enumerate(zip(planes, lay.infos))]
+    tensors = []
+    for i, (p, info) in enumerate(zip(planes, lay.infos)):
+        t: Any = _new(FFmpegTensor)  # FFmpegTensor._trusted, inlined: this runs for every plane of every frame
+        t._native, t._info, t._context, t._parent, t._writable = p, info, ctx, owner, writable
+        t._released, t._finalizer, t._hooks = False, None, None
+        t._offset, t._hardware, t._frame, t._index = 0, hardware, vf, i
+        tensors.append(t)
     rng = lay.implied_range or _RANGES.get(vf.color_range)
     tb = vf.time_base
     if tb is not None and type(tb) is not Fraction:

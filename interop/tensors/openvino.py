@@ -26,9 +26,15 @@ _core: Any = None
 _core_lock = threading.Lock()
 
 
+_ov: Any = None
+
+
 def ov_module() -> Any:
     """``import openvino`` with the standard BackendUnavailableError when it is missing."""
-    return require("openvino", "OpenVINO", "openvino")
+    global _ov
+    if _ov is None:
+        _ov = require("openvino", "OpenVINO", "openvino")
+    return _ov
 
 
 def get_core() -> Any:
@@ -112,7 +118,7 @@ class OpenVINOTensor(Tensor):
         self._array: np.ndarray | None = None
 
     @classmethod
-    def _trusted(cls, ov_tensor: Any, info: TensorInfo, address: int, array: np.ndarray, context: Context,
+    def _trusted(cls, ov_tensor: Any, info: TensorInfo, address: int | None, array: np.ndarray, context: Context,
                  parent: Any, writable: bool) -> OpenVINOTensor:
         t = trusted(cls, ov_tensor, info, context, parent, writable)
         t._remote = False
