@@ -86,14 +86,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import av
     import numpy as np
     import torch
-    from av.codec.hwaccel import HWAccel
+
+    from interop.mappers.ffmpeg_to_cuda import open_nvdec
 
     video = Path(a.video) if a.video else make_clip(Path(tempfile.gettempdir()) / "interop_cuda_infer.mp4")
     model = make_model()
     n, diff, t0 = 0, None, None
     counts = np.zeros(10, np.int64)
     with interop.copy_meter() as meter, torch.inference_mode(), \
-            av.open(str(video), hwaccel=HWAccel("cuda", allow_software_fallback=False, is_hw_owned=True)) as c:
+            open_nvdec(str(video), frame_threads=True) as c:
         for vf in c.decode(video=0):
             f = interop.map(vf, MemoryType.CUDA)  # zero-copy: CUDA planes over the decoder's surface
             y, uv = torch.from_dlpack(f[0]), torch.from_dlpack(f[1])

@@ -54,5 +54,16 @@ class FakeDriver:
     def host_free(self, ptr: int) -> None:
         self.calls.append(("host_free", ptr))
 
+    primary = (0, False)  # (flags, active) of the primary context
+
+    def primary_state(self, device: int) -> tuple[int, bool]:
+        return self.primary
+
+    def push(self, device: int) -> None:
+        self.calls.append(("push", device))
+
+    def pop(self) -> None:
+        self.calls.append(("pop",))
+
     def count(self, name: str) -> int:
         return sum(1 for c in self.calls if c[0] == name)

@@ -29,7 +29,6 @@ def make_clip(path: Path, codec: str = "libx264", width: int = 256, height: int 
 
 def nvdec(path: Path):
     """An input container decoding on NVDEC with frames kept on the GPU."""
-    import av
-    from av.codec.hwaccel import HWAccel
+    from interop.mappers.ffmpeg_to_cuda import open_nvdec
 
-    return av.open(str(path), hwaccel=HWAccel("cuda", allow_software_fallback=False, is_hw_owned=True))
+    return open_nvdec(str(path))

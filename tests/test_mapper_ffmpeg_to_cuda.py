@@ -176,3 +176,31 @@ def test_cuda_infer_example_runs_without_copies(clip):
     spec.loader.exec_module(mod)
     out = mod.main([str(clip), "--frames", "25", "--check", "--size", "64"])
     assert out["frames"] == 25 and out["copies"] == 0 and out["check_mean_abs_diff"] < 3.0
+
+
+@pytest.mark.parametrize("primary, options", [((0, False), {"primary_ctx": "1"}), ((4, True), {"primary_ctx": "1"}),
+                                              ((0, True), {"primary_ctx": "0", "current_ctx": "1"})])
+def test_open_nvdec_copes_with_a_primary_context_made_by_torch(monkeypatch, primary, options):
+    av = pytest.importorskip("av")
+    from interop.mappers.ffmpeg_to_cuda import open_nvdec
+    from tests.cuda_fakes import FakeDriver
+
+    d = FakeDriver()
+    d.primary = primary
+    old = cn._driver
+    cn.set_driver(d)
+    seen = {}
+
+    def fake_open(file, hwaccel=None, **kw):
+        seen["options"], seen["owned"] = dict(hwaccel.options), hwaccel.is_hw_owned
+        seen["pushed"] = d.count("push") - d.count("pop")
+        return SimpleNamespace(streams=SimpleNamespace(video=[SimpleNamespace(thread_type="SLICE")]))
+
+    monkeypatch.setattr(av, "open", fake_open)
+    try:
+        c = open_nvdec("clip.mp4", frame_threads=True)
+    finally:
+        cn.set_driver(old)
+    assert seen["options"] == options and seen["owned"] is True
+    assert seen["pushed"] == (1 if "current_ctx" in options else 0) and d.count("push") == d.count("pop")
+    assert c.streams.video[0].thread_type == "AUTO"

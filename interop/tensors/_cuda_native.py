@@ -204,7 +204,8 @@ class Driver:
         for name in ("cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2",
                      "cuEventCreate", "cuEventRecord", "cuStreamWaitEvent", "cuEventSynchronize",
                      "cuStreamSynchronize", "cuMemcpy2DAsync_v2", "cuMemHostAlloc", "cuMemFreeHost",
-                     "cuDeviceGetCount", "cuDeviceGetName", "cuDriverGetVersion", "cuPointerGetAttribute"):
+                     "cuDeviceGetCount", "cuDeviceGetName", "cuDriverGetVersion", "cuPointerGetAttribute",
+                     "cuDevicePrimaryCtxGetState"):
             getattr(lib, name).restype = c_int
         self._check(lib.cuInit(0), "cuInit")
         self._ctx: dict[int, c_void_p] = {}
@@ -227,6 +228,15 @@ class Driver:
                 self._check(self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
                 self._ctx[device] = ctx
         return ctx
+
+    def primary_state(self, device: int) -> tuple[int, bool]:
+        """(flags, active) of the device's primary context."""
+        dev = c_int()
+        self._check(self.lib.cuDeviceGet(ctypes.byref(dev), c_int(device)), "cuDeviceGet")
+        flags, active = ctypes.c_uint(), c_int()
+        self._check(self.lib.cuDevicePrimaryCtxGetState(dev, ctypes.byref(flags), ctypes.byref(active)),
+                    "cuDevicePrimaryCtxGetState")
+        return int(flags.value), bool(active.value)
 
     def push(self, device: int) -> None:
         self._check(self.lib.cuCtxPushCurrent_v2(self.context(device)), "cuCtxPushCurrent")
