@@ -179,4 +179,31 @@ def test_missing_loader_is_backend_unavailable() -> None:
     assert "unavailable" in out.stdout and "libze1" in out.stdout
 
 
+
+@ze_fake.isolated
+def case_first_zeinit_wins_so_init_early_keeps_the_npu() -> None:
+    """Loader 1.8 keeps the first zeInit's outcome for the process. dpctl's Level Zero adapter initialises with
+    GPU_ONLY, which an NPU driver (and our fake NPU) refuses; init_early() before dpctl keeps the driver."""
+    pytest.importorskip("dpctl", reason="needs dpctl (pip install 'interop[sycl]')")
+    from interop.native import level_zero as ze
+
+    assert ze.init_early()
+    from interop.tensors.usm import _default_context
+
+    _default_context()  # dpctl initialises its platforms (Level Zero GPU_ONLY among them)
+    ze._init_results.clear()
+    assert len(ze.drivers()) == 1  # still there
+
+
+@ze_fake.isolated
+def case_gpu_only_first_loses_the_npu() -> None:
+    """The other order, through the loader directly: zeInit(GPU_ONLY) first, then zeInit(0) fails too."""
+    from interop.native import level_zero as ze
+
+    lib = ze.loader()
+    assert lib.zeInit(ze.ZE_INIT_FLAG_GPU_ONLY) == ze.ZE_RESULT_ERROR_UNINITIALIZED
+    assert lib.zeInit(0) == ze.ZE_RESULT_ERROR_UNINITIALIZED
+    assert not ze.init_early()
+
+
 globals().update(ze_fake.tests_for(globals()))

@@ -72,19 +72,27 @@ def _run_module(path: str, names: list[str]) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
+def isolated(fn: Callable[[], None]) -> Callable[[], None]:
+    """Run this case in a child process of its own (it leaves the loader in a state others must not see)."""
+    fn._ze_isolated = True  # type: ignore[attr-defined]
+    return fn
+
+
 def tests_for(namespace: dict[str, Any]) -> dict[str, Callable[[], None]]:
-    """``test_<x>`` functions for the module's ``case_<x>`` functions."""
+    """``test_<x>`` functions for the module's ``case_<x>`` functions (call it at the end of the module)."""
     path = namespace["__file__"]
     names = sorted(n for n, f in namespace.items() if n.startswith("case_") and callable(f))
+    shared = [n for n in names if not getattr(namespace[n], "_ze_isolated", False)]
     out = {}
     for name in names:
         def test(name: str = name) -> None:
             why = missing()
             if why:
                 pytest.skip(why)
-            if path not in _results:
-                _results[path] = _run_module(path, names)
-            res = _results[path].get(name, {"status": "error", "detail": "the child did not run this case"})
+            key = path if name in shared else f"{path}::{name}"
+            if key not in _results:
+                _results[key] = _run_module(path, shared if name in shared else [name])
+            res = _results[key].get(name, {"status": "error", "detail": "the child did not run this case"})
             if res["status"] == "skip":
                 pytest.skip(res["detail"])
             if res["status"] != "ok":

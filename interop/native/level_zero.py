@@ -245,6 +245,22 @@ def init(flags: int = 0) -> None:
     _check("zeInit", r)
 
 
+def init_early() -> bool:
+    """zeInit(0) now, if the loader is installed; True when a driver answered. Never raises.
+
+    The loader keeps the outcome of the first zeInit of the process (loader 1.8: every later zeInit returns
+    it). dpctl/SYCL's Level Zero adapter initialises with ZE_INIT_FLAG_GPU_ONLY, which an NPU driver refuses,
+    so on a machine whose only Level Zero device is an NPU, initialising SYCL first leaves Level Zero (ours and
+    OpenVINO's NPU plugin's) without a driver for the rest of the process. Calling this before dpctl is
+    initialised keeps every driver.
+    """
+    try:
+        init(0)
+        return True
+    except InteropError:
+        return False
+
+
 def _enumerate(call: str, fn: Any, *prefix: Any) -> list[int]:
     n = ctypes.c_uint32(0)
     _check(call, fn(*prefix, ctypes.byref(n), None))

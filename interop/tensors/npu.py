@@ -293,4 +293,14 @@ def _probe() -> list[BackendReport]:
     return rows
 
 
+def _pin_level_zero() -> list[BackendReport]:
+    # Runs before the SYCL probe (40), which initialises Level Zero with GPU_ONLY through dpctl: see
+    # native.level_zero.init_early. It adds no row.
+    from ..native import level_zero as ze
+
+    ze.init_early()
+    return []
+
+
+register_probe(35, _pin_level_zero)
 register_probe(70, _probe)

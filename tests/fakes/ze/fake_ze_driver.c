@@ -6,7 +6,7 @@
  * device's is not); importing a DMA-BUF fd maps that fd (the driver does not take ownership of it, as
  * DRM PRIME import does not); exporting dups the allocation's memfd (the caller owns the new fd).
  * Every other entry of every DDI table returns ZE_RESULT_ERROR_UNSUPPORTED_FEATURE.
- * FAKE_ZE_DEVICE_TYPE=gpu|vpu picks the device type (default vpu, an NPU's type).
+ * FAKE_ZE_DEVICE_TYPE=gpu|vpu picks the device type (default vpu, an NPU's type); FAKE_ZE_TRACE=1 logs zeInit calls.
  */
 #define _GNU_SOURCE
 #include <level_zero/ze_api.h>
@@ -66,6 +66,7 @@ static int context_valid(ze_context_handle_t h) {
 static ze_result_t fake_init(ze_init_flags_t flags) {
     const char *type = getenv("FAKE_ZE_DEVICE_TYPE");
     int gpu = type && strcmp(type, "gpu") == 0;
+    if (getenv("FAKE_ZE_TRACE")) fprintf(stderr, "fake_ze: zeInit(0x%x)\n", (unsigned)flags);
     if ((flags & ZE_INIT_FLAG_GPU_ONLY) && !gpu) return ZE_RESULT_ERROR_UNINITIALIZED;
     if ((flags & ZE_INIT_FLAG_VPU_ONLY) && gpu) return ZE_RESULT_ERROR_UNINITIALIZED;
     return ZE_RESULT_SUCCESS;
