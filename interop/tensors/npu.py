@@ -294,7 +294,7 @@ def _probe() -> list[BackendReport]:
 
 
 def _pin_level_zero() -> list[BackendReport]:
-    # Runs before the SYCL probe (40), which initialises Level Zero with GPU_ONLY through dpctl: see
+    # Runs before the OpenCL (30) and SYCL (40) probes, which initialise Level Zero with GPU_ONLY through dpctl: see
     # native.level_zero.init_early. It adds no row.
     from ..native import level_zero as ze
 
@@ -302,5 +302,5 @@ def _pin_level_zero() -> list[BackendReport]:
     return []
 
 
-register_probe(35, _pin_level_zero)
+register_probe(1, _pin_level_zero)
 register_probe(70, _probe)
