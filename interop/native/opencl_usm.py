@@ -81,6 +81,15 @@ def mem_host_ptr(cl_mem: int) -> int | None:
     return v.value or None
 
 
+def mem_size(cl_mem: int) -> int:
+    """CL_MEM_SIZE of a memory object, in bytes."""
+    v = c_size_t(0)
+    err = loader().clGetMemObjectInfo(c_void_p(cl_mem), CL_MEM_SIZE, ctypes.sizeof(v), ctypes.byref(v), None)
+    if err:
+        raise OpenCLCallError("clGetMemObjectInfo(CL_MEM_SIZE)", err)
+    return int(v.value)
+
+
 def retain_context(cl_context: int) -> None:
     loader().clRetainContext(c_void_p(cl_context))
 

@@ -34,9 +34,15 @@ _live: weakref.WeakSet = weakref.WeakSet()
 _contexts: dict[int, OpenCLContext] = {}
 
 
+_mod: Any = None
+
+
 def cl() -> Any:
     """pyopencl, imported on first use (BackendUnavailableError naming the extra when missing)."""
-    return require("pyopencl", "opencl", "opencl")
+    global _mod
+    if _mod is None:
+        _mod = require("pyopencl", "opencl", "opencl")
+    return _mod
 
 
 class OpenCLContext(Context):

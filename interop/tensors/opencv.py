@@ -5,7 +5,7 @@ context, so pyopencl and dpctl wrap OpenCV's (feasibility Q2). A UMat's ``cl_mem
 a ROI UMat shares its parent's cl_mem and carries a byte ``offset``.
 
 opencv-python's ``cv2.UMat`` exposes no size, type or step, so ``umat_info()`` finds them without copying the
-data: it probes ROI constructors (which check their bounds) and reads one pixel for the element type.
+data: it reads the first row (width and element type) and probes ROI constructors, which check their bounds.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 
 from ..backends import BackendReport, Wrapper, class_in, module_available, register_probe, register_wrapper, require
 from ..context import Context, register_default_context
-from ..errors import BackendUnavailableError, ContextMismatchError, InvalidTensorError, UnsupportedTypeError
+from ..errors import BackendUnavailableError, ContextMismatchError, InteropError, InvalidTensorError, UnsupportedTypeError
 from ..frame import Frame
 from ..info import TensorInfo, contiguous_strides
 from ..tensor import Tensor
@@ -27,8 +27,14 @@ from .cpu import frame_from_array, info_of, view_bytes
 _lock = threading.Lock()
 
 
+_mod: Any = None
+
+
 def cv2() -> Any:
-    return require("cv2", "opencv", "opencv")
+    global _mod
+    if _mod is None:
+        _mod = require("cv2", "opencv", "opencv")
+    return _mod
 
 
 # ---- contexts -------------------------------------------------------------------------------------------------
@@ -133,6 +139,9 @@ def as_mat(arr: np.ndarray) -> Any:
 # ---- UMat -----------------------------------------------------------------------------------------------------
 
 
+_ALL = (-(1 << 31), (1 << 31) - 1)  # cv::Range::all()
+
+
 def _roi_ok(u: Any, rows: int, cols: int) -> bool:
     try:
         cv2().UMat(u, (0, rows), (0, cols))
@@ -141,36 +150,49 @@ def _roi_ok(u: Any, rows: int, cols: int) -> bool:
         return False
 
 
-def _largest(ok: Any) -> int:
-    lo, hi = 1, 2
-    while ok(hi):
-        lo, hi = hi, hi * 2
-        if hi > 1 << 31:
-            raise InvalidTensorError("UMat size probe did not converge")
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
 def umat_info(u: Any) -> TensorInfo:
-    """Shape, dtype and strides of a 2-D UMat, found without copying its data (see the module docstring)."""
+    """Shape, dtype and strides of a 2-D UMat, found without copying its data.
+
+    The first row is read (``cols x channels`` elements: the width and the element type), the step is the
+    offset between the ROIs of rows 0 and 1, and the row count is the largest that a ROI constructor accepts,
+    guessed from the cl_mem's size and confirmed by two probes (a binary search only when the guess fails,
+    e.g. for a buffer from OpenCV's pool that is larger than the matrix).
+    """
     c = cv2()
     try:
-        px = c.UMat(u, (0, 1), (0, 1)).get()
+        row = c.UMat(u, (0, 1), _ALL).get()
     except Exception as e:
         raise InvalidTensorError("cannot find the layout of this UMat (is it empty?): pass info= to wrap()") from e
-    channels = px.shape[2] if px.ndim == 3 else 1
-    rows = _largest(lambda r: _roi_ok(u, r, 1))
-    cols = _largest(lambda k: _roi_ok(u, 1, k))
-    pixel = px.dtype.itemsize * channels
-    step = c.UMat(u, (1, 2), (0, 1)).offset - u.offset if rows > 1 else cols * pixel
+    cols = row.shape[1]
+    channels = row.shape[2] if row.ndim == 3 else 1
+    pixel = row.dtype.itemsize * channels
+    two = _roi_ok(u, 2, 1)
+    step = c.UMat(u, (1, 2), (0, 1)).offset - u.offset if two else cols * pixel
+    rows = 1
+    if two:
+        from ..native.opencl_usm import mem_size
+
+        try:
+            avail = mem_size(int(u.handle(c.ACCESS_READ))) - int(u.offset)
+        except InteropError:
+            avail = 1 << 40
+        guess = max(2, (avail - cols * pixel) // step + 1)
+        if _roi_ok(u, guess, 1) and not _roi_ok(u, guess + 1, 1):
+            rows = guess
+        else:  # binary search with ok(lo) and not ok(hi)
+            lo, hi = 2, guess + 1
+            while _roi_ok(u, hi, 1):
+                lo, hi = hi, hi * 2
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if _roi_ok(u, mid, 1):
+                    lo = mid
+                else:
+                    hi = mid
+            rows = lo
     shape = (rows, cols) if channels == 1 else (rows, cols, channels)
-    inner = contiguous_strides(shape, px.dtype.itemsize)
-    return TensorInfo(shape, px.dtype, (step,) + inner[1:])
+    inner = contiguous_strides(shape, row.dtype.itemsize)
+    return TensorInfo(shape, row.dtype, (step,) + inner[1:])
 
 
 class UMatTensor(Tensor):

@@ -39,8 +39,14 @@ _live: weakref.WeakSet = weakref.WeakSet()
 _contexts: dict[Any, SYCLContext] = {}
 
 
+_mod: Any = None
+
+
 def dpctl() -> Any:
-    return require("dpctl", "usm", "sycl")
+    global _mod
+    if _mod is None:
+        _mod = require("dpctl", "usm", "sycl")
+    return _mod
 
 
 class _SUAI:
