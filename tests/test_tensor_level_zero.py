@@ -7,6 +7,7 @@ import ctypes
 import numpy as np
 import pytest
 
+import interop
 from interop.errors import InvalidTensorError
 from tests import ze_fake
 
@@ -76,6 +77,25 @@ def test_import_as_is_checked() -> None:
     ctx = object.__new__(ZeContext)
     with pytest.raises(InvalidTensorError, match="import_as"):
         LevelZeroContext(ctx, 1, import_as="texture")
+
+
+
+def case_device_memory_reaches_the_cpu_by_a_counted_copy() -> None:
+    """usm_to_cpu copies device USM through the context's memcpy (a synchronous immediate command list)."""
+    from interop.info import TensorInfo
+    from interop.tensors.level_zero import LevelZeroContext
+
+    ctx = LevelZeroContext.create()
+    d = ctx.alloc_tensor(TensorInfo((8, 16), np.uint8), "device")
+    ctypes.memset(d.pointer, 5, 128)  # the fake's device memory is host-visible; a real one's is not
+    with pytest.raises(interop.CopyRequiredError):
+        interop.map(d, interop.MemoryType.CPU)
+    with interop.copy_meter() as m:
+        with interop.map(d, interop.MemoryType.CPU, mode=interop.AccessMode.READ_WRITE, allow_copy=True) as c:
+            assert (np.asarray(c) == 5).all()
+            np.asarray(c)[0, 0] = 9
+    assert m.copies == 2 and m.bytes == 256  # read, then write back at release
+    assert ctypes.c_uint8.from_address(d.pointer).value == 9
 
 
 globals().update(ze_fake.tests_for(globals()))

@@ -33,6 +33,7 @@ ZE_INIT_FLAG_VPU_ONLY = 1 << 1
 ZE_STRUCTURE_TYPE_DRIVER_PROPERTIES = 0x1
 ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES = 0x3
 ZE_STRUCTURE_TYPE_CONTEXT_DESC = 0xD
+ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC = 0xE
 ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC = 0x15
 ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC = 0x16
 ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES = 0x17
@@ -42,6 +43,8 @@ ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_EXPORT_FD = 0x1A
 
 ZE_EXTERNAL_MEMORY_TYPE_FLAG_OPAQUE_FD = 1 << 0
 ZE_EXTERNAL_MEMORY_TYPE_FLAG_DMA_BUF = 1 << 1
+
+ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS = 1
 
 ZE_MEMORY_TYPE_UNKNOWN = 0
 ZE_MEMORY_TYPE_HOST = 1
@@ -134,6 +137,12 @@ class ZeContextDesc(ctypes.Structure):
     _fields_ = [("stype", ctypes.c_uint32), ("pNext", ctypes.c_void_p), ("flags", ctypes.c_uint32)]
 
 
+class ZeCommandQueueDesc(ctypes.Structure):
+    _fields_ = [("stype", ctypes.c_uint32), ("pNext", ctypes.c_void_p), ("ordinal", ctypes.c_uint32),
+                ("index", ctypes.c_uint32), ("flags", ctypes.c_uint32), ("mode", ctypes.c_uint32),
+                ("priority", ctypes.c_uint32)]
+
+
 class ZeDeviceMemAllocDesc(ctypes.Structure):
     _fields_ = [("stype", ctypes.c_uint32), ("pNext", ctypes.c_void_p), ("flags", ctypes.c_uint32),
                 ("ordinal", ctypes.c_uint32)]
@@ -167,6 +176,7 @@ STRUCTURES: dict[str, type[ctypes.Structure]] = {
     "ze_base_desc_t": ZeBaseDesc, "ze_driver_uuid_t": ZeDriverUUID, "ze_device_uuid_t": ZeDeviceUUID,
     "ze_driver_properties_t": ZeDriverProperties, "ze_driver_extension_properties_t": ZeDriverExtensionProperties,
     "ze_device_properties_t": ZeDeviceProperties, "ze_context_desc_t": ZeContextDesc,
+    "ze_command_queue_desc_t": ZeCommandQueueDesc,
     "ze_device_mem_alloc_desc_t": ZeDeviceMemAllocDesc, "ze_host_mem_alloc_desc_t": ZeHostMemAllocDesc,
     "ze_memory_allocation_properties_t": ZeMemoryAllocationProperties,
     "ze_external_memory_import_fd_t": ZeExternalMemoryImportFd,
@@ -195,6 +205,9 @@ _SIGNATURES: dict[str, list[Any]] = {
     "zeMemFree": [_P, _P],
     "zeMemGetAllocProperties": [_P, _P, ctypes.POINTER(ZeMemoryAllocationProperties), ctypes.POINTER(_P)],
     "zeMemGetAddressRange": [_P, _P, ctypes.POINTER(_P), ctypes.POINTER(ctypes.c_size_t)],
+    "zeCommandListCreateImmediate": [_P, _P, ctypes.POINTER(ZeCommandQueueDesc), ctypes.POINTER(_P)],
+    "zeCommandListAppendMemoryCopy": [_P, _P, _P, ctypes.c_size_t, _P, ctypes.c_uint32, _P],
+    "zeCommandListDestroy": [_P],
 }
 
 _lock = threading.RLock()
@@ -541,3 +554,20 @@ def address_range(context: ZeContext, pointer: int) -> tuple[int, int]:
     _check("zeMemGetAddressRange",
            loader().zeMemGetAddressRange(_P(context.handle), _P(pointer), ctypes.byref(base), ctypes.byref(size)))
     return int(base.value or 0), int(size.value)
+
+
+def memcpy(context: ZeContext, device: int, dst: int, src: int, size: int) -> None:
+    """Copy ``size`` bytes between any memory the device reaches (device USM included) and wait for it: a
+    synchronous immediate command list (zeCommandListCreateImmediate + zeCommandListAppendMemoryCopy)."""
+    if size <= 0:
+        return
+    lib = loader()
+    desc = ZeCommandQueueDesc(stype=ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC, mode=ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS)
+    lst = _P()
+    _check("zeCommandListCreateImmediate",
+           lib.zeCommandListCreateImmediate(_P(context.handle), _P(device), ctypes.byref(desc), ctypes.byref(lst)))
+    try:
+        _check("zeCommandListAppendMemoryCopy",
+               lib.zeCommandListAppendMemoryCopy(lst, _P(dst), _P(src), size, None, 0, None))
+    finally:
+        lib.zeCommandListDestroy(lst)

@@ -88,6 +88,13 @@ class LevelZeroContext(Context):
 
         return ze.allocate(self._native, size, kind, device=self.ze_device, import_fd=import_fd, keepalive=keepalive)
 
+    def memcpy(self, dst: int, src: int, nbytes: int) -> None:
+        """Synchronous copy between host and USM memory of this context (what usm_to_cpu/cpu_to_usm call for
+        device allocations; they count the copy)."""
+        from ..native import level_zero as ze
+
+        ze.memcpy(self._native, self.ze_device, dst, src, nbytes)
+
     def alloc_tensor(self, info: TensorInfo, kind: str = "shared") -> Any:
         """A new USM tensor of ``info`` in fresh Level Zero memory (zeMemFree at release)."""
         alloc = self.allocate(max(info.extent, 1), kind)

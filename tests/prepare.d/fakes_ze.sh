@@ -24,11 +24,11 @@ mkdir -p "$out"
 lib="$out/libze_fake_driver.so.1"
 inc="$out/fake_ze_tables.inc"
 if [ ! -f "$lib" ] || [ "$src/fake_ze_driver.c" -nt "$lib" ] || [ "$0" -nt "$lib" ]; then
-    # every DDI-table getter the installed headers declare, except the five the fake implements
+    # every DDI-table getter the installed headers declare, except the six the fake implements
     awk '/^ZE_DLLEXPORT ze_result_t ZE_APICALL$/ { getline n; if (n ~ /Get[A-Za-z]*ProcAddrTable\($/) {
             sub(/\($/, "", n); getline; getline t; split(t, a, " "); ty = a[1]; sub(/\*$/, "", ty); print n, ty } }' \
         "$hdr/ze_ddi.h" "$hdr/zet_ddi.h" "$hdr/zes_ddi.h" |
-        grep -v -E '^ze(Global|Driver|Device|Context|Mem)ProcAddrTable |^zeGet(Global|Driver|Device|Context|Mem)ProcAddrTable ' |
+        grep -v -E '^zeGet(Global|Driver|Device|Context|Mem|CommandList)ProcAddrTable ' |
         awk '{ printf "FAKE_TABLE(%s, %s)\n", $1, $2 }' > "$inc.tmp" && mv "$inc.tmp" "$inc"
     gcc -std=c11 -O1 -Wall -Wextra -Werror -Wno-cast-function-type -fPIC -shared -fvisibility=hidden \
         -I"$out" -o "$lib.tmp" "$src/fake_ze_driver.c" -lpthread && mv "$lib.tmp" "$lib" ||

@@ -328,6 +328,40 @@ static ze_result_t fake_mem_get_address_range(ze_context_handle_t ctx, const voi
     return ZE_RESULT_SUCCESS;
 }
 
+/* ---- immediate command lists: only synchronous copies ---------------------------------------------------- */
+struct fake_cmdlist { uint32_t magic; ze_context_handle_t ctx; };
+
+static ze_result_t fake_cmdlist_create_immediate(ze_context_handle_t ctx, ze_device_handle_t dev,
+                                                 const ze_command_queue_desc_t *desc, ze_command_list_handle_t *out) {
+    if (!ctx || !dev) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (!desc || !out) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    if (desc->stype != ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    if (desc->mode != ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS) return ZE_RESULT_ERROR_UNSUPPORTED_FEATURE;
+    if (!context_valid(ctx)) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    struct fake_cmdlist *l = calloc(1, sizeof *l);
+    if (!l) return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    l->magic = 0x7a65434c;
+    l->ctx = ctx;
+    *out = (ze_command_list_handle_t)l;
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t fake_cmdlist_destroy(ze_command_list_handle_t h) {
+    if (!h) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    free(h);
+    return ZE_RESULT_SUCCESS;
+}
+
+static ze_result_t fake_cmdlist_append_copy(ze_command_list_handle_t h, void *dst, const void *src, size_t size,
+                                            ze_event_handle_t signal, uint32_t nwait, ze_event_handle_t *waits) {
+    (void)signal; (void)waits;
+    if (!h) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (!dst || !src) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    if (nwait) return ZE_RESULT_ERROR_UNSUPPORTED_FEATURE;
+    memmove(dst, src, size); /* synchronous: done on return */
+    return ZE_RESULT_SUCCESS;
+}
+
 /* ---- DDI table entry points the loader looks up ------------------------------------------------------- */
 EXPORT ze_result_t ZE_APICALL zeGetGlobalProcAddrTable(ze_api_version_t v, ze_global_dditable_t *t) {
     (void)v;
@@ -377,6 +411,16 @@ EXPORT ze_result_t ZE_APICALL zeGetMemProcAddrTable(ze_api_version_t v, ze_mem_d
     t->pfnFree = fake_mem_free;
     t->pfnGetAllocProperties = fake_mem_get_alloc_properties;
     t->pfnGetAddressRange = fake_mem_get_address_range;
+    return ZE_RESULT_SUCCESS;
+}
+
+EXPORT ze_result_t ZE_APICALL zeGetCommandListProcAddrTable(ze_api_version_t v, ze_command_list_dditable_t *t) {
+    (void)v;
+    if (!t) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    fill_unsupported(t, sizeof *t);
+    t->pfnCreateImmediate = fake_cmdlist_create_immediate;
+    t->pfnDestroy = fake_cmdlist_destroy;
+    t->pfnAppendMemoryCopy = fake_cmdlist_append_copy;
     return ZE_RESULT_SUCCESS;
 }
 
