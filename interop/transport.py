@@ -118,6 +118,7 @@ class FrameSender:
                                      "(interop.transport.seqpacket_pair() or FrameServer.accept())")
         self._sock = sock
         self._lock = threading.Lock()
+        self._returned = threading.Condition(self._lock)
         self._in_flight: dict[int, list[DMABuffer]] = {}
         self._next_id = 1
         self._closed = threading.Event()
@@ -182,6 +183,8 @@ class FrameSender:
             return False
         for b in bufs:
             b.unuse()
+        with self._returned:
+            self._returned.notify_all()
         return True
 
     def _read_loop(self) -> None:
@@ -204,18 +207,20 @@ class FrameSender:
                 ids = list(self._in_flight)
             for fid in ids:
                 self._return(fid)
+            with self._returned:
+                self._returned.notify_all()
 
     def wait_returned(self, timeout: float | None = None) -> bool:
         """Wait until every frame sent came back (released by the consumer, or reclaimed because it is gone)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.in_flight:
-            left = None if deadline is None else deadline - time.monotonic()
-            if self._closed.is_set():
-                self._reader.join(left)
-                break
-            if left is not None and left <= 0:
-                return False
-            time.sleep(0.002)
+        with self._returned:
+            while self._in_flight and not self._closed.is_set():
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._returned.wait(left)
+        if self._closed.is_set():
+            self._reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return self.in_flight == 0
 
     def close(self) -> None:
