@@ -45,15 +45,15 @@ def run(quick: bool = False) -> list[Result]:
         nbytes = sum(t.info.nbytes for t in f)
         src = np.ones(nbytes, np.uint8)
         dst = np.empty_like(src)
-        copy_us = _time(lambda: np.copyto(dst, src), n)
+        copy_us = _time(lambda dst=dst, src=src: np.copyto(dst, src), n)
 
-        def imp() -> None:
+        def imp(f: interop.Frame = f) -> None:
             interop.map(f, lz).release()
 
         imp_us = _time(imp, n)
         u = lz.alloc_tensor(interop.TensorInfo((h * 3 // 2, w), np.uint8), "shared")
 
-        def exp() -> None:
+        def exp(u: interop.Tensor = u) -> None:
             interop.map(u, MemoryType.DMA).release()
 
         exp_us = _time(exp, n)
