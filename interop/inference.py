@@ -340,54 +340,62 @@ class Inference:
         if any(len(s) != 4 or s[0] != 1 for s in shapes):
             raise InvalidTensorError(f"frame planes must be shaped (1, rows, pitch, C), got {shapes}")
         rows, pitch = shapes[0][1], shapes[0][2]
-        if fmt in (FrameFormat.I420, FrameFormat.NV12):
-            if height % 2 or width % 2:
-                raise UnsupportedFormatError(f"{fmt.name} frames of odd size {width}x{height} cannot be converted in "
-                                             f"the model: crop to an even size first (frame.crop(0, 0, w & ~1, h & ~1))")
-            if fmt is FrameFormat.I420:
-                cf, sub, want = ColorFormat.I420_THREE_PLANES, ["y", "u", "v"], \
-                    [(1, rows, pitch, 1), (1, rows // 2, pitch // 2, 1), (1, rows // 2, pitch // 2, 1)]
-            else:
-                cf, sub, want = ColorFormat.NV12_TWO_PLANES, ["y", "uv"], [(1, rows, pitch, 1), (1, rows // 2, pitch // 2, 2)]
-            if shapes != want or pitch % 2 or rows % 2:
-                raise UnsupportedFormatError(
-                    f"{fmt.name} planes {shapes} do not have the layout OpenVINO's {fmt.name} input needs ({want}: "
-                    f"chroma pitch half the luma pitch); decode with aligned line sizes or convert the frame to NV12")
+        yuv = fmt in (FrameFormat.I420, FrameFormat.NV12)
+        if fmt is FrameFormat.I420:
+            cf, sub, want = ColorFormat.I420_THREE_PLANES, ["y", "u", "v"], \
+                [(1, rows, pitch, 1), (1, rows // 2, pitch // 2, 1), (1, rows // 2, pitch // 2, 1)]
+        elif fmt is FrameFormat.NV12:
+            cf, sub, want = ColorFormat.NV12_TWO_PLANES, ["y", "uv"], [(1, rows, pitch, 1), (1, rows // 2, pitch // 2, 2)]
         elif fmt in _PACKED:
-            cf, sub = getattr(ColorFormat, _PACKED[fmt]), None
-            if len(shapes) != 1 or shapes[0][3] != len(_PACKED[fmt]):
-                raise InvalidTensorError(f"a {fmt.name} frame has one plane (1, rows, pitch, {len(_PACKED[fmt])}), got {shapes}")
+            cf, sub, want = getattr(ColorFormat, _PACKED[fmt]), None, [(1, rows, pitch, len(_PACKED[fmt]))]
         else:
             raise UnsupportedFormatError(f"Inference takes I420, NV12, RGB, BGR, RGBX and BGRX frames, not {fmt.name}: "
                                          f"convert the frame first (e.g. decode to yuv420p)")
-        if rows < height or pitch < width:
+        if len(shapes) != len(want) or [s[3] for s in shapes] != [w[3] for w in want]:
+            raise InvalidTensorError(f"a {fmt.name} frame has planes shaped like {want}, got {shapes}")
+        ch, cw = -(-height // 2), -(-width // 2)
+        if rows < height or pitch < width or (yuv and any(s[1] < ch or s[2] < cw for s in shapes[1:])):
             raise InvalidTensorError(f"planes {shapes} are smaller than the {width}x{height} frame")
         param = self._model.get_parameters()[0]
         lay = self._layout(param)
         ps = param.get_partial_shape()
         h_i, w_i = (2, 3) if lay == "NCHW" else (1, 2)
-        static_hw = ps[h_i].is_static and ps[w_i].is_static
-        if static_hw:
+        if ps[h_i].is_static and ps[w_i].is_static:
             target = (ps[h_i].get_length(), ps[w_i].get_length())
         elif self._input_size is not None:
             target = (self._input_size[1], self._input_size[0])
         else:
             target = (height, width)
+        # OpenVINO's own I420/NV12 input needs even sizes and chroma pitch = luma pitch / 2. Where a resize is
+        # needed, or those do not hold, the planes are cropped and resized one by one *before* colour conversion
+        # (4x fewer pixels to convert at half resolution; measured ~1.7x cheaper than converting then resizing).
+        ppp_ok = shapes == want and not (pitch % 2 or rows % 2 or height % 2 or width % 2)
+        planes_first = yuv and ((height, width) != target or not ppp_ok)
+        if planes_first and (target[0] % 2 or target[1] % 2):
+            if not ppp_ok:
+                raise UnsupportedFormatError(
+                    f"{fmt.name} frame {width}x{height} (planes {shapes}) needs an even model input size to be converted "
+                    f"in the model: give input_size=(even width, even height) or crop the frame to an even size")
+            planes_first = False
         m = self._static_model(target)
         p = PrePostProcessor(m)
         inp = p.input()
-        tt = inp.tensor().set_element_type(ov.Type.u8).set_layout(ov.Layout("NHWC")).set_spatial_static_shape(rows, pitch)
-        if sub is None:
-            tt.set_color_format(cf)
+        if planes_first:  # the plane prefix (below) hands PPP an f32 NHWC image in the model's colour order
+            inp.tensor().set_element_type(ov.Type.f32).set_layout(ov.Layout("NHWC"))
+            pre = inp.preprocess()
         else:
-            tt.set_color_format(cf, sub)
-        pre = inp.preprocess()
-        pre.convert_color(ColorFormat.RGB if self._rgb else ColorFormat.BGR)
-        if (rows, pitch) != (height, width):
-            pre.crop([0, 0, 0, 0], [1, height, width, 3])  # padded pitch: cropped inside the model, never copied
-        pre.convert_element_type(ov.Type.f32)
-        if (height, width) != target:
-            pre.resize(ResizeAlgorithm.RESIZE_LINEAR)
+            tt = inp.tensor().set_element_type(ov.Type.u8).set_layout(ov.Layout("NHWC")).set_spatial_static_shape(rows, pitch)
+            if sub is None:
+                tt.set_color_format(cf)
+            else:
+                tt.set_color_format(cf, sub)
+            pre = inp.preprocess()
+            pre.convert_color(ColorFormat.RGB if self._rgb else ColorFormat.BGR)
+            if (rows, pitch) != (height, width):
+                pre.crop([0, 0, 0, 0], [1, height, width, 3])  # padded pitch: cropped inside the model, never copied
+            if (height, width) != target:  # resize the u8 image: cheaper than resizing it as f32
+                pre.resize(ResizeAlgorithm.RESIZE_LINEAR)
+            pre.convert_element_type(ov.Type.f32)
         if self._mean is not None:
             pre.mean(self._mean if len(self._mean) > 1 else self._mean[0])
         if self._scale is not None:
@@ -398,10 +406,56 @@ class Inference:
         pre.convert_layout(ov.Layout(lay))
         inp.model().set_layout(ov.Layout(lay))
         try:
-            return p.build()
+            built = p.build()
+            if planes_first:
+                built = self._prepend_planes(built, fmt, shapes, width, height, target)
+            return built
         except RuntimeError as e:
             raise UnsupportedFormatError(f"cannot build pre-processing for {fmt.name} planes {shapes} into "
                                          f"{self.model_name}: {str(e).strip().splitlines()[0]}") from e
+
+    def _prepend_planes(self, model: Any, fmt: FrameFormat, shapes: list[tuple[int, ...]], width: int, height: int,
+                        target: tuple[int, int]) -> Any:
+        """Plane inputs (1, rows, pitch, C) u8 -> crop -> f32 -> resize each plane -> YUV to RGB/BGR, fed into
+        ``model``'s image parameter (f32 NHWC at ``target``). All inside the model: nothing runs on the host."""
+        ov = self._ov
+        import openvino.opset8 as op8
+        import openvino.opset11 as ops
+
+        param = model.get_parameters()[0]
+        base = param.output(0).get_any_name() if param.output(0).get_names() else "image"
+        th, tw = target
+        i64 = np.int64
+
+        def plane(i: int, sub: str, ph: int, pw: int, oh: int, ow: int) -> tuple[Any, Any]:
+            shp = shapes[i]
+            c = shp[3]
+            p = ops.parameter(list(shp), ov.Type.u8, name=f"{base}/{sub}")
+            x = p
+            if (shp[1], shp[2]) != (ph, pw):  # padded pitch / rows: a crop inside the model, never a host copy
+                x = ops.slice(x, np.array([0, 0, 0, 0], i64), np.array([1, ph, pw, c], i64), np.array([1, 1, 1, 1], i64))
+            x = ops.convert(x, ov.Type.f32)
+            x = ops.reshape(x, np.array([1, 1, ph, pw], i64), False) if c == 1 else ops.transpose(x, np.array([0, 3, 1, 2], i64))
+            if (ph, pw) != (oh, ow):
+                x = ops.interpolate(x, np.array([oh, ow], i64), "linear_onnx", "sizes", axes=np.array([2, 3], i64),
+                                    coordinate_transformation_mode="half_pixel")
+            x = ops.reshape(x, np.array([1, oh, ow, 1], i64), False) if c == 1 else ops.transpose(x, np.array([0, 2, 3, 1], i64))
+            return p, x
+
+        ch, cw = -(-height // 2), -(-width // 2)
+        py, y = plane(0, "y", height, width, th, tw)
+        if fmt is FrameFormat.I420:
+            pu, u = plane(1, "u", ch, cw, th // 2, tw // 2)
+            pv, v = plane(2, "v", ch, cw, th // 2, tw // 2)
+            conv = (op8.i420_to_rgb if self._rgb else op8.i420_to_bgr)(y, u, v)
+            params = [py, pu, pv]
+        else:
+            puv, uv = plane(1, "uv", ch, cw, th // 2, tw // 2)
+            conv = (op8.nv12_to_rgb if self._rgb else op8.nv12_to_bgr)(y, uv)
+            params = [py, puv]
+        for ti in list(param.output(0).get_target_inputs()):
+            ti.replace_source_output(conv.output(0))
+        return ov.Model(model.get_results(), params, model.get_friendly_name())
 
     # -- inputs ---------------------------------------------------------------------------------------
     def _map(self, x: Any) -> Any:

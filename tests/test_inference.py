@@ -275,9 +275,24 @@ def test_unsupported_frame_format(inf: interop.Inference) -> None:
         inf.infer(gray)
 
 
-def test_odd_size_frame_refused(inf: interop.Inference) -> None:
-    with pytest.raises(UnsupportedFormatError, match="crop to an even size"):
-        inf._ppp_model(interop.FrameFormat.I420, [np.zeros((1, 5, 8, 1)), np.zeros((1, 3, 4, 1)), np.zeros((1, 3, 4, 1))], 7, 5)
+def _odd_i420(w: int = 107, h: int = 61) -> interop.Frame:
+    rng = np.random.default_rng(1)
+    planes = [rng.integers(16, 235, shp, dtype=np.uint8) for shp in ((h, w), ((h + 1) // 2, (w + 1) // 2), ((h + 1) // 2, (w + 1) // 2))]
+    return interop.Frame([interop.wrap(a) for a in planes], interop.FrameFormat.I420, w, h)
+
+
+def test_odd_size_frame_converted_planes_first(inf: interop.Inference) -> None:
+    f = _odd_i420()
+    with interop.copy_meter() as m:
+        out = inf.infer(f)["map"]  # the tiny model is 64x48: each plane is cropped and resized, then converted
+    assert m.copies == 0
+    assert out.shape == (1, 4, H, W) and np.isfinite(out).all() and out.max() > 0
+
+
+def test_odd_size_needs_even_model_size() -> None:
+    inf = interop.Inference(tiny_model(None, None), "CPU")  # dynamic, no input_size: would run at 107x61
+    with pytest.raises(UnsupportedFormatError, match="even model input size"):
+        inf.infer(_odd_i420())
 
 
 def test_bad_callback(inf: interop.Inference, frames: list) -> None:

@@ -1,0 +1,180 @@
+"""Benchmark (b): ``interop run`` against its bounds and against the naive CPU loop, side by side in one run.
+
+On a pinned clip (1080p H.264, 300 frames, made deterministically by ``interop.clip.make_clip``) and a pinned model
+input (PP-OCRv4 text detection at 960x544):
+
+- decode-only fps: PyAV decoding the clip, no consumer (same threading as ``interop run``);
+- infer-only fps: the zero-copy model (pre-processing inside) on frames already decoded and mapped, async pool;
+- bound = 1 / (1/decode + 1/infer): what a serial decode-then-infer could reach;
+- ``interop run`` fps: decode -> map -> infer_async, as the CLI runs it;
+- naive fps: decode -> ``to_ndarray('rgb24')`` -> ``cv2.resize`` -> normalise -> the same network with the same
+  precision and async pool, differing only in pre-processing.
+
+Targets: run >= 0.9 x bound and >= 1.1 x naive. Repetitions are interleaved; medians are reported.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+from . import Result, machine, median
+
+NAME = "pipeline"
+CLIP = {"width": 1920, "height": 1080, "frames": 300, "fps": 30, "crf": 23, "preset": "veryfast", "seed": 0}
+INPUT_SIZE = (960, 544)
+
+
+def clip_path() -> str:
+    """The pinned clip, made once and cached (deterministic frames and encoder settings)."""
+    d = os.environ.get("INTEROP_BENCH_DIR") or os.path.join(tempfile.gettempdir(), "interop-bench")
+    os.makedirs(d, exist_ok=True)
+    c = CLIP
+    path = os.path.join(d, f"text_{c['width']}x{c['height']}_{c['frames']}f_crf{c['crf']}_{c['preset']}.mp4")
+    if not os.path.isfile(path):
+        from ..clip import make_clip
+
+        tmp = path + ".part.mp4"
+        print(f"[bench pipeline] making the pinned clip {path} ...", file=sys.stderr, flush=True)
+        make_clip(tmp, c["width"], c["height"], c["frames"], c["fps"], crf=c["crf"], preset=c["preset"], seed=c["seed"])
+        os.replace(tmp, path)
+    return path
+
+
+def _inference(precision: str | None) -> Any:
+    from .. import textdet
+    from ..inference import Inference
+
+    cfg = {"INFERENCE_PRECISION_HINT": precision} if precision else None
+    return Inference(textdet.model_path(), "CPU", input_size=INPUT_SIZE, mean=textdet.MEAN, scale=textdet.SCALE,
+                     rgb=textdet.RGB, config=cfg)
+
+
+def decode_only(path: str, frames: int) -> float:
+    from ..pipeline import open_video
+
+    container, stream = open_video(path)
+    n = 0
+    t0 = time.perf_counter()
+    for _vf in container.decode(stream):
+        n += 1
+        if n == frames:
+            break
+    dt = time.perf_counter() - t0
+    container.close()
+    return n / dt
+
+
+def infer_only(inf: Any, path: str, frames: int, held: int = 8) -> float:
+    """The zero-copy model on ``held`` decoded+mapped frames cycled ``frames`` times (no decode in the loop)."""
+    import interop
+
+    from ..pipeline import open_video
+
+    container, stream = open_video(path)
+    mapped = []
+    for vf in container.decode(stream):
+        mapped.append(interop.map(interop.wrap(vf), inf.memory_type))
+        if len(mapped) == held:
+            break
+    container.close()
+    inf.compile_for(mapped[0])
+    inf.infer_async(mapped[0])
+    inf.wait_all()
+    t0 = time.perf_counter()
+    for i in range(frames):
+        inf.infer_async(mapped[i % held])
+    inf.wait_all()
+    return frames / (time.perf_counter() - t0)
+
+
+def naive(inf: Any, path: str, frames: int) -> dict[str, float]:
+    """decode -> to_ndarray('rgb24') -> cv2.resize -> normalise -> raw model (same network, config and pool)."""
+    import cv2
+
+    from .. import textdet
+    from ..pipeline import open_video
+
+    container, stream = open_video(path)
+    w, h = INPUT_SIZE
+    mean, scale = np.float32(textdet.MEAN), np.float32(1.0 / textdet.SCALE)
+    warm = np.zeros((1, 3, h, w), np.float32)
+    inf.compile_for(warm)
+    inf.infer(warm)
+    st = {"decode": 0.0, "convert": 0.0, "infer": 0.0}
+    perf = time.perf_counter
+    n = 0
+    it = container.decode(stream)
+    t_start = perf()
+    while n < frames:
+        t0 = perf()
+        try:
+            vf = next(it)
+        except StopIteration:
+            break
+        t1 = perf()
+        rgb = vf.to_ndarray(format="rgb24")
+        img = cv2.resize(rgb, (w, h), interpolation=cv2.INTER_LINEAR)[:, :, ::-1]  # the model takes BGR
+        x = np.ascontiguousarray(((img.astype(np.float32) - mean) * scale).transpose(2, 0, 1)[None])
+        t2 = perf()
+        inf.infer_async(x)
+        t3 = perf()
+        st["decode"] += t1 - t0
+        st["convert"] += t2 - t1
+        st["infer"] += t3 - t2
+        n += 1
+    t0 = perf()
+    inf.wait_all()
+    t_end = perf()
+    st["infer"] += t_end - t0
+    container.close()
+    st["fps"] = n / (t_end - t_start)
+    return st
+
+
+def run(quick: bool = False, precision: str | None = None) -> list[Result]:
+    from ..pipeline import run as run_pipeline
+
+    path = clip_path()
+    frames = 120 if quick else CLIP["frames"]
+    reps = 1 if quick else 3
+    inf = _inference(precision)
+    dec: list[float] = []
+    inf_only: list[float] = []
+    runs: list[Any] = []
+    naives: list[dict[str, float]] = []
+    for _ in range(reps):  # interleaved, so drifts in machine load hit every case alike
+        dec.append(decode_only(path, frames))
+        inf_only.append(infer_only(inf, path, frames))
+        runs.append(run_pipeline(path, None, "CPU", frames, precision, input_size=INPUT_SIZE))
+        naives.append(naive(inf, path, frames))
+    inf.close()
+    d, i = median(dec), median(inf_only)
+    bound = 1.0 / (1.0 / d + 1.0 / i)
+    rf = median([r.fps for r in runs])
+    r_med = sorted(runs, key=lambda r: r.fps)[len(runs) // 2]
+    nf = median([x["fps"] for x in naives])
+    n_med = sorted(naives, key=lambda x: x["fps"])[len(naives) // 2]
+    nproc = os.cpu_count()
+    common = {"clip": f"{CLIP['width']}x{CLIP['height']} H.264 {frames} frames", "input": f"{INPUT_SIZE[0]}x{INPUT_SIZE[1]}",
+              "device": r_med.device, "precision": precision or "plugin default", "reps": reps, "cpus": nproc,
+              "machine": machine()}
+    per = lambda s: round(1000 * s / max(1, r_med.frames), 3)  # noqa: E731  ms per frame
+    return [
+        Result(NAME, "decode-only fps", d, "fps", {**common, "all": dec}),
+        Result(NAME, "infer-only fps (zero-copy model, frames in memory)", i, "fps", {**common, "all": inf_only}),
+        Result(NAME, "bound 1/(1/decode+1/infer)", bound, "fps", common),
+        Result(NAME, "interop run fps", rf, "fps", {**common, "all": [r.fps for r in runs], "copies": r_med.copies,
+                                                     "ms_per_frame": {"decode": per(r_med.decode), "map": per(r_med.map),
+                                                                      "infer_wait": per(r_med.infer)}}),
+        Result(NAME, "naive loop fps (rgb24+resize+normalise)", nf, "fps",
+               {**common, "all": [x["fps"] for x in naives],
+                "ms_per_frame": {k: round(1000 * v / frames, 3) for k, v in n_med.items() if k != "fps"}}),
+        Result(NAME, "run / bound (target >= 0.9)", rf / bound, "x", common),
+        Result(NAME, "run / naive (target >= 1.1)", rf / nf, "x", common),
+    ]
