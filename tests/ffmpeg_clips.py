@@ -1,4 +1,7 @@
-"""Small H.264 clips made with PyAV's bundled libx264 for the FFmpeg tests (nothing is downloaded)."""
+"""Small H.264 clips made with PyAV's bundled libx264 for the FFmpeg tests (nothing is downloaded).
+
+A pytest plugin (test modules list it in ``pytest_plugins``) that they also import helpers from. PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

@@ -9,7 +9,9 @@ import pytest
 
 import interop
 from interop import AccessMode, FrameFormat, MemoryType
-from tests.ffmpeg_clips import clip_854, clip_dir, clip_small, decode  # noqa: F401  (fixtures)
+from tests.ffmpeg_clips import decode
+
+pytest_plugins = ["tests.ffmpeg_clips"]  # the clip fixtures
 
 av = pytest.importorskip("av", reason="needs PyAV (pip install 'interop[ffmpeg]')")
 

@@ -9,7 +9,9 @@ import pytest
 
 import interop
 from interop import ColorRange, FrameFormat, MemoryType
-from tests.ffmpeg_clips import clip_854, clip_dir, clip_yuvj, decode  # noqa: F401  (fixtures)
+from tests.ffmpeg_clips import decode
+
+pytest_plugins = ["tests.ffmpeg_clips"]  # the clip fixtures
 
 av = pytest.importorskip("av", reason="needs PyAV (pip install 'interop[ffmpeg]')")
 
@@ -161,7 +163,7 @@ def test_released_frame_refuses_use() -> None:
     t = f[0]
     f.release()
     with pytest.raises(interop.InvalidTensorError):
-        t.native
+        _ = t.native
 
 
 def test_fast_constructors_match_the_public_ones() -> None:

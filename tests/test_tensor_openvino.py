@@ -76,7 +76,7 @@ def test_released_tensor_refuses_use() -> None:
     view = np.asarray(t)
     t.release()
     with pytest.raises(interop.InvalidTensorError):
-        t.native
+        _ = t.native
     view[0, 0] = 3  # views taken before release keep the memory alive
     assert arr[0, 0] == 3
 

@@ -54,7 +54,7 @@ class FFmpegToCPU(FastMapper):
         return _view(t)  # type: ignore[arg-type]
 
 
-def _view(t: FFmpegTensor) -> CPUView:
+def _view(t: Any) -> CPUView:  # an FFmpegTensor
     if t._hardware or t._released:
         if t._released:
             t._check()

@@ -8,6 +8,7 @@ the public constructors give, so a change in the core classes shows up there.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -59,12 +60,12 @@ class CPUView(CPUTensor):
         return t
 
 
-def trusted_frame(tensors: list[Tensor], format: Any, width: int, height: int, *, context: Context | None,
+def trusted_frame(tensors: Sequence[Tensor], format: Any, width: int, height: int, *, context: Context | None,
                   native: Any, colorspace: Any, color_range: Any, pts: Any, time_base: Any,
                   metadata: dict[str, Any] | None, parent: Any) -> Frame:
     """A Frame with the state ``Frame.__init__`` would give it, for planes built by a mapper (already consistent)."""
     f: Any = object.__new__(Frame)
-    f._tensors = tensors
+    f._tensors = list(tensors)
     f._format = format
     f._width = width
     f._height = height
@@ -80,7 +81,7 @@ def trusted_frame(tensors: list[Tensor], format: Any, width: int, height: int, *
     return f  # type: ignore[no-any-return]
 
 
-def derive_frame(f: Frame, tensors: list[Tensor], context: Context | None, native: Any = None) -> Frame:
+def derive_frame(f: Frame, tensors: Sequence[Tensor], context: Context | None, native: Any = None) -> Frame:
     """``f.derive(tensors, context=..., native=...)`` without re-validating the planes."""
     return trusted_frame(tensors, f.format, f.width, f.height, context=context, native=native,
                          colorspace=f.colorspace, color_range=f.color_range, pts=f.pts, time_base=f.time_base,

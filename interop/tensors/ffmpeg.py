@@ -16,7 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from ..backends import BackendReport, Wrapper, class_in, module_available, register_probe, register_wrapper, require
+from ..backends import (
+    BackendReport,
+    Wrapper,
+    class_in,
+    module_available,
+    register_probe,
+    register_wrapper,
+    require,
+)
 from ..context import Context, register_default_context
 from ..errors import InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError
 from ..frame import Frame
@@ -91,7 +99,7 @@ class FFmpegTensor(Tensor):
     """
 
     memory_type = MemoryType.FFMPEG
-    HANDLE_KEYS: dict[str, str] = {"data": "data_ptr"}
+    HANDLE_KEYS = {"data": "data_ptr"}
 
     def __init__(self, plane: Any, info: TensorInfo, *, offset: int = 0, hardware: bool = False,
                  context: Context | None = None, parent: Any = None, writable: bool = False,
@@ -308,7 +316,7 @@ def writable_frame(f: Frame, mapper: Any, allow_copy: bool) -> Frame:
     ``mapper.copying()`` (only when FFmpeg really copied). Views taken earlier of the same frame keep pointing at
     the decoder's buffers.
     """
-    tensors = f.tensors
+    tensors: list[Any] = f.tensors
     if all(t.writable for t in tensors):
         return f
     vf = f.native

@@ -12,7 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from ..backends import BackendReport, Wrapper, class_in, module_available, register_probe, register_wrapper, require
+from ..backends import (
+    BackendReport,
+    Wrapper,
+    class_in,
+    module_available,
+    register_probe,
+    register_wrapper,
+    require,
+)
 from ..context import Context, register_default_context
 from ..errors import InvalidTensorError, UnsupportedTypeError
 from ..frame import Frame
@@ -20,7 +28,6 @@ from ..info import TensorInfo
 from ..tensor import Tensor
 from ..types import FrameFormat, MemoryType
 from ._fastpath import trusted
-
 
 _core: Any = None
 _core_lock = threading.Lock()
@@ -98,7 +105,7 @@ class OpenVINOTensor(Tensor):
     """
 
     memory_type = MemoryType.OPENVINO
-    HANDLE_KEYS: dict[str, str] = {}
+    HANDLE_KEYS = {}
 
     def __init__(self, ov_tensor: Any, *, context: Context | None = None, parent: Any = None, writable: bool = True,
                  info: TensorInfo | None = None):
