@@ -10,7 +10,7 @@ import pytest
 
 import interop
 from interop import FrameFormat, MemoryType
-from interop.tensors.dma import FramePool
+from interop.tensors.dma import FramePool, live_buffers
 from interop.transport import FrameReceiver, FrameSender, PeerClosedError, seqpacket_pair
 from tests.dma_peer import fill as _fill
 from tests.dma_peer import read_line, spawn
@@ -24,8 +24,13 @@ def _serve(pool: FramePool, tx: FrameSender, values: list[int]) -> None:
         f.release()
 
 
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
 def test_consumer_killed_mid_frame_leaves_producer_and_pool_intact():
     pool = FramePool(FrameFormat.NV12, 64, 48, 3)
+    fds0, bufs0 = _fds(), live_buffers()
     p, sock = spawn("hold_and_hang", "2")
     tx = FrameSender(sock)
     _serve(pool, tx, [1, 2])
@@ -47,6 +52,9 @@ def test_consumer_killed_mid_frame_leaves_producer_and_pool_intact():
     assert tx2.wait_returned(10) and pool.free_count == 3
     assert p2.wait(10) == 0
     tx2.close()
+    p.stdout.close()
+    p2.stdout.close()
+    assert _fds() == fds0 and live_buffers() == bufs0  # nothing leaked on the producer's side
     # and the pool's own mappings still work
     f = pool.acquire()
     _fill(f, 99)
@@ -75,6 +83,7 @@ def test_truncation_attempt_by_peer_cannot_sigbus_us():
 
 
 def test_producer_killed_mid_write_consumer_gets_no_torn_frame_and_keeps_working():
+    fds0, bufs0 = _fds(), live_buffers()
     p, sock = spawn("produce_then_die")
     rx = FrameReceiver(sock)
     f = rx.recv(timeout=10)
@@ -103,6 +112,9 @@ def test_producer_killed_mid_write_consumer_gets_no_torn_frame_and_keeps_working
     assert read_line(p2) == "sent 4 returned True free 2"
     assert p2.wait(10) == 0
     rx2.close()
+    p.stdout.close()
+    p2.stdout.close()
+    assert _fds() == fds0 and live_buffers() == bufs0  # the consumer holds nothing of the dead producer
 
 
 def test_writer_process_killed_mid_write_frame_is_detected_by_commit_marker_and_dropped():
