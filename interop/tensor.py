@@ -18,10 +18,18 @@ if TYPE_CHECKING:
 
 
 def _run_hooks(hooks: list[Callable[[], None]]) -> None:
-    # Runs once (weakref.finalize guarantees it), newest first, like nested with-blocks.
+    # Runs once (weakref.finalize guarantees it), newest first, like nested with-blocks. A hook that raises
+    # (a failed write-back) must not stop the older ones (unmap, close an fd): all run, the first error is raised.
+    error: BaseException | None = None
     while hooks:
         hook = hooks.pop()
-        hook()
+        try:
+            hook()
+        except BaseException as e:  # noqa: BLE001 - re-raised below, after the other hooks ran
+            if error is None:
+                error = e
+    if error is not None:
+        raise error
 
 
 class _ArrayExport:
