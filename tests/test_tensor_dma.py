@@ -249,3 +249,19 @@ def test_dma_heap_allocation_is_a_real_dmabuf_with_sync():
         assert DMAContext("dma_heap").alloc_tensor(TensorInfo((64,), np.uint8)).is_dmabuf
     finally:
         os.close(fd)
+
+
+@pytest.mark.skipif(not os.access(nd.UDMABUF_PATH, os.R_OK | os.W_OK),
+                    reason="needs /dev/udmabuf (tier C: a kernel with CONFIG_UDMABUF): none found on this machine")
+def test_udmabuf_allocation_is_a_real_dmabuf():
+    fd = nd.udmabuf_alloc(10000)
+    try:
+        fi = nd.inspect_fd(fd)
+        assert fi.is_dmabuf and fi.size == nd.page_align(10000)
+        t = DMATensor.from_fd(fd, info=TensorInfo((100, 100), np.uint8))
+        with interop.map(t, MemoryType.CPU, mode=AccessMode.WRITE) as c:
+            np.asarray(c)[:] = 6
+        assert t.buffer.syncable is True
+        t.release()
+    finally:
+        os.close(fd)
