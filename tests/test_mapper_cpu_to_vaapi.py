@@ -9,7 +9,11 @@ import interop
 from interop import FrameFormat, MemoryType
 from interop.errors import CopyRequiredError
 from interop.tensors.vaapi import VAContext
-from tests.va_fake import FakeVA, fake_va, va_ctx  # noqa: F401
+from tests import va_fake
+from tests.va_fake import FakeVA
+
+fake_va = va_fake.fake_va
+va_ctx = va_fake.va_ctx  # fixtures
 
 
 def test_upload_is_a_counted_copy(fake_va: FakeVA, va_ctx: VAContext) -> None:

@@ -15,7 +15,11 @@ from interop.errors import InvalidTensorError, UnsupportedTypeError
 from interop.native import libva as va
 from interop.tensors.dma import DMAContext, frame_from_fds
 from interop.tensors.vaapi import VAContext, VATensor
-from tests.va_fake import FakeVA, fake_va, va_ctx  # noqa: F401
+from tests import va_fake
+from tests.va_fake import FakeVA
+
+fake_va = va_fake.fake_va
+va_ctx = va_fake.va_ctx  # fixtures
 
 I915_Y_TILED = (0x01 << 56) | 2
 W, H = 64, 48

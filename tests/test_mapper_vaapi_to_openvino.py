@@ -13,7 +13,11 @@ import interop
 from interop import AccessMode, FrameFormat, MemoryType
 from interop.errors import InvalidTensorError, UnsupportedFormatError
 from interop.tensors.vaapi import VAContext
-from tests.va_fake import FakeVA, fake_va, va_ctx  # noqa: F401
+from tests import va_fake
+from tests.va_fake import FakeVA
+
+fake_va = va_fake.fake_va
+va_ctx = va_fake.va_ctx  # fixtures
 
 ov = pytest.importorskip("openvino")
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 import ctypes
 import os
 import pathlib
+import random
 import select
 import shutil
 import subprocess
+import tempfile
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -50,25 +53,33 @@ class FakeVA:
         self.proc: subprocess.Popen[bytes] | None = None
         self.display = ""
         self._opened: list[Any] = []
+        self.log: Any = None
 
     def start(self) -> None:
-        r, w = os.pipe()
-        self.proc = subprocess.Popen(["Xvfb", "-displayfd", str(w), "-nolisten", "tcp", "-screen", "0", "64x64x24"],
-                                     pass_fds=(w,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        os.close(w)
-        data = b""
-        while not data.endswith(b"\n"):  # Xvfb writes the number and the newline separately: read both
-            ready, _, _ = select.select([r], [], [], 30)
-            chunk = os.read(r, 64) if ready else b""
-            if not chunk:
-                break
-            data += chunk
-        num = data.decode().strip()
-        os.close(r)
-        if not num:
+        # A random high display number: X sockets are also abstract (per network namespace), so a display another
+        # process holds may be invisible in /tmp and still answer; a collision is retried.
+        last = ""
+        for _ in range(8):
+            num = random.randrange(200, 30000)
+            r, w = os.pipe()
+            self.log = tempfile.NamedTemporaryFile(prefix="interop-xvfb-", suffix=".log", delete=False)
+            self.proc = subprocess.Popen(["Xvfb", f":{num}", "-displayfd", str(w), "-nolisten", "tcp", "-screen", "0",
+                                          "64x64x24"], pass_fds=(w,), stdout=subprocess.DEVNULL, stderr=self.log)
+            os.close(w)
+            data = b""
+            while not data.endswith(b"\n"):  # Xvfb writes the number and the newline separately: read both
+                ready, _, _ = select.select([r], [], [], 30)
+                chunk = os.read(r, 64) if ready else b""
+                if not chunk:
+                    break
+                data += chunk
+            os.close(r)
+            if data.strip() == str(num).encode() and self.proc.poll() is None:
+                self.display = f":{num}"
+                return
+            last = open(self.log.name).read()[-500:]
             self.stop()
-            raise RuntimeError("Xvfb did not report a display number")
-        self.display = f":{num}"
+        raise RuntimeError(f"Xvfb did not start: {last}")
 
     def stop(self) -> None:
         # every display goes before the X server: Xlib exits the process on a lost connection
@@ -82,8 +93,12 @@ class FakeVA:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
             self.proc = None
+        if self.log is not None:
+            os.unlink(self.log.name)
+            self.log = None
 
     def open(self) -> Any:
+        from interop.errors import BackendUnavailableError
         from interop.native import libva
 
         # libva reads these in vaInitialize only: set them around it, so a hardware test in the same run gets
@@ -91,7 +106,15 @@ class FakeVA:
         saved = {k: os.environ.get(k) for k in ("LIBVA_DRIVER_NAME", "LIBVA_DRIVERS_PATH", "LIBVA_MESSAGING_LEVEL")}
         os.environ.update(LIBVA_DRIVER_NAME=DRIVER_NAME, LIBVA_DRIVERS_PATH=str(BUILD), LIBVA_MESSAGING_LEVEL="0")
         try:
-            d = libva.Display.open_x11(self.display)
+            for attempt in range(20):
+                try:
+                    d = libva.Display.open_x11(self.display)
+                    break
+                except BackendUnavailableError:
+                    # XOpenDisplay fails now and then on a loaded machine while Xvfb runs fine; a retry connects
+                    if attempt == 19 or self.proc is None or self.proc.poll() is not None:
+                        raise
+                    time.sleep(0.05 * (attempt + 1))
         finally:
             for k, v in saved.items():
                 if v is None:
@@ -169,3 +192,4 @@ def va_ctx(fake_va: FakeVA) -> Iterator[Any]:
     set_default_context(MemoryType.VAAPI, ctx)
     yield ctx
     set_default_context(MemoryType.VAAPI, None)
+    ctx.close()

@@ -26,7 +26,7 @@ class CPUToVAAPI(MemoryMapper):
         raise UnsupportedTypeError("VA surfaces are frames: map a Frame (e.g. interop.wrap(array, format=FrameFormat.NV12))")
 
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
-        from ..tensors.vaapi import VAContext, va_fourcc_of, va_frame, VASurface
+        from ..tensors.vaapi import VAContext, VASurface, va_fourcc_of, va_frame
         from .vaapi_to_cpu import map_planes
 
         va_fourcc_of(f.format)  # refuse formats VA cannot hold before allocating
