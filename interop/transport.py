@@ -376,10 +376,13 @@ class _DoneOnce:
 
     def __init__(self, sock: socket.socket, lock: threading.Lock, fid: int, n: int):
         self.sock, self.lock, self.fid, self.left = sock, lock, fid, n
+        self._count_lock = threading.Lock()  # buffers may be freed on different threads (GC, OpenVINO callbacks)
 
     def __call__(self) -> None:
-        self.left -= 1
-        if self.left == 0:
+        with self._count_lock:
+            self.left -= 1
+            last = self.left == 0
+        if last:
             _send_done(self.sock, self.lock, self.fid)
 
 
