@@ -208,3 +208,26 @@ def test_no_fd_leak_over_allocate_map_send_release_cycles(soak):
     assert pool.free_count == pool.size
     tx.close()
     rx.close()
+
+
+def test_frame_with_an_fd_per_plane_crosses_with_both_fds():
+    y, uv = nd.memfd_alloc(64 * 48), nd.memfd_alloc(64 * 24)
+    os.pwrite(y, b"\x07" * 64, 0)
+    os.pwrite(uv, b"\x09" * 64, 0)
+    f = frame_from_fds([y, uv], FrameFormat.NV12, 64, 48)
+    os.close(y)
+    os.close(uv)
+    a, b = seqpacket_pair()
+    tx, rx = FrameSender(a), FrameReceiver(b)
+    tx.send(f)
+    g = rx.recv(timeout=5)
+    assert g[0].fd != g[1].fd and g[0].offset == g[1].offset == 0
+    with interop.map(g, MemoryType.CPU) as c:
+        assert np.asarray(c[0])[0, 5] == 7 and np.asarray(c[1])[0, 5, 1] == 9
+    g[0].release()
+    assert tx.in_flight == 1  # DONE only when every plane's buffer is free
+    g.release()
+    assert tx.wait_returned(5)
+    f.release()
+    tx.close()
+    rx.close()
