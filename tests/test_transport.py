@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import socket
+import time
 from fractions import Fraction
 
 import numpy as np
@@ -225,6 +226,7 @@ def test_frame_with_an_fd_per_plane_crosses_with_both_fds():
     with interop.map(g, MemoryType.CPU) as c:
         assert np.asarray(c[0])[0, 5] == 7 and np.asarray(c[1])[0, 5, 1] == 9
     g[0].release()
+    time.sleep(0.05)  # give a (wrong) early DONE time to arrive
     assert tx.in_flight == 1  # DONE only when every plane's buffer is free
     g.release()
     assert tx.wait_returned(5)
