@@ -108,4 +108,19 @@ def test_output_context_must_be_level_zero() -> None:
         DMAToUSM(None, OtherUSM(native=object())).map(t)
 
 
+def test_without_a_driver_the_route_says_so() -> None:
+    """Here (no Level Zero driver in the test process) the default USM import context is unavailable, by name."""
+    from interop.native import level_zero as ze
+    from interop.tensors.dma import DMAContext
+    from interop.tensors.level_zero import LevelZeroContext
+
+    if ze.init_early():
+        pytest.skip("a Level Zero driver answers in this process")
+    with pytest.raises(interop.BackendUnavailableError, match="Level Zero|libze"):
+        LevelZeroContext.default()
+    f = DMAContext().alloc_frame(FrameFormat.NV12, 16, 16)
+    with pytest.raises(interop.BackendUnavailableError):
+        interop.map(f, MemoryType.USM)  # routed to dma_to_usm, whose default context is Level Zero's
+
+
 globals().update(ze_fake.tests_for(globals()))
