@@ -10,6 +10,7 @@ the DMA frame alive and destroys its surface at release. The output context is t
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from ..context import Context
 from ..errors import InvalidTensorError, UnsupportedTypeError
@@ -19,8 +20,11 @@ from ..mapper import MemoryMapper, register
 from ..tensor import Tensor
 from ..types import AccessMode, MemoryType
 
+if TYPE_CHECKING:
+    from ..native.libva import PrimeDescriptor
 
-def prime_descriptor(f: Frame) -> object:
+
+def prime_descriptor(f: Frame) -> PrimeDescriptor:
     """The DRM PRIME 2 descriptor of a DMA frame (fds are the planes' own; nothing is dup'ed)."""
     from ..native import libva
     from ..tensors.dma import DMATensor, drm_fourcc_of

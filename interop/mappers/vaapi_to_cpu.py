@@ -5,8 +5,8 @@ Each plane is a view at the image's offset for that plane with the image's pitch
 into the surface. The image is unmapped and destroyed when every plane of the mapping is released (end of
 ``with``, ``release()``, or GC), or before the surface is destroyed, whichever comes first: drivers that detile
 into a shadow copy write it back at vaUnmapBuffer, so release a WRITE mapping before handing the surface on.
-Numpy views kept past release still point into the surface's memory; on a driver whose derived mapping is a
-shadow copy they no longer see the surface.
+Numpy views kept past release keep the surface alive (it is destroyed when the last view is gone) and still
+point into its memory; on a driver whose derived mapping is a shadow copy they no longer see the surface.
 Drivers that cannot derive an image of a surface (some tiled or compressed layouts) make this mapper fail with
 a VAError; map the frame to DMA instead, or to CPU with a route that copies.
 """
