@@ -9,6 +9,7 @@ import pytest
 
 import interop
 from interop import AccessMode, FrameFormat, MemoryType
+from tests import ze_fake
 
 
 def _lz(**kw):  # type: ignore[no-untyped-def]
@@ -104,3 +105,11 @@ def test_npu_infers_on_the_frame_memory_like_the_cpu() -> None:
     want = cpu.get_output_tensor(0).data
     assert np.allclose(got, want, atol=0.5), float(np.abs(got - want).max())
     assert isinstance(n[0].native, (ov.RemoteTensor, ov.Tensor))
+
+
+def case_level_zero_hardware_test_code_runs_on_the_fake() -> None:
+    """The hardware test's own code, run against the fake driver (so it is known to work before a device runs it)."""
+    test_real_driver_export_import_round_trip()
+
+
+globals().update(ze_fake.tests_for(globals()))
