@@ -159,18 +159,25 @@ class SurfaceInfo(ctypes.Structure):
         ("pitch", ctypes.c_uint32 * 4), ("plane_object", ctypes.c_uint32 * 4)]
 
 
+_shared: FakeVA | None = None
+
+
 @pytest.fixture(scope="session")
 def fake_va() -> Iterator[FakeVA]:
+    """One Xvfb for the whole run (each test module that imports this fixture shares it)."""
+    global _shared
     why = build()
     if why:
         pytest.skip(why)
-    fake = FakeVA()
-    try:
-        fake.start()
-    except (OSError, RuntimeError) as e:
-        pytest.skip(f"the VA-API fake needs Xvfb to run ({e})")
-    yield fake
-    fake.stop()
+    if _shared is None or _shared.proc is None:
+        fake = FakeVA()
+        try:
+            fake.start()
+        except (OSError, RuntimeError) as e:
+            pytest.skip(f"the VA-API fake needs Xvfb to run ({e})")
+        _shared = fake
+    yield _shared
+    _shared.stop()  # at the end of the session; idempotent
 
 
 @pytest.fixture
