@@ -15,7 +15,9 @@ ldconfig -p 2>/dev/null | grep -q 'libva-x11.so.2 ' || need+=(libva-x11-2)
 command -v Xvfb >/dev/null || need+=(xvfb)
 command -v gcc >/dev/null || need+=(gcc)
 if [ ${#need[@]} -gt 0 ]; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    if [ -n "${INTEROP_FAKES_NO_APT:-}" ]; then
+        echo "fakes_va: missing ${need[*]} (INTEROP_FAKES_NO_APT set: not installing)"
+    elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         echo "fakes_va: installing ${need[*]}"
         (flock /tmp/apt.lock apt-get install -y -q "${need[@]}" >/tmp/interop-fakes-va-apt.log 2>&1) ||
             echo "fakes_va: apt-get install ${need[*]} failed (see /tmp/interop-fakes-va-apt.log); VA fake tests will skip"
