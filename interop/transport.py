@@ -282,7 +282,7 @@ class FrameReceiver:
             try:
                 frame = self._build(msg, fds, flags)
             except BaseException:
-                for fd in fds:  # _build takes ownership only of what it consumed; close() is idempotent on dup'ed
+                for fd in fds:  # what _build did not hand to a DMABuffer (it marks those -1 or drops them)
                     _close_quiet(fd)
                 raise
             if frame is not None:
@@ -303,6 +303,12 @@ class FrameReceiver:
         # ownership of the fds passes to DMABuffers one by one; the caller closes what is left on error
         bufs: list[DMABuffer] = []
         records = [_PLANE.unpack_from(msg, _HEAD.size + _FRAME.size + i * _PLANE.size) for i in range(n_planes)]
+        try:
+            fmt = FrameFormat(fmt_b.rstrip(b"\0").decode())
+        except (ValueError, UnicodeDecodeError):
+            raise ProtocolError(f"unknown frame format {fmt_b!r} in a frame message") from None
+        if any(r[0] >= n_fds or not 0 < r[1] <= 4 for r in records):
+            raise ProtocolError("a plane record names an fd that was not sent, or has a bad number of dimensions")
         sizes = {r[0]: r[4] for r in records}
         try:
             for i, fd in enumerate(fds):
@@ -333,7 +339,7 @@ class FrameReceiver:
             for idx, ndim, dt, off, _size, mod, *rest in records:
                 info = TensorInfo(tuple(rest[:ndim]), dt.rstrip(b"\0").decode(), tuple(rest[4:4 + ndim]))
                 planes.append(DMATensor(bufs[idx], info, offset=off, drm_fourcc=code, drm_modifier=mod))
-            frame = dma_frame(planes, FrameFormat(fmt_b.rstrip(b"\0").decode()), w, h,
+            frame = dma_frame(planes, fmt, w, h,
                               colorspace=_CS[cs], color_range=_CR[cr], pts=pts if fl & 1 else None,
                               time_base=Fraction(tb_n, tb_d) if fl & 2 else None)
         except BaseException:
