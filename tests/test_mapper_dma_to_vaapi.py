@@ -135,3 +135,21 @@ def test_refusals(fake_va: FakeVA, va_ctx: VAContext) -> None:
 def test_route_is_zero_copy() -> None:
     chain = interop.route(MemoryType.DMA, MemoryType.VAAPI)
     assert chain.zero_copy and [m.name for m in chain.mappers] == ["dma_to_vaapi"]
+
+
+def test_legacy_prime_import_where_the_driver_has_no_prime2(fake_va: FakeVA, va_ctx: VAContext,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    fd = _memfd(20000)
+    try:
+        df = frame_from_fds(fd, FrameFormat.NV12, W, H, offsets=[0, 10000], pitches=[96, 128])
+        tiled = frame_from_fds(fd, FrameFormat.NV12, W, H, drm_modifier=I915_Y_TILED)
+    finally:
+        os.close(fd)
+    monkeypatch.setenv("INTEROPFAKE_VA_NO_PRIME2_IMPORT", "1")
+    vf = interop.map(df, MemoryType.VAAPI)
+    info = fake_va.info(vf[0].surface_id)
+    assert info["mem_type"] == va.VA_SURFACE_ATTRIB_MEM_TYPE_DRM_PRIME
+    assert info["offset"][:2] == [0, 10000] and info["pitch"][:2] == [96, 128]
+    with pytest.raises(va.VAError) as e:  # a tiled buffer cannot go through the legacy path: no modifier there
+        interop.map(tiled, MemoryType.VAAPI)
+    assert e.value.status == va.VA_STATUS_ERROR_UNSUPPORTED_MEMORY_TYPE

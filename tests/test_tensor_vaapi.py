@@ -114,3 +114,14 @@ def test_doctor_row() -> None:
 def test_vasurface_needs_a_vacontext(va_ctx: VAContext) -> None:
     with pytest.raises(InteropError):
         VASurface(object(), 1, FrameFormat.NV12, 2, 2)  # type: ignore[arg-type]
+
+
+def test_import_interop_does_not_load_libva() -> None:
+    import subprocess
+    import sys
+
+    code = ("import interop, interop.backends as b; b.load_all(); interop.route(interop.MemoryType.VAAPI, "
+            "interop.MemoryType.DMA); print(any('libva' in line for line in open('/proc/self/maps')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"

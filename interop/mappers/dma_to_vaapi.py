@@ -2,7 +2,8 @@
 
 Every plane is described by its own fd's object, its own offset and its own pitch (DL Streamer passed tensor 0's
 offset for every plane and no modifier); planes in the same buffer (same inode) share one object; the object's
-64-bit DRM modifier is passed whole. The driver takes its own reference to the memory; the VA frame also keeps
+64-bit DRM modifier is passed whole. A driver without PRIME 2 import gets the legacy DRM PRIME import
+(``VASurfaceAttribExternalBuffers``) when the frame is one linear buffer. The driver takes its own reference to the memory; the VA frame also keeps
 the DMA frame alive and destroys its surface at release. The output context is the mapper's, else
 ``Context.default(MemoryType.VAAPI)``.
 """
@@ -60,6 +61,12 @@ def prime_descriptor(f: Frame) -> PrimeDescriptor:
     return libva.PrimeDescriptor(va_fourcc_of(f.format), f.width, f.height, objects, [layer])
 
 
+def _legacy_ok(desc: PrimeDescriptor) -> bool:
+    from ..native import libva
+
+    return len(desc.objects) == 1 and desc.objects[0].modifier in (libva.DRM_FORMAT_MOD_LINEAR, libva.DRM_FORMAT_MOD_INVALID)
+
+
 @register
 class DMAToVAAPI(MemoryMapper):
     src = MemoryType.DMA
@@ -72,12 +79,23 @@ class DMAToVAAPI(MemoryMapper):
                                    "with its format and size, then map the frame")
 
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
+        from ..native import libva
         from ..tensors.vaapi import VAContext, VASurface, va_frame
 
         ctx = self.output_context or Context.default(MemoryType.VAAPI)
         if not isinstance(ctx, VAContext):
             raise UnsupportedTypeError(f"the output context of dma_to_vaapi must be a VAContext, not {ctx!r}")
         desc = prime_descriptor(f)
-        sid = ctx.display.import_prime2(desc)
+        try:
+            sid = ctx.display.import_prime2(desc)
+        except libva.VAError as e:
+            no_prime2 = (libva.VA_STATUS_ERROR_UNSUPPORTED_MEMORY_TYPE, libva.VA_STATUS_ERROR_ATTR_NOT_SUPPORTED,
+                         libva.VA_STATUS_ERROR_UNIMPLEMENTED)
+            if e.status not in no_prime2 or not _legacy_ok(desc):
+                raise
+            # older drivers import only legacy DRM PRIME: one buffer, no modifier (so linear memory only)
+            sid = ctx.display.import_external(desc.fourcc, desc.width, desc.height, desc.objects[0].fd,
+                                              [p.pitch for p in desc.planes], [p.offset for p in desc.planes],
+                                              desc.objects[0].size)
         surface = VASurface(ctx, sid, f.format, f.width, f.height, keep=f)
         return va_frame(surface, parent=f, base=f, writable=mode.writes or all(t.writable for t in f.tensors))

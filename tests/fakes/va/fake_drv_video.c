@@ -349,6 +349,9 @@ static VAStatus fake_CreateSurfaces2(VADriverContextP ctx, unsigned int format, 
         return VA_STATUS_ERROR_INVALID_PARAMETER;
     if (mem_type == VA_SURFACE_ATTRIB_MEM_TYPE_DRM_PRIME_2 && num != 1)
         return VA_STATUS_ERROR_INVALID_PARAMETER;
+    /* behave like an older driver that only imports legacy DRM PRIME buffers (tests of the fallback) */
+    if (mem_type == VA_SURFACE_ATTRIB_MEM_TYPE_DRM_PRIME_2 && getenv("INTEROPFAKE_VA_NO_PRIME2_IMPORT"))
+        return VA_STATUS_ERROR_UNSUPPORTED_MEMORY_TYPE;
 
     pthread_mutex_lock(&lock);
     unsigned made = 0;
