@@ -126,9 +126,11 @@ SUPPORTED_DTYPES = _supported_dtypes()
 
 def as_dtype(value: object) -> np.dtype:
     """Normalise a dtype-like to a supported numpy dtype, or raise InvalidTensorError."""
+    if value is None:  # numpy would read None as float64; a missing dtype is a mistake here
+        raise InvalidTensorError(f"a dtype is required: use one of {', '.join(SUPPORTED_DTYPES)}")
     try:
         dt = np.dtype(value)  # type: ignore[call-overload]
-    except TypeError as e:
+    except (TypeError, ValueError, SyntaxError) as e:  # numpy parses strings such as "0" or "(" with these
         raise InvalidTensorError(f"unknown dtype {value!r}: use one of {', '.join(SUPPORTED_DTYPES)}") from e
     dt = dt.newbyteorder("=") if dt.byteorder not in ("=", "|") and dt.isnative else dt
     if not dt.isnative:
