@@ -613,6 +613,11 @@ class Inference:
         with self._cond:
             return self._pending
 
+    def compiled_property(self, name: str, x: Any = None) -> Any:
+        """A property of the compiled model used for ``x`` (default: the raw model), e.g. INFERENCE_PRECISION_HINT."""
+        v = self._raw_variant() if x is None else self._prepare(x)[0]
+        return v.compiled.get_property(name)
+
     def pool_size(self, x: Any = None) -> int:
         """Number of infer requests in the pool used for ``x`` (default: the raw model's)."""
         v = self._raw_variant() if x is None else self._prepare(x)[0]

@@ -144,6 +144,10 @@ def run(quick: bool = False, precision: str | None = None) -> list[Result]:
     frames = 120 if quick else CLIP["frames"]
     reps = 1 if quick else 3
     inf = _inference(precision)
+    try:
+        used = str(inf.compiled_property("INFERENCE_PRECISION_HINT"))
+    except Exception:  # noqa: BLE001 - informative only
+        used = "?"
     dec: list[float] = []
     inf_only: list[float] = []
     runs: list[Any] = []
@@ -162,7 +166,7 @@ def run(quick: bool = False, precision: str | None = None) -> list[Result]:
     n_med = sorted(naives, key=lambda x: x["fps"])[len(naives) // 2]
     nproc = os.cpu_count()
     common = {"clip": f"{CLIP['width']}x{CLIP['height']} H.264 {frames} frames", "input": f"{INPUT_SIZE[0]}x{INPUT_SIZE[1]}",
-              "device": r_med.device, "precision": precision or "plugin default", "reps": reps, "cpus": nproc,
+              "device": r_med.device, "precision": f"{precision or 'plugin default'} ({used})", "reps": reps, "cpus": nproc,
               "machine": machine()}
     per = lambda s: round(1000 * s / max(1, r_med.frames), 3)  # noqa: E731  ms per frame
     return [
