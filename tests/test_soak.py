@@ -79,7 +79,7 @@ def test_mapper_soak(name, soak):
     kind, made = _source_for(cls)
     n = cycles(soak, 400)
     mapper = cls()
-    for _ in range(WARMUP):
+    for _ in range(max(WARMUP, n // 100)):
         out = mapper.map(made.obj, AccessMode.READ)
         _touch(out)
         B.release(out)
@@ -118,7 +118,7 @@ def test_factory_soak(kind, soak):
         pytest.skip(f"{kind}: {missing.get(kind)}")
     n = cycles(soak, 200, 20_000)
     rng = np.random.default_rng(1)
-    for _ in range(WARMUP):
+    for _ in range(max(WARMUP, n // 10)):  # random sizes: let the allocator reach its high-water mark first
         B.release(B.make(kind, rng).obj)
     fd0, rss0, live0 = _measure()
     for i in range(n):
@@ -264,3 +264,26 @@ def test_failing_release_hook_does_not_skip_the_others():
     with pytest.raises(RuntimeError, match="injected"):
         t.release()
     assert ran == ["close fd"], "an older release hook was skipped after a newer one raised"
+
+
+@pytest.mark.xfail(strict=True, reason="bug: interop/tensors/opencv.py umat_info() probes the row count with "
+                   "out-of-range cv2.UMat ROIs (_roi_ok); in opencv-python 5.0.0.93 every failing ROI constructor "
+                   "(SystemError) leaks its parent UMat with its buffer, so each wrap(UMat) leaks the UMat; owner H-OCL")
+def test_wrap_umat_does_not_leak_the_umat():
+    """wrap() of fresh 1080p UMats, dropped each time: RSS stays flat (each leaked UMat would be 2 MiB)."""
+    try:
+        B.need_module("interop.tensors.opencv", "the OpenCV backend")
+        cv2 = B.need_module("cv2", "OpenCV")
+    except B.Missing as e:
+        pytest.skip(str(e))
+    a = np.zeros((1080, 1920), np.uint8)
+    for _ in range(3):
+        B.release(interop.wrap(cv2.UMat(a)))
+    _, rss0, _ = _measure()
+    for _ in range(20):
+        t = interop.wrap(cv2.UMat(a))
+        assert t.info.shape == (1080, 1920)
+        t.release()
+        del t
+    _, rss1, _ = _measure()
+    assert rss1 - rss0 <= RSS_SLACK, f"20 wraps of 1080p UMats grew RSS by {(rss1 - rss0) / 2**20:.1f} MiB"
