@@ -23,6 +23,10 @@ class FakePlane:
     def __dlpack_device__(self):
         return (2, 0)
 
+    def __dlpack__(self, *, stream=None):
+        assert stream is None  # PyAV accepts nothing else
+        return ("pyav capsule", self.buffer_ptr)
+
 
 def fake_hw_frame(w=64, h=32, pitch=128, sw="nv12", base=0x7000_0000):
     planes = [FakePlane(base, pitch), FakePlane(base + 0x10000, pitch)]
@@ -38,8 +42,10 @@ def test_hw_frame_planes_are_the_decoder_pointers_with_pitch():
     assert isinstance(y, CUDATensor) and y.ptr == vf.planes[0].buffer_ptr and uv.ptr == vf.planes[1].buffer_ptr
     assert y.shape == (32, 64) and y.strides == (128, 1) and uv.shape == (16, 32, 2) and uv.strides == (128, 2, 1)
     assert not y.writable and y.stream == 1 and y.native is vf.planes[0]
-    cap = uv.__dlpack__(stream=1)
-    assert cn.read_capsule(cap)[:3] == (vf.planes[1].buffer_ptr, (16, 32, 2), (128, 2, 1))
+    # a whole plane exports PyAV's own capsule (built in C); views export capsules of their own layout
+    assert uv.__dlpack__(stream=1, max_version=(1, 0)) == ("pyav capsule", vf.planes[1].buffer_ptr)
+    cap = uv.region(2, 1, 4, 3).__dlpack__(stream=1)
+    assert cn.read_capsule(cap)[:3] == (vf.planes[1].buffer_ptr + 128 + 4, (3, 4, 2), (128, 2, 1))
     c = f.crop(8, 4, 16, 8)
     assert c[0].ptr == vf.planes[0].buffer_ptr + 4 * 128 + 8 and c[1].ptr == vf.planes[1].buffer_ptr + 2 * 128 + 8
 

@@ -207,6 +207,21 @@ def loop_naive(path: Path, torch: Any, limit: int | None = None, all_cores: bool
     return n
 
 
+def _per_frame_cost(path: Path, consumers: dict[str, Callable[[Any], Any]], frames: int) -> dict[str, float]:
+    """Mean time spent in each consumer per frame (µs), measured in the decode loop on the same frames."""
+    out: dict[str, list[float]] = {k: [] for k in consumers}
+    clock = time.perf_counter
+    with _nvdec(path) as c:
+        for i, vf in enumerate(c.decode(video=0)):
+            for k, f in consumers.items():
+                t0 = clock()
+                f(vf)
+                out[k].append(clock() - t0)
+            if i + 1 >= frames:
+                break
+    return {k: median(v) * 1e6 for k, v in out.items()}
+
+
 def timed(fn: Callable[[], int], torch: Any) -> float:
     torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -256,6 +271,9 @@ def run(quick: bool) -> list[Result]:
         loop_plain(p, via, 30)
         loop_plain(p, raw, 30)
     samples: dict[str, list[float]] = {}
+    overhead = _per_frame_cost(clips["1080p HEVC"], {"raw": raw, "interop": via}, 400)
+    for k, v in overhead.items():
+        log(f"per-frame Python cost of the consumer, {k}: {v:.1f} us")
 
     def add(case: str, fps: float) -> None:
         samples.setdefault(case, []).append(fps)
@@ -288,7 +306,8 @@ def run(quick: bool) -> list[Result]:
                 except Exception as e:  # an experiment that cannot run here is a finding, not a crash
                     log(f"{name}: {label} failed: {type(e).__name__}: {e}")
                     samples.setdefault(f"{name}: interop + {label}", [])
-    results = []
+    results = [Result(NAME, f"per-frame cost of consume(): {k}", round(v, 1), "us", {"clip": "1080p HEVC"})
+               for k, v in overhead.items()]
     for case, xs in samples.items():
         if xs:
             results.append(Result(NAME, case, round(median(xs), 1), "fps", {"runs": [round(x, 1) for x in xs]}))

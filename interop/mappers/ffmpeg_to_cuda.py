@@ -23,6 +23,8 @@ from ..tensors.cuda import LEGACY_STREAM, CUDAContext, cached_info, fast_tensor,
 from ..types import AccessMode, FrameFormat, MemoryType
 
 _SW_FORMATS = {"nv12": FrameFormat.NV12, "p010le": FrameFormat.P010}
+_FORMATS = frozenset(_SW_FORMATS.values())
+_contexts: dict[Any, CUDAContext] = {}  # FFmpeg hardware context -> CUDA context of its device
 
 
 def _plane_infos(fmt: FrameFormat, width: int, height: int, pitches: list[int]) -> list[Any]:
@@ -45,7 +47,7 @@ def from_video_frame(vf: Any, *, parent: Any = None) -> Frame:
     dev = planes[0].__dlpack_device__()[1]
     ctx = CUDAContext.get(dev)
     infos = _plane_infos(fmt, vf.width, vf.height, [p.line_size for p in planes])
-    tensors = [fast_tensor(p, inf, p.buffer_ptr, dev, LEGACY_STREAM, ctx, parent, False)
+    tensors = [fast_tensor(p, inf, p.buffer_ptr, dev, LEGACY_STREAM, ctx, parent, False, True)
                for p, inf in zip(planes, infos)]
     return trusted_frame(tensors, fmt, vf.width, vf.height, context=ctx, native=vf, colorspace=None, color_range=None,
                          pts=vf.pts, time_base=vf.time_base, metadata=None, parent=parent)
@@ -110,13 +112,20 @@ class FFmpegToCUDA(FastMapper):
         return wrap_video_frame(obj) if is_video_frame(obj) else None
 
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
-        vf = f.native
-        if vf is not None and getattr(getattr(vf, "format", None), "name", None) == "cuda" and \
-                (f.width, f.height) == (vf.width, vf.height) and not mode.writes:
-            out = from_video_frame(vf, parent=f)
-            out.colorspace, out.color_range, out.metadata = f.colorspace, f.color_range, dict(f.metadata)
-            return out
-        return super().map_frame(f, mode, allow_copy)
+        ts = f.tensors
+        fmt = f.format
+        if mode.writes or fmt not in _FORMATS or not all(getattr(t, "is_hardware", False) and not t.offset for t in ts):
+            return super().map_frame(f, mode, allow_copy)
+        # A whole NVDEC frame (the per-frame path): the FFmpeg planes' layouts are the CUDA planes' layouts.
+        planes = [t.native for t in ts]
+        ctx = _contexts.get(f.context)
+        if ctx is None:
+            ctx = _contexts[f.context] = CUDAContext.get(planes[0].__dlpack_device__()[1])
+        dev = ctx.device
+        out = [fast_tensor(p, t.info, p.buffer_ptr, dev, LEGACY_STREAM, ctx, f, False, True) for p, t in zip(planes, ts)]
+        return trusted_frame(out, fmt, f.width, f.height, context=ctx, native=f.native, colorspace=f.colorspace,
+                             color_range=f.color_range, pts=f.pts, time_base=f.time_base,
+                             metadata=dict(f.metadata) if f.metadata else None, parent=f)
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         plane = t.native

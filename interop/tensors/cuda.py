@@ -116,6 +116,7 @@ class CUDATensor(Tensor):
         self._ptr = ptr
         self._device_id = int(device)
         self._stream = stream_handle(stream)
+        self._whole = False  # True: exactly the producer's own DLPack view (a whole PyAV plane)
 
     @property
     def ptr(self) -> int:
@@ -160,6 +161,10 @@ class CUDATensor(Tensor):
         if stream is not None and not isinstance(stream, int):
             raise BufferError(f"stream must be an int handle or None, got {type(stream).__name__}")
         self.sync_to(stream)
+        if self._whole:
+            # The producer's own capsule (PyAV builds it in C; it holds a reference on the AVFrame). It is a
+            # legacy capsule even when a versioned one was asked for, which DLPack allows.
+            return self._native.__dlpack__(stream=None)
         versioned = max_version is not None and tuple(max_version)[0] >= 1
         info = self._info
         return cn.make_capsule(self._ptr, info.shape, info.strides, info.dtype, dev, self, versioned=versioned,
@@ -182,11 +187,12 @@ class CUDATensor(Tensor):
 
 
 def fast_tensor(native: Any, info: TensorInfo, ptr: int, device: int, stream: int | None, context: Context,
-                parent: Any, writable: bool) -> CUDATensor:
-    """A CUDATensor without re-validation: ``info`` must come from cached_info(), ``stream`` be a handle or None."""
+                parent: Any, writable: bool, whole: bool = False) -> CUDATensor:
+    """A CUDATensor without re-validation: ``info`` must be interned, ``stream`` a handle or None. ``whole``: the
+    tensor is exactly what ``native.__dlpack__(stream=None)`` describes, so exports may use the producer's capsule."""
     t: Any = CUDATensor.__new__(CUDATensor)
     Tensor.__init__(t, native, info, context=context, parent=parent, writable=writable)
-    t._ptr, t._device_id, t._stream = ptr, device, stream
+    t._ptr, t._device_id, t._stream, t._whole = ptr, device, stream, whole
     return t  # type: ignore[no-any-return]
 
 
