@@ -76,8 +76,8 @@ def test_region_maps_only_its_rows():
 def test_bad_input():
     ctx = opencl_context()
     buf = cl.Buffer(ctx.native, cl.mem_flags.READ_WRITE, 16)
-    from interop.tensors.opencl import OpenCLTensor
     from interop.mappers.opencl_to_cpu import OpenCLToCPU
+    from interop.tensors.opencl import OpenCLTensor
 
     ro = OpenCLTensor(buf, TensorInfo((16,), np.uint8), writable=False)
     with pytest.raises(InvalidTensorError):

@@ -30,7 +30,7 @@ def test_same_cl_mem_and_writes_both_ways():
 
 def test_roi_offset_is_honoured():
     umat_context()
-    ctx = opencl_context()
+    opencl_context()
     u = cv2.UMat(20, 32, cv2.CV_8UC3, (0, 0, 0))
     roi = cv2.UMat(u, (4, 10), (8, 20))
     o = interop.map(roi, MemoryType.OPENCL, mode=AccessMode.WRITE)

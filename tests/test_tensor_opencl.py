@@ -117,7 +117,7 @@ def test_bad_input(ctx):
     t = interop.wrap(buf)
     t.release()
     with pytest.raises(InvalidTensorError):
-        t.cl_mem
+        _ = t.cl_mem
     with pytest.raises(InvalidTensorError):
         interop.map(t, MemoryType.CPU)
 

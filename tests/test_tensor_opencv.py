@@ -89,7 +89,7 @@ def test_bad_input():
     t = interop.wrap(cv2.UMat(2, 2, cv2.CV_8UC1, 0))
     t.release()
     with pytest.raises(InvalidTensorError):
-        t.cl_mem
+        _ = t.cl_mem
 
 
 def test_doctor_rows():

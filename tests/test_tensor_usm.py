@@ -48,7 +48,7 @@ def test_device_allocation_is_not_cpu_reachable(ctx):
     with pytest.raises(InteropError):
         np.asarray(t)
     with pytest.raises(InteropError):
-        t.data_ptr
+        _ = t.data_ptr
 
 
 def test_sycl_usm_array_interface_round_trips_through_dpctl(ctx):
@@ -93,9 +93,9 @@ def test_bad_input(ctx):
     t = interop.wrap(mem)
     t.release()
     with pytest.raises(InvalidTensorError):
-        t.pointer
+        _ = t.pointer
     with pytest.raises(InvalidTensorError):
-        t.__sycl_usm_array_interface__
+        _ = t.__sycl_usm_array_interface__
 
 
 def test_doctor_row(ctx):

@@ -39,7 +39,7 @@ def _map_release(obj: Any, to: Any, mode: Any, allow_copy: bool = False) -> Call
     return go
 
 
-def cases() -> list[tuple[str, Callable[[], None], Callable[[], None], str]]:
+def cases() -> list[tuple[str, Callable[[], Any], Callable[[], Any], str]]:
     """(case, map+release, copy, what the copy is)."""
     import cv2
     import pyopencl as cl
@@ -49,13 +49,13 @@ def cases() -> list[tuple[str, Callable[[], None], Callable[[], None], str]]:
     from interop.tensors.usm import allocate
 
     rw = AccessMode.READ_WRITE
-    ocl = Context.default(MemoryType.OPENCL)
+    ocl: Any = Context.default(MemoryType.OPENCL)
     q = ocl.queue
-    host = np.ones(SIZE, np.uint8)
-    out: list[tuple[str, Callable[[], None], Callable[[], None], str]] = []
+    host: Any = np.ones(SIZE, np.uint8)
+    out: list[tuple[str, Callable[[], Any], Callable[[], Any], str]] = []
 
     buf = cl.Buffer(ocl.native, cl.mem_flags.READ_WRITE, SIZE)
-    cl.enqueue_fill_buffer(q, buf, np.uint8(1), 0, SIZE)
+    cl.enqueue_fill_buffer(q, buf, np.ones(1, np.uint8), 0, SIZE)
     q.finish()
     t = interop.wrap(buf, info=TensorInfo((SIZE,), np.uint8))
     out.append(("OpenCL -> CPU", _map_release(t, MemoryType.CPU, rw),
@@ -65,7 +65,7 @@ def cases() -> list[tuple[str, Callable[[], None], Callable[[], None], str]]:
     cv2.ocl.finish()
     out.append(("OpenCV UMat -> CPU", _map_release(u, MemoryType.CPU, rw), lambda: u.get(), "UMat.get()"))
     dst = cl.Buffer(ocl.native, cl.mem_flags.READ_WRITE, SIZE)
-    ubuf = cl.Buffer.from_int_ptr(u.handle(cv2.ACCESS_RW), retain=True)
+    ubuf: Any = cl.Buffer.from_int_ptr(u.handle(cv2.ACCESS_RW), retain=True)
 
     def d2d() -> None:
         cl.enqueue_copy(q, dst, ubuf, byte_count=SIZE)
@@ -86,7 +86,7 @@ def cases() -> list[tuple[str, Callable[[], None], Callable[[], None], str]]:
     out.append(("CPU -> OpenCL", _map_release(a, MemoryType.OPENCL, rw, allow_copy=True), h2d,
                 "clEnqueueWriteBuffer from numpy"))
 
-    usm = Context.default(MemoryType.USM)
+    usm: Any = Context.default(MemoryType.USM)
     for kind in ("shared", "host"):
         s = allocate(TensorInfo((SIZE,), np.uint8), kind, usm)
         s.native.memset(1)

@@ -60,7 +60,7 @@ class OpenCLToOpenVINO(MemoryMapper):
         device = str(getattr(ovc, "device", "CPU"))
         if device.startswith("GPU"):
             return self._remote(t, ovc, mode)
-        ocl = t.context
+        ocl: Any = t.context
         if not ocl.host_shared:  # type: ignore[union-attr]
             raise ContextMismatchError(
                 f"OpenVINO {device} reads host memory, and {ocl!r} is not a host-memory device: map to CPU "

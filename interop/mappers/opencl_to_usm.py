@@ -27,7 +27,7 @@ class OpenCLToUSM(MemoryMapper):
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         from ..native.opencl_usm import mem_host_ptr, usm_functions
         from ..tensors.opencl import OpenCLTensor, enqueue_host_copy
-        from ..tensors.usm import SYCLContext, USMTensor, _SUAI, dpctl, host_view
+        from ..tensors.usm import _SUAI, SYCLContext, USMTensor, dpctl, host_view
 
         if not isinstance(t, OpenCLTensor):
             raise InvalidTensorError(f"{self.name} maps OpenCLTensors, not {type(t).__name__}")

@@ -16,6 +16,7 @@ from ..mapper import MemoryMapper, register
 from ..tensor import Tensor
 from ..types import AccessMode, MemoryType
 
+
 @register
 class USMToOpenCL(MemoryMapper):
     src = MemoryType.USM

@@ -19,6 +19,7 @@ import functools
 import os
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import BackendUnavailableError, InteropError
 
@@ -98,7 +99,7 @@ def release_context(cl_context: int) -> None:
     loader().clReleaseContext(c_void_p(cl_context))
 
 
-_SIGS = {
+_SIGS: dict[str, tuple[Any, list[Any]]] = {
     "clHostMemAllocINTEL": (c_void_p, [c_void_p, c_void_p, c_size_t, c_uint, ctypes.POINTER(c_int)]),
     "clDeviceMemAllocINTEL": (c_void_p, [c_void_p, c_void_p, c_void_p, c_size_t, c_uint, ctypes.POINTER(c_int)]),
     "clSharedMemAllocINTEL": (c_void_p, [c_void_p, c_void_p, c_void_p, c_size_t, c_uint, ctypes.POINTER(c_int)]),
@@ -114,7 +115,7 @@ class USMFunctions:
     """The Intel USM entry points of one OpenCL platform."""
 
     platform: int
-    fns: dict
+    fns: dict[str, Any]
 
     def _call(self, name: str, *args: object) -> int:
         return self.fns[name](*args)

@@ -210,7 +210,8 @@ def enqueue_host_copy(queue: Any, buf: Any, buf_offset: int, buf_info: TensorInf
         return 0
     hrows, hrow, hpitch = pitch_linear(host_info)
     brows, _brow, bpitch = pitch_linear(buf_info)
-    span = np.frombuffer((ctypes.c_char * host_info.extent).from_address(host.__array_interface__["data"][0]), np.uint8)
+    raw: Any = (ctypes.c_char * host_info.extent).from_address(host.__array_interface__["data"][0])
+    span = np.frombuffer(raw, np.uint8)
     if hrows == 1 and brows == 1:
         if to_device:
             cl_.enqueue_copy(queue, buf, span, dst_offset=buf_offset)
@@ -302,7 +303,8 @@ class OpenCLTensor(Tensor):
         if self._usm is not None:
             from ..native.opencl_usm import usm_functions
 
-            usm_functions(self._context.device.platform.int_ptr).set_kernel_arg(kernel.int_ptr, index, self.usm_pointer)
+            ctx: Any = self._context
+            usm_functions(ctx.device.platform.int_ptr).set_kernel_arg(kernel.int_ptr, index, self._usm + self._offset)
         elif self._offset == 0:
             kernel.set_arg(index, self._native)
         else:
@@ -311,7 +313,8 @@ class OpenCLTensor(Tensor):
 
     def _view(self, offset: int, info: TensorInfo) -> Tensor:
         self._check()
-        return OpenCLTensor(self._native, info, offset=self._offset + offset, context=self._context, parent=self,
+        ctx: Any = self._context
+        return OpenCLTensor(self._native, info, offset=self._offset + offset, context=ctx, parent=self,
                             writable=self._writable, usm_pointer=self._usm)
 
     def __repr__(self) -> str:

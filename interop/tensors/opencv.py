@@ -15,9 +15,23 @@ from typing import Any
 
 import numpy as np
 
-from ..backends import BackendReport, Wrapper, class_in, module_available, register_probe, register_wrapper, require
+from ..backends import (
+    BackendReport,
+    Wrapper,
+    class_in,
+    module_available,
+    register_probe,
+    register_wrapper,
+    require,
+)
 from ..context import Context, register_default_context
-from ..errors import BackendUnavailableError, ContextMismatchError, InteropError, InvalidTensorError, UnsupportedTypeError
+from ..errors import (
+    BackendUnavailableError,
+    ContextMismatchError,
+    InteropError,
+    InvalidTensorError,
+    UnsupportedTypeError,
+)
 from ..frame import Frame
 from ..info import TensorInfo, contiguous_strides
 from ..tensor import Tensor

@@ -24,7 +24,15 @@ from typing import Any
 
 import numpy as np
 
-from ..backends import BackendReport, Wrapper, class_in, module_available, register_probe, register_wrapper, require
+from ..backends import (
+    BackendReport,
+    Wrapper,
+    class_in,
+    module_available,
+    register_probe,
+    register_wrapper,
+    require,
+)
 from ..context import Context, register_default_context
 from ..errors import ContextMismatchError, InteropError, InvalidTensorError, UnsupportedTypeError
 from ..frame import Frame
@@ -236,13 +244,15 @@ class USMTensor(Tensor):
         self._check()
         info = self._info
         strides = None if info.is_contiguous else tuple(s // info.itemsize for s in info.strides)
-        syclobj = getattr(self._context, "queue", None) or self._context.native
+        ctx: Any = self._context
+        syclobj = getattr(ctx, "queue", None) or ctx.native
         return {"data": (self.pointer, not self._writable), "shape": info.shape, "strides": strides,
                 "typestr": info.dtype.str, "version": 1, "syclobj": syclobj, "offset": 0}
 
     def _view(self, offset: int, info: TensorInfo) -> Tensor:
         self._check()
-        return USMTensor(self._native, info, pointer=self._base, usm_type=self._usm_type, context=self._context,
+        ctx: Any = self._context
+        return USMTensor(self._native, info, pointer=self._base, usm_type=self._usm_type, context=ctx,
                          parent=self, offset=self._offset + offset, writable=self._writable)
 
     def __repr__(self) -> str:
