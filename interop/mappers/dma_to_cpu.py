@@ -8,12 +8,19 @@ the CPU would see tiles, not rows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
+
 from ..context import CPU_CONTEXT
 from ..errors import InvalidTensorError
+from ..frame import Frame
 from ..mapper import MemoryMapper, register
 from ..native import dmabuf as nd
 from ..tensor import Tensor, _ArrayExport
+from ..tensors._fastpath import CPUView, derive_frame
 from ..tensors.cpu import CPUTensor
+from ..tensors.dma import DMABuffer, DMATensor
 from ..types import AccessMode, MemoryType
 
 
@@ -23,8 +30,6 @@ def map_dma_to_host(t: Tensor, mode: AccessMode, *, writable_alias: bool = False
     ``writable_alias``: a framework that needs a writeable pointer but only reads (OpenVINO inputs) gets a
     writeable view over the read-write mapping even for READ, when the fd allows it.
     """
-    from ..tensors.dma import DMATensor
-
     if not isinstance(t, DMATensor):
         raise InvalidTensorError(f"expected a DMA tensor, got {type(t).__name__}")
     if t.drm_modifier not in (nd.DRM_FORMAT_MOD_LINEAR, nd.DRM_FORMAT_MOD_INVALID):
@@ -32,19 +37,19 @@ def map_dma_to_host(t: Tensor, mode: AccessMode, *, writable_alias: bool = False
             f"DRM modifier {t.drm_modifier:#018x} is a tiled layout the CPU cannot read as rows: map the frame through "
             f"its device (VA-API, OpenCL import) or ask the producer for DRM_FORMAT_MOD_LINEAR")
     buf = t.buffer
-    rw = mode.writes or (writable_alias and buf.fd_writable)
+    write = mode.writes
+    rw = write or (writable_alias and buf.fd_writable)
     m = buf.mapping(rw)
     info = t.info
-    write = mode.writes
     # the first access tells whether the fd takes DMA_BUF_IOCTL_SYNC (ENOTTY: a memfd, nothing to sync)
     fd_synced = buf.syncable is not False and nd.dma_buf_sync(buf.fd, True, write, mode.reads or not write)
     buf.syncable = fd_synced
+    addr = m.address + t.offset
     iface = {"version": 3, "shape": info.shape, "typestr": info.dtype.str, "descr": info.dtype.descr,
-             "data": (m.address + t.offset, not rw), "strides": info.strides}
-    import numpy as np
-
+             "data": (addr, not rw), "strides": info.strides}
     arr = np.asarray(_ArrayExport(iface, m))  # the view holds the mapping; munmap when the last view is gone
-    out = CPUTensor(arr, context=CPU_CONTEXT, parent=t, writable=rw if writable_alias else write)
+    # the layout was checked when the DMA tensor was made: build the CPU tensor without re-validating it
+    out = CPUView.of(arr, info, t, rw if writable_alias else write, addr)
     # a mapping is a user of the buffer: a pool buffer is not reused (nor a received one returned) while mapped
     buf.use()
     out.on_release(buf.unuse)
@@ -54,7 +59,7 @@ def map_dma_to_host(t: Tensor, mode: AccessMode, *, writable_alias: bool = False
     return out
 
 
-def _sync_end(buf, write: bool, read: bool):  # type: ignore[no-untyped-def]
+def _sync_end(buf: DMABuffer, write: bool, read: bool) -> Callable[[], None]:
     def end() -> None:
         if not buf.closed:
             nd.dma_buf_sync(buf.fd, False, write, read)
@@ -69,3 +74,6 @@ class DMAToCPU(MemoryMapper):
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         return map_dma_to_host(t, mode)
+
+    def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
+        return derive_frame(f, [map_dma_to_host(t, mode) for t in f.tensors], CPU_CONTEXT)
