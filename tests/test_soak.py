@@ -248,8 +248,6 @@ def test_fd_exhaustion_is_survived():
     os.close(src)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: Tensor.release() stops at the first release hook that raises, so older "
-                   "hooks (unmap, close fd) never run; owner lead (interop/tensor.py _run_hooks)")
 def test_failing_release_hook_does_not_skip_the_others():
     """A release hook that raises (e.g. a write-back that fails) must not stop the others (unmap, close) from
     running: the error propagates, the cleanup still happens."""
