@@ -64,6 +64,20 @@ def test_padded_rows_are_shared_at_full_pitch():
         interop.map(short, MemoryType.OPENVINO)
 
 
+def test_gpu_remote_path_fails_typed_without_a_gpu():
+    """The Intel GPU branch (OCL_BUFFER remote tensor) raises a typed error where it cannot run."""
+    from interop.errors import BackendUnavailableError
+    from interop.tensors.openvino import OpenVINOContext
+
+    ctx = opencl_context()
+    buf = cl.Buffer(ctx.native, cl.mem_flags.READ_WRITE, 64)
+    t = interop.wrap(buf, info=TensorInfo((16,), np.float32))
+    with pytest.raises(BackendUnavailableError):
+        interop.map(t, OpenVINOContext("GPU"))
+    with pytest.raises(InvalidTensorError):  # a remote tensor starts at the cl_mem's origin
+        interop.map(t._view(4, TensorInfo((15,), np.float32)), OpenVINOContext("GPU"))
+
+
 @pytest.mark.hardware("level_zero")
 def test_intel_gpu_remote_tensor_over_cl_mem():
     """Tier C: an OpenVINO GPU context on the shared cl_context and an OCL_BUFFER remote tensor."""

@@ -6,7 +6,10 @@
   writeable alias while the OpenVINOTensor itself stays read-only. Row-padded tensors are shared at full pitch,
   shaped (1, rows, pitch_in_elements, C) like other padded planes (crop inside the model).
 * Intel GPU (tier C): a remote tensor over the cl_mem (``OCL_BUFFER``) in an OpenVINO GPU context made on the
-  same cl_context. Coded against the documented properties; only testable on Intel GPU hardware.
+  same cl_context. Coded against the documented properties; only testable on Intel GPU hardware. Found here:
+  the openvino 2026.4 wheel's Python API turns ints in property maps into int64, and the GPU plugin wants a
+  ``void*`` for ``OCL_CONTEXT`` / ``MEM_HANDLE`` ("Bad as from: l to: Pv"); the wheel has no ``ClContext``
+  binding that would wrap one. Where that holds, the mapper says so with BackendUnavailableError.
 """
 
 from __future__ import annotations
@@ -89,6 +92,10 @@ class OpenCLToOpenVINO(MemoryMapper):
             rt = rctx.create_tensor(ov.Type(t.info.dtype), ov.Shape(list(t.info.shape)),
                                     {"SHARED_MEM_TYPE": "OCL_BUFFER", "MEM_HANDLE": t.cl_mem})
         except RuntimeError as e:
-            raise BackendUnavailableError(f"OpenVINO {ovc.device} cannot share the cl_mem: {e}", backend="openvino",
+            why = str(e)
+            if "Bad as from" in why:
+                why = ("this openvino Python build cannot pass an OpenCL handle (void*) in a property map and has no "
+                       "ClContext binding; map to CPU (the driver moves the data) or use the CPU device")
+            raise BackendUnavailableError(f"OpenVINO {ovc.device} cannot share the cl_mem: {why}", backend="openvino",
                                           extra="openvino") from e
         return OpenVINOTensor(rt, context=ovc, parent=t, writable=t.writable and mode.writes, info=t.info)
