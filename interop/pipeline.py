@@ -100,8 +100,11 @@ def open_video(path: str) -> Any:
 
 def run(video: str | None = None, model: str | None = None, device: str | None = None, frames: int | None = None,
         precision: str | None = None, progress: bool = False, keep_last: bool = False,
-        input_size: tuple[int, int] | None = None, log: TextIO | None = None) -> RunResult:
-    """Decode -> map -> infer over a video; returns the measurements (see RunResult)."""
+        input_size: tuple[int, int] | None = None, postprocess: bool = True) -> RunResult:
+    """Decode -> map -> infer over a video; returns the measurements (see RunResult).
+
+    ``postprocess=False`` skips turning outputs into results (text boxes) on OpenVINO's threads (benchmarks).
+    """
     import interop
 
     from .inference import Inference
@@ -137,13 +140,16 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
             bar = None
 
     def on_result(outputs: dict[Any, np.ndarray], i: int) -> None:  # OpenVINO's thread
-        if is_textdet:
+        if not postprocess:
+            pass
+        elif is_textdet:
             res.boxes[i] = textdet.boxes_from_map(next(iter(outputs.values())), width, height)
         elif i == res.frames - 1 or len(res.outputs) < 1:
             res.outputs = {i: _summary(outputs)}
         if bar is not None:
             bar.update(1)
 
+    callback = on_result if (postprocess or bar is not None) else None
     perf = time.perf_counter
     last_vf = None
     it = container.decode(stream)
@@ -164,13 +170,13 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
                 if i == 0:  # compile the model for this plane layout; excluded from fps and stage times
                     inf.compile_for(mapped)
                     res.compile = perf() - t2
-                    t2 = perf()
+                t2b = perf()
                 res.frames = i + 1
-                inf.infer_async(mapped, on_result, i)
+                inf.infer_async(mapped, callback, i)
                 t3 = perf()
                 res.decode += t1 - t0
                 res.map += t2 - t1
-                res.infer += t3 - t2
+                res.infer += t3 - t2b
                 last_vf = vf
                 i += 1
             t0 = perf()
