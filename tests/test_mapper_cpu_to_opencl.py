@@ -82,3 +82,7 @@ def test_counted_copy_where_device_memory_is_separate(monkeypatch):
         t.release()  # copies back
     assert m.copies == 2 and m.bytes == 600 and [r.mapper for r in m.records] == ["cpu_to_opencl"] * 2
     assert (a == 9).all() and big[0].tolist() == list(range(40))
+    ro = np.ones(8, np.uint8)
+    ro.flags.writeable = False
+    t2 = interop.map(ro, MemoryType.OPENCL, allow_copy=True)
+    assert not t2.writable and t2.native.flags & cl.mem_flags.READ_ONLY

@@ -38,7 +38,8 @@ class CPUToOpenCL(MemoryMapper):
         self.copying(info.nbytes, allow_copy, "the OpenCL device does not work in host memory")
         cl_ = cl()
         dense = TensorInfo(info.shape, info.dtype)
-        buf = cl_.Buffer(ctx.native, cl_.mem_flags.READ_WRITE, max(info.nbytes, 1))
+        access = cl_.mem_flags.READ_WRITE if t.writable else cl_.mem_flags.READ_ONLY
+        buf = cl_.Buffer(ctx.native, access, max(info.nbytes, 1))
         host = t.numpy()
         q = ctx.queue
         enqueue_host_copy(q, buf, 0, dense, host, to_device=True)
