@@ -643,6 +643,92 @@ def _inference_unknown_device():
     interop.Inference(_tiny_model(), "TPU")
 
 
+@case("model mismatch", "Inference", InvalidTensorError, r"convert/resize the tensor to that shape and dtype")
+def _inference_wrong_dtype():
+    inf = interop.Inference(_tiny_model(), "CPU")
+    try:
+        inf.infer(np.zeros((1, 3, 8, 8), np.uint8))
+    finally:
+        inf.close()
+
+
+@case("model mismatch", "Inference", UnsupportedFormatError, r"convert the frame first")
+def _inference_unsupported_frame_format():
+    inf = interop.Inference(_tiny_model(), "CPU")
+    try:
+        inf.infer(interop.wrap(np.zeros((8, 8), np.uint16), format=FrameFormat.GRAY16))
+    finally:
+        inf.close()
+
+
+@case("arguments", "Inference", UnsupportedTypeError, r"callback must be callable")
+def _inference_callback_not_callable():
+    inf = interop.Inference(_tiny_model(), "CPU")
+    try:
+        inf.infer_async(np.zeros((1, 3, 8, 8), np.float32), 5)
+    finally:
+        inf.close()
+
+
+@case("released", "Inference", InteropError, r"make a new one")
+def _inference_closed():
+    inf = interop.Inference(_tiny_model(), "CPU")
+    inf.close()
+    inf.infer(np.zeros((1, 3, 8, 8), np.float32))
+
+
+@case("pixel format", "OpenCL", UnsupportedTypeError, r"use interop.tensors.opencl.opencl_frame\(\)")
+def _opencl_wrap_with_format():
+    need("interop.tensors.opencl", "the OpenCL backend")
+    cl = need("pyopencl", "pyopencl")
+    ctx = _default_ctx(MemoryType.OPENCL)
+    buf = cl.Buffer(ctx.native, cl.mem_flags.READ_WRITE, 64)
+    interop.wrap(buf, info=TensorInfo((8, 8), U8), format=FrameFormat.GRAY8)
+
+
+@case("pixel format", "USM", UnsupportedTypeError, r"wrap the planes and build a Frame")
+def _usm_wrap_with_format():
+    need("interop.tensors.usm", "the USM backend")
+    dpm = need("dpctl.memory", "dpctl")
+    ctx = _default_ctx(MemoryType.USM)
+    interop.wrap(dpm.MemoryUSMShared(64, queue=ctx.native), info=TensorInfo((8, 8), U8), format=FrameFormat.GRAY8)
+
+
+@case("pixel format", "OpenCV", UnsupportedTypeError, r"takes packed formats only")
+def _umat_wrap_as_nv12():
+    need("interop.tensors.opencv", "the OpenCV backend")
+    cv2 = need("cv2", "OpenCV")
+    interop.wrap(cv2.UMat(np.zeros((12, 8), U8)), format=FrameFormat.NV12)
+
+
+@case("context", "OpenCV", UnsupportedTypeError, r"belongs to OpenCV's UMatContext")
+def _umat_with_opencl_context():
+    need("interop.tensors.opencv", "the OpenCV backend")
+    cv2 = need("cv2", "OpenCV")
+    interop.wrap(cv2.UMat(np.zeros((4, 4), U8)), context=_default_ctx(MemoryType.OPENCL))
+
+
+@case("context", "FFmpeg", UnsupportedTypeError, r"cannot belong to")
+def _video_frame_with_foreign_context():
+    need("interop.tensors.ffmpeg", "the FFmpeg backend")
+    av = need("av", "PyAV")
+    interop.wrap(av.VideoFrame(16, 16, "yuv420p"), context=interop.Context.default(MemoryType.CPU))
+
+
+@case("shape/dtype/strides", "FFmpeg", UnsupportedTypeError, r"do not pass info= or format=")
+def _video_frame_with_info():
+    need("interop.tensors.ffmpeg", "the FFmpeg backend")
+    av = need("av", "PyAV")
+    interop.wrap(av.VideoFrame(16, 16, "yuv420p"), info=TensorInfo((4, 4), U8))
+
+
+@case("arguments", "FFmpeg", CopyRequiredError, r"pass allow_copy=True")
+def _write_mapping_of_decoder_frame():
+    need("interop.tensors.ffmpeg", "the FFmpeg backend")
+    av = need("av", "PyAV")
+    interop.map(interop.wrap(av.VideoFrame(16, 16, "yuv420p")), MemoryType.CPU, mode=AccessMode.WRITE)
+
+
 # ---- the catalogue as a test --------------------------------------------------------------------------------
 
 

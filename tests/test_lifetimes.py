@@ -12,13 +12,20 @@ from __future__ import annotations
 
 import functools
 import gc
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 import interop
 from interop import AccessMode, Frame, InteropError, InvalidTensorError, MemoryType, Tensor
@@ -222,8 +229,11 @@ class Lifetimes(RuleBasedStateMachine):
         stats.add("lifetimes: machines run")
 
 
-Lifetimes.TestCase.settings = settings(max_examples=25, stateful_step_count=30, deadline=None,
-                                       suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+def machine_settings(soak: bool) -> settings:
+    """25 runs of 30 steps by default; with --soak (or INTEROP_LIFETIMES_EXAMPLES=N) many more."""
+    n = int(os.environ.get("INTEROP_LIFETIMES_EXAMPLES", 400 if soak else 25))
+    return settings(max_examples=n, stateful_step_count=30, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
 @pytest.fixture(scope="module")
@@ -234,12 +244,12 @@ def kinds():
     return ok
 
 
-def test_state_machine(kinds):
+def test_state_machine(kinds, soak):
     """Random interleavings; the fd count is back where it started once everything is dropped."""
     B.settle()
     fds = B.fd_count()
     live0, _ = B.live_counts()
-    Lifetimes.TestCase("runTest").runTest()
+    run_state_machine_as_test(Lifetimes, settings=machine_settings(soak))
     B.settle()
     assert B.fd_count() <= fds, "file descriptors leaked by dropped tensors"
     live, _ = B.live_counts()
