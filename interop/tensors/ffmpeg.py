@@ -110,7 +110,7 @@ class FFmpegTensor(Tensor):
             raise InvalidTensorError(f"info must be an interop.TensorInfo, not {type(info).__name__}")
         if offset < 0 or offset + info.extent > plane.buffer_size:
             raise InvalidTensorError(f"layout {info} at offset {offset} does not fit the plane's {plane.buffer_size} bytes")
-        super().__init__(plane, info, context=context or (ffmpeg_context("cuda") if hardware else FFMPEG_CPU),
+        super().__init__(plane, info, context=context or (ffmpeg_context("cuda:0") if hardware else FFMPEG_CPU),
                          parent=parent, writable=writable)
         self._offset = offset
         self._hardware = hardware
