@@ -343,3 +343,45 @@ def test_single_row_plane_maps_to_openvino():
         assert B.content_matches(out, [np.asarray(t).copy() for t in f.crop(0, 0, 2, 2).tensors])
     except InteropError:
         pass
+
+
+def test_no_fd_closed_twice():
+    """DMA tensors, their crops and CPU mappings released and collected in every order never close an fd twice:
+    fds opened afterwards (which reuse the numbers just freed) stay open through more releases and collections."""
+    try:
+        DMATensor = B.need_attr("interop.tensors.dma", "DMATensor", "the DMA backend")
+        memfd_alloc = B.need_attr("interop.native.dmabuf", "memfd_alloc", "the DMA native layer")
+    except B.Missing as e:
+        pytest.skip(str(e))
+    import random
+
+    rng = random.Random(0)
+    for round_ in range(8):
+        fd = memfd_alloc(64 * 64)
+        objs: list[object] = []
+        base = DMATensor.from_fd(fd, info=interop.TensorInfo((64, 64), np.uint8), take_ownership=bool(round_ % 2))
+        objs += [base, base.region(8, 8, 16, 16)]
+        if not isinstance(B.runnable_chain(MemoryType.DMA, MemoryType.CPU), str):
+            objs.append(interop.map(base, MemoryType.CPU))
+            objs.append(interop.map(objs[1], MemoryType.CPU))
+        if round_ % 2 == 0:
+            os.close(fd)  # ours: the tensor holds its own dup
+        del base
+        rng.shuffle(objs)
+        victims = []
+        while objs:
+            o = objs.pop()
+            if rng.random() < 0.5:
+                o.release()  # type: ignore[attr-defined]
+                victims.append(o)  # released but still referenced: released again below
+            del o
+            sentinels = [os.open("/dev/null", os.O_RDONLY) for _ in range(4)]  # reuse any fd number just freed
+            for v in victims:
+                v.release()  # type: ignore[attr-defined]
+            gc.collect()
+            for s in sentinels:
+                os.fstat(s)  # EBADF here = someone closed an fd that was not theirs
+                os.close(s)
+        victims.clear()
+        gc.collect()
+    stats.add("lifetimes: fd double-close rounds", 8)
