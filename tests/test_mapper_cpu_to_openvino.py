@@ -94,3 +94,15 @@ def test_decoded_frame_through_cpu_stays_zero_copy() -> None:
     assert m.copies == 0
     assert [t.native.data.ctypes.data for t in o.tensors] == [p.buffer_ptr for p in vf.planes]
     assert not np.asarray(o[0]).flags.writeable
+
+
+def test_one_row_planes_are_shared_as_they_are() -> None:
+    """A 2x2 crop of an I420 frame has one-row U/V planes whose pitch is wider than the row."""
+    f = interop.wrap(np.arange(12 * 18, dtype=np.uint8).reshape(12, 18), format=FrameFormat.I420)
+    crop = f.crop(0, 0, 2, 2)
+    o = interop.map(crop, MemoryType.OPENVINO)
+    assert tuple(o[1].native.shape) == (1, 1, 1, 1) and tuple(o[0].native.shape) == (1, 2, 18, 1)
+    assert [t.native.data.ctypes.data for t in o.tensors] == [t.data_ptr for t in crop.tensors]
+    row = np.zeros((4, 10, 3), np.uint8)[1:2, :7]
+    t = interop.map(row, MemoryType.OPENVINO)
+    assert tuple(t.native.shape) == (1, 7, 3) and t.native.data.ctypes.data == row.ctypes.data

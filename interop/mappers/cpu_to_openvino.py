@@ -60,12 +60,13 @@ def shareable(arr: np.ndarray, frame_plane: bool) -> np.ndarray | None:
         pixel = channels * item
         rows, pitch = arr.shape[0], arr.strides[0]
         inner = arr.strides[1:] == ((pixel, item) if arr.ndim == 3 else (item,)) or arr.shape[1] * channels <= 1
+        if inner and rows and (rows == 1 or pitch == arr.shape[1] * pixel):  # rows follow each other already
+            cols = arr.shape[1]
+            return arr.reshape((1, rows, cols, channels) if frame_plane else arr.shape)
         if inner and pitch > 0 and pitch % pixel == 0:
             shape = (rows, pitch // pixel) + ((channels,) if arr.ndim == 3 else ())
             if frame_plane:
                 shape = (1, rows, pitch // pixel, channels)
-            if pitch == arr.shape[1] * pixel or rows <= 1:
-                return arr.reshape(shape) if rows else None
             start = int(arr.__array_interface__["data"][0])
             bounds = buffer_bounds(arr)
             if bounds is not None and bounds[0] <= start and start + rows * pitch <= bounds[1]:
