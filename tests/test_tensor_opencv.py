@@ -99,3 +99,18 @@ def test_doctor_rows():
     rows = _probe()
     assert [r.name for r in rows] == ["OpenCV Mat", "OpenCV UMat (OpenCL)"]
     assert rows[1].available and rows[1].details["cl_context"] == f"{int(cv2.UMat.context()):#x}"
+
+
+@pytest.mark.parametrize("rows,cols", [((0, 1), (2, 9)), ((5, 6), (0, 30)), ((50, 99), (2, 9)), ((0, 100), (29, 30)),
+                                       ((99, 100), (0, 1))])
+def test_umat_roi_layouts_match_numpy(rows, cols):
+    """Row counts of ROIs are found by probing (the cl_mem size only bounds them)."""
+    umat_context()
+    base = np.arange(100 * 30 * 3, dtype=np.uint8).reshape(100, 30, 3)
+    u = cv2.UMat(base)
+    roi = cv2.UMat(u, rows, cols)
+    t = interop.wrap(roi)
+    want = base[rows[0]:rows[1], cols[0]:cols[1]]
+    assert t.info.shape == want.shape and t.info.strides[0] == 90 and t.offset == rows[0] * 90 + cols[0] * 3
+    with interop.map(t, MemoryType.CPU) as h:
+        np.testing.assert_array_equal(h.numpy(), want)
