@@ -111,6 +111,7 @@ def test_umat_roi_layouts_match_numpy(rows, cols):
     roi = cv2.UMat(u, rows, cols)
     t = interop.wrap(roi)
     want = base[rows[0]:rows[1], cols[0]:cols[1]]
-    assert t.info.shape == want.shape and t.info.strides[0] == 90 and t.offset == rows[0] * 90 + cols[0] * 3
+    assert t.info.shape == want.shape and t.offset == rows[0] * 90 + cols[0] * 3
+    assert t.info.strides[0] == 90 or want.shape[0] == 1  # one row: no second row to measure the step by
     with interop.map(t, MemoryType.CPU) as h:
         np.testing.assert_array_equal(h.numpy(), want)
