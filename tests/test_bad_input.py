@@ -613,6 +613,36 @@ def _released_ffmpeg_frame():
     interop.map(f, MemoryType.CPU)
 
 
+def _released(kind: str, attr: str) -> None:
+    ok, missing = B.probe_factories()
+    if kind not in ok:
+        pytest.skip(f"{kind}: {missing.get(kind)}")
+    t = B.make(kind, np.random.default_rng(0)).obj
+    t.release()
+    getattr(t, attr)
+
+
+@case("released", "OpenCL", InvalidTensorError, r"map or wrap the source again")
+def _released_opencl_cl_mem():
+    _released("opencl-buffer", "cl_mem")
+
+
+@case("released", "USM", InvalidTensorError, r"map or wrap the source again")
+def _released_usm_pointer():
+    _released("usm-shared", "pointer")
+
+
+@case("released", "OpenCV", InvalidTensorError, r"map or wrap the source again")
+def _released_umat_cl_mem():
+    _released("opencv-umat", "cl_mem")
+
+
+@case("unknown type", "OpenCL", UnsupportedTypeError, r"wraps a pyopencl.Buffer")
+def _opencl_tensor_of_numpy():
+    OpenCLTensor = need_attr("interop.tensors.opencl", "OpenCLTensor", "the OpenCL backend")
+    OpenCLTensor(np.zeros(4, U8), TensorInfo((4,), U8))
+
+
 # ---- model input mismatch ---------------------------------------------------------------------------------
 
 
