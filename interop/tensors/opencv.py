@@ -169,8 +169,8 @@ def umat_info(u: Any) -> TensorInfo:
 
     The first row is read (``cols x channels`` elements: the width and the element type), the step is the
     offset between the ROIs of rows 0 and 1, and the row count is the largest that a ROI constructor accepts,
-    guessed from the cl_mem's size and confirmed by two probes (a binary search only when the guess fails,
-    e.g. for a buffer from OpenCV's pool that is larger than the matrix).
+    bounded by the cl_mem's size: one probe confirms the bound (a binary search runs only when it fails, e.g. for
+    a ROI or a buffer from OpenCV's pool that is larger than the matrix).
     """
     c = cv2()
     try:
@@ -180,18 +180,22 @@ def umat_info(u: Any) -> TensorInfo:
     cols = row.shape[1]
     channels = row.shape[2] if row.ndim == 3 else 1
     pixel = row.dtype.itemsize * channels
-    two = _roi_ok(u, 2, 1)
-    step = c.UMat(u, (1, 2), (0, 1)).offset - u.offset if two else cols * pixel
+    try:  # the ROI of row 1 exists only when there are two rows; its offset gives the step
+        step = int(c.UMat(u, (1, 2), (0, 1)).offset) - int(u.offset)
+        two = True
+    except Exception:
+        step, two = cols * pixel, False
     rows = 1
     if two:
         from ..native.opencl_usm import mem_size
 
+        bounded = True
         try:
             avail = mem_size(int(u.handle(c.ACCESS_READ))) - int(u.offset)
         except InteropError:
-            avail = 1 << 40
-        guess = max(2, (avail - cols * pixel) // step + 1)
-        if _roi_ok(u, guess, 1) and not _roi_ok(u, guess + 1, 1):
+            avail, bounded = 1 << 40, False
+        guess = max(2, (avail - cols * pixel) // step + 1)  # the most rows the cl_mem can hold
+        if bounded and _roi_ok(u, guess, 1):
             rows = guess
         else:  # binary search with ok(lo) and not ok(hi)
             lo, hi = 2, guess + 1
