@@ -1,7 +1,7 @@
 """map64: map + release of a 64 MiB buffer versus copying it, for each CPU-reachable OpenCL/OpenCV/USM path.
 
-Each case times ``interop.map(...)`` followed by ``release()`` (the whole library path: route, context checks,
-the native map/unmap) against the copy a program would make without interop (``UMat.get()``, an OpenCL read,
+Each case times ``interop.map(...)`` followed by ``release()`` (the whole library path: wrap, route, context
+checks, the native map/unmap; for a raw ``cv2.UMat`` also finding its layout, which opencv-python does not expose) against the copy a program would make without interop (``UMat.get()``, an OpenCL read,
 a SYCL memcpy, a device-to-device copy), side by side in one run, medians of several repetitions. The target
 is map + release <= 1 % of the copy's time.
 """
@@ -72,6 +72,9 @@ def cases() -> list[tuple[str, Callable[[], Any], Callable[[], Any], str]]:
         q.finish()
 
     out.append(("OpenCV UMat -> OpenCL", _map_release(u, MemoryType.OPENCL, rw), d2d, "device-to-device copy"))
+    ut = interop.wrap(u)  # a UMat tensor kept across frames: its layout is found once
+    out.append(("UMat tensor -> CPU", _map_release(ut, MemoryType.CPU, rw), lambda: u.get(), "UMat.get()"))
+    out.append(("UMat tensor -> OpenCL", _map_release(ut, MemoryType.OPENCL, rw), d2d, "device-to-device copy"))
     mat = cv2.Mat(np.ones((4096, 4096, 4), np.uint8), wrap_channels=True)
     out.append(("OpenCV Mat -> CPU", _map_release(mat, MemoryType.CPU, rw), lambda: np.array(mat, copy=True),
                 "numpy copy"))
