@@ -71,14 +71,15 @@ def route(src: object, dst: object, *, allow_copy: bool = False) -> MemoryMapper
     """
     if not isinstance(allow_copy, bool):
         raise UnsupportedTypeError(f"allow_copy must be True or False, not {allow_copy!r}")
-    try:
+    if type(src) is MemoryType and type(dst) is MemoryType:
         return _cached_route(src, dst, allow_copy)
-    except TypeError:  # unhashable arguments: let _route() say what is wrong with them
-        return _route(src, dst, allow_copy)
+    # Chains made for contexts carry those very objects (two equal contexts may still hold different
+    # native handles), so they are built afresh: cheap, the path itself is cached in _best().
+    return _route(src, dst, allow_copy)
 
 
 @functools.lru_cache(maxsize=256)
-def _cached_route(src: object, dst: object, allow_copy: bool) -> MemoryMapperChain:
+def _cached_route(src: MemoryType, dst: MemoryType, allow_copy: bool) -> MemoryMapperChain:
     return _route(src, dst, allow_copy)
 
 
