@@ -301,32 +301,24 @@ class Inference:
         return m
 
     # -- variants -------------------------------------------------------------------------------------
-    def _raw_variant(self) -> _Variant:
-        key = "raw"
+    def _variant(self, key: Any, build: Callable[[], Any]) -> _Variant:
+        """The compiled variant for ``key``, compiling ``build()`` once (concurrent callers wait for it)."""
         v = self._variants.get(key)
         if v is not None:
             return v
         with self._variants_lock:
             v = self._variants.get(key)
             if v is None:
-                size = None if self._input_size is None else (self._input_size[1], self._input_size[0])
-                m = self._static_model(size) if size is not None else self._model
-                v = self._variants[key] = self._compile(m, key)
+                v = self._variants[key] = self._compile(build(), key)
             return v
 
-    def _frame_key(self, fmt: FrameFormat, planes: list[Any], width: int, height: int) -> tuple[Any, ...]:
-        return (fmt, tuple(tuple(int(d) for d in p.shape) for p in planes), width, height)
+    def _raw_variant(self) -> _Variant:
+        size = None if self._input_size is None else (self._input_size[1], self._input_size[0])
+        return self._variant("raw", lambda: self._static_model(size) if size is not None else self._model)
 
     def _frame_variant(self, fmt: FrameFormat, planes: list[Any], width: int, height: int) -> _Variant:
-        key = self._frame_key(fmt, planes, width, height)
-        v = self._variants.get(key)
-        if v is not None:
-            return v
-        with self._variants_lock:
-            v = self._variants.get(key)
-            if v is None:
-                v = self._variants[key] = self._compile(self._ppp_model(fmt, planes, width, height), key)
-            return v
+        key = (fmt, tuple(tuple(int(d) for d in p.shape) for p in planes), width, height)
+        return self._variant(key, lambda: self._ppp_model(fmt, planes, width, height))
 
     def _ppp_model(self, fmt: FrameFormat, planes: list[Any], width: int, height: int) -> Any:
         """The model with pre-processing for frames laid out as ``planes`` (shapes (1, rows, pitch, C))."""

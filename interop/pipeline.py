@@ -240,6 +240,35 @@ def save_image(res: RunResult, path: str) -> str:
     return path
 
 
+def save_video(res: RunResult, path: str) -> str:
+    """Re-decode the frames of the run and write them with their boxes drawn (after the timed run: copies here
+    are for the picture, outside the copy meter)."""
+    import av
+
+    container, stream = open_video(res.video)
+    try:
+        with av.open(path, "w") as out:
+            rate = stream.average_rate or 30
+            s = out.add_stream("libx264", rate=rate)
+            s.width, s.height, s.pix_fmt = res.width & ~1, res.height & ~1, "yuv420p"
+            for i, vf in enumerate(container.decode(stream)):
+                if i >= res.frames:
+                    break
+                img = np.ascontiguousarray(vf.to_ndarray(format="bgr24")[:s.height, :s.width])
+                textdet.draw(img, res.boxes.get(i, []))
+                for pkt in s.encode(av.VideoFrame.from_ndarray(img, format="bgr24").reformat(format="yuv420p")):
+                    out.mux(pkt)
+            for pkt in s.encode():
+                out.mux(pkt)
+    finally:
+        container.close()
+    return path
+
+
+_VIDEO_EXT = (".mp4", ".mkv", ".mov", ".avi")
+_IMAGE_EXT = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
+
+
 def main(args: argparse.Namespace) -> int:
     """``interop run``: args has video, model, device, frames, save, json, precision, no_progress."""
     as_json = bool(getattr(args, "json", False))
@@ -248,13 +277,17 @@ def main(args: argparse.Namespace) -> int:
     if frames is not None and frames <= 0:
         raise InteropError(f"--frames must be positive, not {frames}")
     save = getattr(args, "save", None)
-    if save and os.path.splitext(save)[1].lower() not in (".png", ".jpg", ".jpeg", ".bmp", ".webp"):
-        raise InteropError(f"--save writes an annotated image of the last frame: give a .png or .jpg path, not {save!r}")
+    ext = os.path.splitext(save)[1].lower() if save else ""
+    if save and ext not in _IMAGE_EXT + _VIDEO_EXT:
+        raise InteropError(f"--save writes the last frame with its boxes (.png/.jpg) or the whole run as a video "
+                           f"(.mp4/.mkv): give such a path, not {save!r}")
     progress = not getattr(args, "no_progress", False) and sys.stderr.isatty()
     res = run(getattr(args, "video", None), getattr(args, "model", None), getattr(args, "device", None), frames,
-              getattr(args, "precision", None), progress=progress, keep_last=bool(save))
+              getattr(args, "precision", None), progress=progress, keep_last=bool(save) and ext in _IMAGE_EXT)
     report(res, out)
-    if save:
+    if save and ext in _VIDEO_EXT:
+        print(f"  saved         {save_video(res, save)} ({res.frames} frames with their boxes)", file=out)
+    elif save:
         print(f"  saved         {save_image(res, save)} (last frame with its boxes)", file=out)
     if as_json:
         out.flush()

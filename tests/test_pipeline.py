@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+import interop  # noqa: F401 - before openvino: interop sets up the runtime first
+
 pytest.importorskip("av")
 pytest.importorskip("cv2")
 pytest.importorskip("openvino")
@@ -63,6 +65,17 @@ def test_run_human_report_on_padded_video(tmp_path) -> None:
     assert p.returncode == 0, p.stderr
     assert "copies        0" in p.stdout and "fps" in p.stdout and "decode" in p.stdout
     assert "854x480" in p.stdout
+
+
+def test_run_save_video(tmp_path) -> None:
+    _model_or_skip()
+    import av
+
+    mp4 = tmp_path / "boxes.mp4"
+    p = _run("run", "--frames", "5", "--no-progress", "--save", str(mp4))
+    assert p.returncode == 0, p.stderr
+    with av.open(str(mp4)) as c:
+        assert sum(1 for _ in c.decode(video=0)) == 5
 
 
 def test_run_bad_arguments_are_errors() -> None:
