@@ -65,17 +65,20 @@ def test_padded_rows_are_shared_at_full_pitch():
 
 
 def test_gpu_remote_path_fails_typed_without_a_gpu():
-    """The Intel GPU branch (OCL_BUFFER remote tensor) raises a typed error where it cannot run."""
+    """The Intel GPU branch (OCL_BUFFER remote tensor) raises a typed error where it cannot run (interop.map then
+    tries another route)."""
     from interop.errors import BackendUnavailableError
+    from interop.mappers.opencl_to_openvino import OpenCLToOpenVINO
     from interop.tensors.openvino import OpenVINOContext
 
     ctx = opencl_context()
     buf = cl.Buffer(ctx.native, cl.mem_flags.READ_WRITE, 64)
     t = interop.wrap(buf, info=TensorInfo((16,), np.float32))
+    gpu = OpenCLToOpenVINO(output_context=OpenVINOContext("GPU"))
     with pytest.raises(BackendUnavailableError):
-        interop.map(t, OpenVINOContext("GPU"))
+        gpu.map(t)
     with pytest.raises(InvalidTensorError):  # a remote tensor starts at the cl_mem's origin
-        interop.map(t._view(4, TensorInfo((15,), np.float32)), OpenVINOContext("GPU"))
+        gpu.map(t._view(4, TensorInfo((15,), np.float32)))
 
 
 @pytest.mark.hardware("level_zero")
