@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
 
 from .backends import find_wrapper, load_all, wrapper_names
 from .context import Context
-from .errors import UnsupportedTypeError
+from .errors import BackendUnavailableError, InteropError, UnsupportedTypeError
 from .frame import Frame
 from .info import TensorInfo
-from .routing import route
+from .routing import alternatives, route
 from .tensor import Tensor
 from .tensors.cpu import CPUTensor
 from .types import AccessMode, FrameFormat, MemoryType, check_memory_type, check_mode
+
+log = logging.getLogger("interop")
 
 
 def wrap(native: Any, *, info: TensorInfo | None = None, format: FrameFormat | None = None,
@@ -69,4 +72,23 @@ def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.REA
         return obj
     src = obj.context if obj.context is not None else obj.memory_type
     chain = route(src, dst_ctx if dst_ctx is not None else dst_type, allow_copy=allow_copy)
-    return chain.map(obj, mode, allow_copy=allow_copy)
+    try:
+        return chain.map(obj, mode, allow_copy=allow_copy)
+    except BackendUnavailableError as first:
+        if dst_ctx is not None:
+            raise  # the caller named the destination context: never swap it for another route silently
+        # The cheapest route needs a backend this machine lacks (the graph is static); take the next one.
+        for alt in alternatives(chain, allow_copy):
+            try:
+                out = alt.map(obj, mode, allow_copy=allow_copy)
+            except InteropError:
+                continue
+            log.info("route %r cannot run here (%s); used %r", chain, first, alt)
+            return out
+        hint = ""
+        if not allow_copy:
+            copying = alternatives(chain, True, limit=1)
+            if copying:
+                step = next(m for m in copying[0].mappers if not m.zero_copy)
+                hint = f"; the next route, {copying[0]!r}, copies at step {step.name}: pass allow_copy=True to try it"
+        raise BackendUnavailableError(f"{first}{hint}", backend=first.backend, extra=first.extra) from first

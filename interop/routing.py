@@ -20,8 +20,8 @@ def _endpoint(x: object, what: str) -> tuple[MemoryType, Context | None]:
     return check_memory_type(x, what), None
 
 
-def search(edges: tuple[type[MemoryMapper], ...], src: MemoryType, dst: MemoryType) -> tuple[Path | None, Path | None]:
-    """(best zero-copy path, best path allowing copies) over ``edges``, by (copies, steps, names)."""
+def all_paths(edges: tuple[type[MemoryMapper], ...], src: MemoryType, dst: MemoryType) -> list[Path]:
+    """Every simple path from src to dst over ``edges``, cheapest first by (copies, steps, names)."""
     graph: dict[MemoryType, list[type[MemoryMapper]]] = {}
     for cls in edges:
         graph.setdefault(cls.src, []).append(cls)
@@ -37,8 +37,45 @@ def search(edges: tuple[type[MemoryMapper], ...], src: MemoryType, dst: MemoryTy
 
     walk(src, frozenset({src}), ())
     paths.sort(key=_cost)
+    return paths
+
+
+def search(edges: tuple[type[MemoryMapper], ...], src: MemoryType, dst: MemoryType) -> tuple[Path | None, Path | None]:
+    """(best zero-copy path, best path allowing copies) over ``edges``."""
+    paths = all_paths(edges, src, dst)
     zero = next((p for p in paths if all(c.zero_copy for c in p)), None)
     return zero, (paths[0] if paths else None)
+
+
+@functools.cache
+def _ranked(src: MemoryType, dst: MemoryType) -> tuple[Path, ...]:
+    return tuple(all_paths(tuple(registered().values()), src, dst))
+
+
+def alternatives(chain: MemoryMapperChain, allow_copy: bool, limit: int = 8) -> list[MemoryMapperChain]:
+    """Chains to try after ``chain`` when one of its steps cannot run on this machine, cheapest first.
+
+    The graph is static (a route through Level Zero exists everywhere); map() falls back along these
+    when a step raises BackendUnavailableError, so a machine without that backend still gets the next route.
+    """
+    if not chain.mappers:
+        return []
+    s, d = chain.mappers[0].src, chain.mappers[-1].dst
+    sctx, dctx = chain.input_context, chain.output_context
+    first = tuple(type(m) for m in chain.mappers)
+    out = []
+    for path in _ranked(s, d):
+        if path == first or (not allow_copy and not all(c.zero_copy for c in path)):
+            continue
+        out.append(_instantiate(path, sctx, dctx))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _instantiate(path: Path, sctx: Context | None, dctx: Context | None) -> MemoryMapperChain:
+    mappers = [cls(sctx if i == 0 else None, dctx if i == len(path) - 1 else None) for i, cls in enumerate(path)]
+    return MemoryMapperChain(mappers, sctx, dctx)
 
 
 def _cost(path: Path) -> tuple[int, int, tuple[str, ...]]:
@@ -106,7 +143,4 @@ def _route(src: object, dst: object, allow_copy: object) -> MemoryMapperChain:
             f"every route from {s.name} to {d.name} copies; the cheapest copies at step {step.name} "
             f"({step.src.name} -> {step.dst.name}): pass allow_copy=True to accept it",
             step=step, src=s, dst=d, reachable=reachable(s))
-    mappers = []
-    for i, cls in enumerate(path):
-        mappers.append(cls(sctx if i == 0 else None, dctx if i == len(path) - 1 else None))
-    return MemoryMapperChain(mappers, sctx, dctx)
+    return _instantiate(path, sctx, dctx)

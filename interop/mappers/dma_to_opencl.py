@@ -52,7 +52,9 @@ def _has_dmabuf_import(ctx: Any) -> bool:
 class DMAToOpenCL(MemoryMapper):
     src = MemoryType.DMA
     dst = MemoryType.OPENCL
-    zero_copy = True  # CPU device and dma-buf import; a device with neither copies (refused unless allowed)
+    # The edge's worst case: a device with neither host memory nor dma-buf import copies, so routing must ask
+    # for allow_copy; on the CPU device and with the import extension nothing is copied (and nothing counted).
+    zero_copy = False
     requires = ("pyopencl",)
     extra = "opencl"
 
