@@ -9,7 +9,7 @@ import numpy as np
 
 from .backends import find_wrapper, load_all, wrapper_names
 from .context import Context
-from .errors import BackendUnavailableError, InteropError, UnsupportedTypeError
+from .errors import BackendUnavailableError, ContextMismatchError, InteropError, UnsupportedTypeError
 from .frame import Frame
 from .info import TensorInfo
 from .routing import alternatives, route
@@ -74,7 +74,8 @@ def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.REA
     chain = route(src, dst_ctx if dst_ctx is not None else dst_type, allow_copy=allow_copy)
     try:
         return chain.map(obj, mode, allow_copy=allow_copy)
-    except BackendUnavailableError as first:
+    except (BackendUnavailableError, ContextMismatchError) as first:
+        # A zero-copy edge may not suit this input's context (a SYCL USM pointer is no Level Zero memory).
         if dst_ctx is not None:
             raise  # the caller named the destination context: never swap it for another route silently
         # The cheapest route needs a backend this machine lacks (the graph is static); take the next one.
@@ -91,4 +92,6 @@ def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.REA
             if copying:
                 step = next(m for m in copying[0].mappers if not m.zero_copy)
                 hint = f"; the next route, {copying[0]!r}, copies at step {step.name}: pass allow_copy=True to try it"
-        raise BackendUnavailableError(f"{first}{hint}", backend=first.backend, extra=first.extra) from first
+        if isinstance(first, BackendUnavailableError):
+            raise BackendUnavailableError(f"{first}{hint}", backend=first.backend, extra=first.extra) from first
+        raise ContextMismatchError(f"{first}{hint}") from first

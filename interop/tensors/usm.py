@@ -18,6 +18,7 @@ A USM context (this module's SYCLContext, or the Level Zero backend's) provides 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import weakref
 from typing import Any
@@ -53,6 +54,12 @@ _mod: Any = None
 def dpctl() -> Any:
     global _mod
     if _mod is None:
+        if "dpctl" not in sys.modules:
+            # Level Zero keeps the first zeInit of the process; SYCL's GPU-only one would hide an NPU from
+            # Level Zero (ours and OpenVINO's NPU plugin's), so initialise it for every driver first.
+            from ..native.level_zero import init_early
+
+            init_early()
         _mod = require("dpctl", "usm", "sycl")
     return _mod
 
