@@ -54,9 +54,12 @@ def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.REA
     The route is found automatically; one that needs a copy is refused unless ``allow_copy=True``, and every
     copy is counted by copy_meter(). Mapping to the object's own type and context returns it unchanged.
     """
-    mode = check_mode(mode)
+    if type(mode) is not AccessMode:
+        mode = check_mode(mode)
     dst_ctx: Context | None
-    if isinstance(to, Context):
+    if type(to) is MemoryType and context is None:  # the common case, first: this runs once per frame
+        dst_type, dst_ctx = to, None
+    elif isinstance(to, Context):
         if context is not None:
             raise UnsupportedTypeError("give the destination Context either as `to` or as `context=`, not both")
         dst_type, dst_ctx = to.memory_type, to
@@ -68,9 +71,10 @@ def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.REA
             raise UnsupportedTypeError(f"context {dst_ctx!r} is a {dst_ctx.memory_type.name} context, not {dst_type.name}")
     if not isinstance(obj, (Tensor, Frame)):
         obj = wrap(obj)
-    if obj.memory_type is dst_type and (dst_ctx is None or obj.context is None or obj.context == dst_ctx):
+    src_ctx = obj.context
+    if obj.memory_type is dst_type and (dst_ctx is None or src_ctx is None or src_ctx == dst_ctx):
         return obj
-    src = obj.context if obj.context is not None else obj.memory_type
+    src = src_ctx if src_ctx is not None else obj.memory_type
     chain = route(src, dst_ctx if dst_ctx is not None else dst_type, allow_copy=allow_copy)
     try:
         return chain.map(obj, mode, allow_copy=allow_copy)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -52,10 +52,11 @@ class Frame:
         self._height = int(height)
         self._context = context if context is not None else tensors[0].context
         self._native = native
-        self.colorspace = colorspace
-        self.color_range = color_range
-        self.pts = pts
-        self.time_base = time_base
+        self._attr_src: tuple[Callable[..., tuple[Any, Any, Any, Any]], Any] | None = None
+        self._colorspace = colorspace
+        self._color_range = color_range
+        self._pts = pts
+        self._time_base = time_base
         self.metadata: dict[str, Any] = {} if metadata is None else metadata
         self._parent = parent
         self._released = False
@@ -63,9 +64,70 @@ class Frame:
     def derive(self, tensors: Sequence[Tensor], *, native: Any = None, context: Context | None = None,
                width: int | None = None, height: int | None = None, format: FrameFormat | None = None) -> Frame:
         """A frame mapped from this one: same format, size and metadata, new planes; this frame is its parent."""
-        return Frame(tensors, format or self._format, width or self._width, height or self._height,
-                     context=context, native=native, colorspace=self.colorspace, color_range=self.color_range,
-                     pts=self.pts, time_base=self.time_base, metadata=dict(self.metadata), parent=self)
+        f = Frame(tensors, format or self._format, width or self._width, height or self._height,
+                  context=context, native=native, metadata=dict(self.metadata), parent=self)
+        f._copy_attrs(self)
+        return f
+
+    # -- colour and timing ----------------------------------------------------------------------------
+    # A decoder's frame knows these, but reading them costs µs per frame (PyAV makes a new Fraction each time),
+    # so a backend may give (fn, source) instead: fn(source) -> (colorspace, color_range, pts, time_base) runs
+    # on first access, and mapped frames inherit the pending source rather than forcing it.
+    def set_attr_source(self, fn: Callable[..., tuple[Any, Any, Any, Any]], source: Any) -> None:
+        self._attr_src = (fn, source)
+
+    def _copy_attrs(self, other: Frame) -> None:
+        if other._attr_src is not None:
+            self._attr_src = other._attr_src
+        else:
+            self._colorspace, self._color_range = other._colorspace, other._color_range
+            self._pts, self._time_base = other._pts, other._time_base
+
+    def _resolve(self) -> None:
+        src = self._attr_src
+        if src is not None:
+            self._attr_src = None
+            self._colorspace, self._color_range, self._pts, self._time_base = src[0](src[1])
+
+    @property
+    def colorspace(self) -> ColorSpace | None:
+        self._resolve()
+        return self._colorspace
+
+    @colorspace.setter
+    def colorspace(self, value: ColorSpace | None) -> None:
+        self._resolve()
+        self._colorspace = value
+
+    @property
+    def color_range(self) -> ColorRange | None:
+        self._resolve()
+        return self._color_range
+
+    @color_range.setter
+    def color_range(self, value: ColorRange | None) -> None:
+        self._resolve()
+        self._color_range = value
+
+    @property
+    def pts(self) -> int | None:
+        self._resolve()
+        return self._pts
+
+    @pts.setter
+    def pts(self, value: int | None) -> None:
+        self._resolve()
+        self._pts = value
+
+    @property
+    def time_base(self) -> Fraction | None:
+        self._resolve()
+        return self._time_base
+
+    @time_base.setter
+    def time_base(self, value: Fraction | None) -> None:
+        self._resolve()
+        self._time_base = value
 
     # -- container ------------------------------------------------------------------------------------
     def _check(self) -> None:

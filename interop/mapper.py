@@ -66,8 +66,6 @@ class MemoryMapper:
 
     def _require(self) -> None:
         cls = type(self)
-        if cls.__dict__.get("_ready"):
-            return
         why = self.missing()
         if why is not None:
             raise BackendUnavailableError(f"step {self.name} ({self.src.name} -> {self.dst.name}) cannot run here: {why}",
@@ -78,19 +76,25 @@ class MemoryMapper:
 
     # -- mapping --------------------------------------------------------------------------------------
     def map(self, obj: Tensor | Frame, mode: AccessMode = AccessMode.READ, *, allow_copy: bool = False) -> Any:
-        mode = check_mode(mode)
-        if not isinstance(obj, (Tensor, Frame)):
+        # This runs once per frame per step: the checks are ordered so the common case costs little.
+        if type(mode) is not AccessMode:
+            mode = check_mode(mode)
+        is_frame = type(obj) is Frame or isinstance(obj, Frame)
+        if not is_frame and not isinstance(obj, Tensor):
             from .api import wrap
 
             obj = wrap(obj)
+            is_frame = isinstance(obj, Frame)
         if obj.memory_type is not self.src:
             raise InvalidTensorError(f"{self.name} maps {self.src.name} memory, got a {obj.memory_type.name} "
-                                     f"{'frame' if isinstance(obj, Frame) else 'tensor'}; use interop.map() to find a route")
-        self._require()
-        self.check_context(obj)
-        if isinstance(obj, Frame):
-            return self.map_frame(obj, mode, allow_copy)
-        return self.map_tensor(obj, mode, allow_copy)
+                                     f"{'frame' if is_frame else 'tensor'}; use interop.map() to find a route")
+        if not type(self).__dict__.get("_ready"):
+            self._require()
+        if self._input_context is not None:
+            self.check_context(obj)
+        if is_frame:
+            return self.map_frame(obj, mode, allow_copy)  # type: ignore[arg-type]
+        return self.map_tensor(obj, mode, allow_copy)  # type: ignore[arg-type]
 
     def check_context(self, obj: Tensor | Frame) -> None:
         """Refuse input from another context than the one this mapper was made for."""
@@ -147,9 +151,13 @@ class MemoryMapperChain(MemoryMapper):
         return sum(not m.zero_copy for m in self._mappers)
 
     def map(self, obj: Tensor | Frame, mode: AccessMode = AccessMode.READ, *, allow_copy: bool = False) -> Any:
-        mode = check_mode(mode)
+        if type(mode) is not AccessMode:
+            mode = check_mode(mode)
+        mappers = self._mappers
+        if len(mappers) == 1:
+            return mappers[0].map(obj, mode, allow_copy=allow_copy)
         out = obj
-        for m in self._mappers:
+        for m in mappers:
             out = m.map(out, mode, allow_copy=allow_copy)
         return out
 

@@ -110,9 +110,20 @@ def route(src: object, dst: object, *, allow_copy: bool = False) -> MemoryMapper
         raise UnsupportedTypeError(f"allow_copy must be True or False, not {allow_copy!r}")
     if type(src) is MemoryType and type(dst) is MemoryType:
         return _cached_route(src, dst, allow_copy)
-    # Chains made for contexts carry those very objects (two equal contexts may still hold different
-    # native handles), so they are built afresh: cheap, the path itself is cached in _best().
-    return _route(src, dst, allow_copy)
+    # Chains made for contexts carry those very objects (two equal contexts may still hold different native
+    # handles), so a cached chain is reused only for the identical context objects.
+    key = (id(src), id(dst), allow_copy)
+    hit = _by_identity.get(key)
+    if hit is not None and hit[0] is src and hit[1] is dst:
+        return hit[2]
+    chain = _route(src, dst, allow_copy)
+    if len(_by_identity) >= 256:
+        _by_identity.clear()
+    _by_identity[key] = (src, dst, chain)  # holds the contexts, so their ids cannot be reused meanwhile
+    return chain
+
+
+_by_identity: dict[tuple[int, int, bool], tuple[object, object, MemoryMapperChain]] = {}
 
 
 @functools.lru_cache(maxsize=256)

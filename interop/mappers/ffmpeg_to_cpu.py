@@ -54,20 +54,34 @@ class FFmpegToCPU(FastMapper):
         return _view(t)  # type: ignore[arg-type]
 
 
+class PlaneView(CPUView):
+    """A CPU view of a decoded plane. Its numpy array is made on first use of ``.native``: numpy.asarray(t),
+    DLPack and regions work from the address alone, so a mapping nobody reads costs no array at all."""
+
+    @property
+    def native(self) -> np.ndarray:
+        self._check()
+        arr = self._native
+        if arr is None:
+            src: Any = self._parent  # the FFmpegTensor of this plane
+            info = self._info
+            arr = ndarray(info.shape, info.dtype, buffer=src._native, offset=src._offset, strides=info.strides)
+            if not self._writable:
+                arr.setflags(write=False)
+            self._native = arr
+        return arr  # type: ignore[no-any-return]
+
+
 def _view(t: Any) -> CPUView:  # an FFmpegTensor
     if t._hardware or t._released:
         if t._released:
             t._check()
         raise refuse_hardware(f"this {t.video_frame.format.name if t.video_frame is not None else 'hardware'} frame",
                               "the CPU")
-    info = t._info
-    arr = ndarray(info.shape, info.dtype, buffer=t._native, offset=t._offset, strides=info.strides)
-    w = t._writable
-    if not w:
-        arr.setflags(write=False)
-    v: Any = _new(CPUView)  # CPUView.of, inlined: it runs for every plane of every frame
-    v._native, v._info, v._context, v._parent, v._writable = arr, info, CPU_CONTEXT, t, w
-    v._released, v._finalizer, v._hooks, v._addr = False, None, None, None
+    v: Any = _new(PlaneView)  # CPUView.of, inlined: it runs for every plane of every frame
+    v._native, v._info, v._context, v._parent, v._writable = None, t._info, CPU_CONTEXT, t, t._writable
+    v._released, v._finalizer, v._hooks = False, None, None
+    v._addr = t._native.buffer_ptr + t._offset  # the plane keeps its AVBuffer, and this tensor keeps the plane
     return v  # type: ignore[no-any-return]
 
 

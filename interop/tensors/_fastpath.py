@@ -71,10 +71,11 @@ def trusted_frame(tensors: Sequence[Tensor], format: Any, width: int, height: in
     f._height = height
     f._context = context
     f._native = native
-    f.colorspace = colorspace
-    f.color_range = color_range
-    f.pts = pts
-    f.time_base = time_base
+    f._attr_src = None
+    f._colorspace = colorspace
+    f._color_range = color_range
+    f._pts = pts
+    f._time_base = time_base
     f.metadata = {} if metadata is None else metadata
     f._parent = parent
     f._released = False
@@ -83,9 +84,11 @@ def trusted_frame(tensors: Sequence[Tensor], format: Any, width: int, height: in
 
 def derive_frame(f: Frame, tensors: Sequence[Tensor], context: Context | None, native: Any = None) -> Frame:
     """``f.derive(tensors, context=..., native=...)`` without re-validating the planes."""
-    return trusted_frame(tensors, f.format, f.width, f.height, context=context, native=native,
-                         colorspace=f.colorspace, color_range=f.color_range, pts=f.pts, time_base=f.time_base,
-                         metadata=dict(f.metadata) if f.metadata else {}, parent=f)
+    out = trusted_frame(tensors, f._format, f._width, f._height, context=context, native=native,
+                        colorspace=None, color_range=None, pts=None, time_base=None,
+                        metadata=dict(f.metadata) if f.metadata else {}, parent=f)
+    out._copy_attrs(f)  # a pending attribute source stays pending
+    return out
 
 
 class FastMapper(MemoryMapper):

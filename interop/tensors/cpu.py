@@ -39,7 +39,7 @@ class CPUTensor(Tensor):
         return self._addr
 
     def _view(self, offset: int, info: TensorInfo) -> Tensor:
-        arr = view_bytes(self._native, offset, info, writable=self._writable)
+        arr = view_bytes(self.native, offset, info, writable=self._writable)
         return CPUTensor(arr, context=self._context, parent=self, writable=self._writable)
 
 

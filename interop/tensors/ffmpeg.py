@@ -277,13 +277,18 @@ def wrap_video_frame(vf: Any, *, writable: bool = False, parent: Any = None) -> 
         t._released, t._finalizer, t._hooks = False, None, None
         t._offset, t._hardware, t._frame, t._index = 0, hardware, vf, i
         tensors.append(t)
-    rng = lay.implied_range or _RANGES.get(vf.color_range)
+    f = trusted_frame(tensors, lay.format, width, height, context=ctx, native=vf, colorspace=None,
+                      color_range=None, pts=None, time_base=None, metadata=None, parent=parent)
+    f._attr_src = (_frame_attrs, (vf, lay.implied_range))  # read from the AVFrame on first use
+    return f
+
+
+def _frame_attrs(src: tuple[Any, Any]) -> tuple[Any, Any, Any, Any]:
+    vf, implied_range = src
     tb = vf.time_base
     if tb is not None and type(tb) is not Fraction:
         tb = Fraction(tb)
-    return trusted_frame(tensors, lay.format, width, height, context=ctx, native=vf,
-                         colorspace=_COLORSPACES.get(vf.colorspace), color_range=rng, pts=vf.pts, time_base=tb,
-                         metadata=None, parent=parent)
+    return _COLORSPACES.get(vf.colorspace), implied_range or _RANGES.get(vf.color_range), vf.pts, tb
 
 
 def _wrap(obj: Any, *, info: TensorInfo | None = None, format: FrameFormat | None = None,
