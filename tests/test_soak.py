@@ -264,11 +264,11 @@ def test_failing_release_hook_does_not_skip_the_others():
     assert ran == ["close fd"], "an older release hook was skipped after a newer one raised"
 
 
-@pytest.mark.xfail(strict=True, reason="bug: interop/tensors/opencv.py umat_info() probes the row count with "
-                   "out-of-range cv2.UMat ROIs (_roi_ok); in opencv-python 5.0.0.93 every failing ROI constructor "
-                   "(SystemError) leaks its parent UMat with its buffer, so each wrap(UMat) leaks the UMat; owner H-OCL")
 def test_wrap_umat_does_not_leak_the_umat():
-    """wrap() of fresh 1080p UMats, dropped each time: RSS stays flat (each leaked UMat would be 2 MiB)."""
+    """wrap() of fresh 1080p UMats, dropped each time: RSS stays flat (each leaked UMat would be 2 MiB).
+
+    Regression test: the layout probe once used out-of-range ROI constructors, and opencv-python 5.0 leaks the
+    parent UMat, buffer and all, each time one raises."""
     try:
         B.need_module("interop.tensors.opencv", "the OpenCV backend")
         cv2 = B.need_module("cv2", "OpenCV")
