@@ -167,6 +167,22 @@ def loop_pipelined(path: Path, consume: Callable[[Any], Any], limit: int | None 
     return n
 
 
+def loop_cuvid_isolated(path: Path, consume: Callable[[Any], Any], limit: int | None = None) -> float:
+    """loop_cuvid in a child process (a crash there must not end the benchmark); returns its fps."""
+    import subprocess
+    import sys
+
+    code = ("import sys, time, torch; from pathlib import Path; import interop.benchmarks.cuda as b; "
+            "f = b._consume_interop(torch); b.loop_cuvid(Path(sys.argv[1]), f, 30); torch.cuda.synchronize(); "
+            "t = time.perf_counter(); n = b.loop_cuvid(Path(sys.argv[1]), f); torch.cuda.synchronize(); "
+            "print('FPS', n / (time.perf_counter() - t))")
+    r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=300)
+    for line in r.stdout.splitlines():
+        if line.startswith("FPS "):
+            return float(line.split()[1])
+    raise RuntimeError(f"cuvid child exited with {r.returncode}: {r.stderr.strip().splitlines()[-1:] or ''}")
+
+
 def loop_cuvid(path: Path, consume: Callable[[Any], Any], limit: int | None = None) -> int:
     """The *_cuvid decoders (NVDEC through FFmpeg's cuviddec, which parses the stream on NVIDIA's parser)."""
     import av
@@ -299,9 +315,12 @@ def run(quick: bool) -> list[Result]:
             p = clips[name]
             if "main" not in parts:
                 add(f"{name}: raw PyAV NVDEC + DLPack", timed(lambda p=p: loop_plain(p, raw), torch))
-            for label, loop in (("demux thread", loop_pipelined), ("cuvid decoder", loop_cuvid),
+            for label, loop in (("demux thread", loop_pipelined), ("cuvid decoder", None),
                                 ("frame threads", loop_frame_threads)):
                 try:
+                    if loop is None:
+                        add(f"{name}: interop + {label}", loop_cuvid_isolated(p, via))
+                        continue
                     add(f"{name}: interop + {label}", timed(lambda p=p, loop=loop: loop(p, via), torch))
                 except Exception as e:  # an experiment that cannot run here is a finding, not a crash
                     log(f"{name}: {label} failed: {type(e).__name__}: {e}")
