@@ -10,7 +10,6 @@ DLPack exports must do so even after their tensor was released and dropped.
 
 from __future__ import annotations
 
-import functools
 import gc
 import os
 from dataclasses import dataclass, field
@@ -37,18 +36,6 @@ from tests.reliability import stats
 def _single_row_repro() -> None:
     """Minimal repro: a one-row plane whose pitch is wider than the row (a crop of a wider frame)."""
     interop.map(interop.wrap(np.zeros((1, 9), np.uint8)[:, :2]), MemoryType.OPENVINO)
-
-
-@functools.cache
-def openvino_single_row_bug() -> bool:
-    """True while the cpu_to_openvino single-row bug is still there (so the state machine tolerates it then only)."""
-    try:
-        _single_row_repro()
-    except ValueError:
-        return True
-    except Exception:  # noqa: BLE001 - OpenVINO absent or another (typed) refusal: not this bug
-        return False
-    return False
 
 
 @dataclass
@@ -130,11 +117,6 @@ class Lifetimes(RuleBasedStateMachine):
         except InteropError as err:  # e.g. a dtype or shape a backend cannot take: typed, never a crash
             stats.add(f"lifetimes: map refused ({type(err).__name__})")
             return
-        except ValueError as err:
-            if dst is MemoryType.OPENVINO and "cannot reshape" in str(err) and openvino_single_row_bug():
-                stats.add("lifetimes: known bug hit (cpu_to_openvino single-row plane)")
-                return
-            raise
         stats.add("lifetimes: maps")
         self.entries.append(Entry(out, e.expected, f"{e.kind}->{dst.name}", e.lineage + [e]))
 
@@ -325,12 +307,10 @@ def test_write_back_reaches_source(kind):
         pytest.skip(f"{kind}: no route gives a writable CPU-reachable mapping here")
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="bug: interop/mappers/cpu_to_openvino.py shareable() reshapes a one-row plane to its full "
-                          "pitch (rows <= 1 branch), numpy raises ValueError; owner H-FFOV")
 def test_single_row_plane_maps_to_openvino():
     """A one-row plane with a pitch wider than its row (a 2x2 crop of an I420 frame has 1-row U/V planes) maps to
-    OpenVINO, or is refused with an InteropError; never a raw ValueError."""
+    OpenVINO, or is refused with an InteropError; never a raw ValueError (regression test: the state machine
+    found cpu_to_openvino reshaping such a plane to its full pitch)."""
     try:
         B.need_module("interop.mappers.cpu_to_openvino", "the CPU -> OpenVINO mapper")
         B.need_module("openvino", "OpenVINO")
