@@ -781,7 +781,7 @@ def test_catalogue_size():
 
 # ---- fuzzing ------------------------------------------------------------------------------------------------
 
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=int(os.environ.get("INTEROP_FUZZ_EXAMPLES", 200)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ANY_DTYPE = st.one_of(st.sampled_from(["uint8", "int8", "uint16", "int16", "int32", "int64", "float16", "float32",
                                         "float64", "bool", "complex64", "object", "U3", ">i4", "V4", "float128"]),
                       st.text(max_size=6), st.integers(-3, 3), st.none())

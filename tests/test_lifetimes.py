@@ -365,3 +365,52 @@ def test_no_fd_closed_twice():
         victims.clear()
         gc.collect()
     stats.add("lifetimes: fd double-close rounds", 8)
+
+
+def test_views_of_decoded_frames_outlive_the_decoder_pool():
+    """Views of decoder frames (CPU and OpenVINO mappings, crops, numpy exports) are kept while the av.VideoFrame
+    and its interop Frame are dropped and decoding goes on: the decoder's buffer pool must not reuse memory a
+    view still reads. Each view reads the frame it was taken from (plane bytes read through PyAV at decode)."""
+    try:
+        B.need_module("interop.tensors.ffmpeg", "the FFmpeg backend")
+        av = B.need_module("av", "PyAV")
+    except B.Missing as e:
+        pytest.skip(str(e))
+    from interop.clip import default_clip
+
+    dests = [d for d in (MemoryType.CPU, MemoryType.OPENVINO, MemoryType.OPENCV)
+             if not isinstance(B.runnable_chain(MemoryType.FFMPEG, d), str)]
+    kept: list[tuple[object, list[np.ndarray], str]] = []
+    import random
+
+    rng = random.Random(1)
+    with av.open(default_clip()) as container:
+        for i, vf in enumerate(container.decode(video=0)):
+            if i >= 60:
+                break
+            planes = []
+            for p in vf.planes:  # what this frame holds, read through PyAV alone
+                rows = np.frombuffer(p, np.uint8).reshape(-1, p.line_size)
+                planes.append(rows[: p.height, : p.width].copy())
+            f = interop.wrap(vf)
+            what = rng.choice(["frame", "crop"] + [d.name for d in dests] + ["numpy"])
+            if what == "frame":
+                kept.append((f, planes, f"frame {i}"))
+            elif what == "crop":
+                kept.append((f.crop(16, 8, 64, 32), [p[4:20, 8:40] if k else p[8:40, 16:80] for k, p in enumerate(planes)],
+                             f"crop of frame {i}"))
+            elif what == "numpy":
+                kept.append((np.asarray(f[0]), planes[:1], f"numpy Y of frame {i}"))
+            else:
+                kept.append((interop.map(f, MemoryType[what], allow_copy=True), planes, f"{what} of frame {i}"))
+            del f, vf
+            if i % 7 == 0:
+                gc.collect()
+            if len(kept) > 12:  # drop some views as we go, in random order
+                kept.pop(rng.randrange(len(kept)))
+            for obj, want, label in kept:  # every kept view still reads its own frame
+                if isinstance(obj, np.ndarray):
+                    assert np.array_equal(obj, want[0]), f"{label} changed after more frames were decoded"
+                else:
+                    assert B.content_matches(obj, want) is not False, f"{label} changed after more frames were decoded"
+            stats.add("lifetimes: decoded frames checked")
