@@ -414,3 +414,40 @@ def test_views_of_decoded_frames_outlive_the_decoder_pool():
                 else:
                     assert B.content_matches(obj, want) is not False, f"{label} changed after more frames were decoded"
             stats.add("lifetimes: decoded frames checked")
+
+
+@pytest.mark.xfail(strict=True, reason="bug: interop/tensors/dma.py FramePool returns a buffer to the free list when "
+                   "the CPU mapping of its frame is release()d although a numpy view of that mapping is still alive; "
+                   "the next acquire() overwrites what the view reads (DESIGN: views keep the memory alive); owner H-DMA")
+def test_pool_buffer_not_reused_while_a_numpy_view_reads_it():
+    """A numpy view of a pool frame's CPU mapping keeps reading that frame after the mapping and the frame are
+    released: the pool must not hand the buffer out again (acquire waits or times out instead)."""
+    try:
+        FramePool = B.need_attr("interop.tensors.dma", "FramePool", "the DMA backend")
+    except B.Missing as e:
+        pytest.skip(str(e))
+    pool = FramePool(interop.FrameFormat.GRAY8, 16, 8, count=1)
+    try:
+        f = pool.acquire(timeout=5)
+        w = interop.map(f, MemoryType.CPU, mode=AccessMode.WRITE)
+        np.asarray(w[0])[...] = 7
+        w.release()
+        pool.commit(f)
+        cpu = interop.map(f, MemoryType.CPU)
+        view = np.asarray(cpu[0])
+        f.release()
+        cpu.release()
+        del cpu, f, w
+        gc.collect()
+        try:
+            f2 = pool.acquire(timeout=0.2)
+        except TimeoutError:
+            f2 = None  # the right outcome: the buffer is still in use by the view
+        if f2 is not None:
+            w2 = interop.map(f2, MemoryType.CPU, mode=AccessMode.WRITE)
+            np.asarray(w2[0])[...] = 99
+            w2.release()
+            f2.release()
+        assert np.all(view == 7), f"a live numpy view now reads another frame's data: {view[0, :4]}"
+    finally:
+        pool.close()
