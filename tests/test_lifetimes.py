@@ -451,3 +451,59 @@ def test_pool_buffer_not_reused_while_a_numpy_view_reads_it():
         assert np.all(view == 7), f"a live numpy view now reads another frame's data: {view[0, :4]}"
     finally:
         pool.close()
+
+
+def _scribble(obj: Tensor | Frame) -> None:
+    """Overwrite an object's content with 0x5A through a READ_WRITE CPU mapping (written back at release)."""
+    cpu = interop.map(obj, MemoryType.CPU, mode=AccessMode.READ_WRITE, allow_copy=True)
+    for t in B.planes_of(cpu):
+        a = np.asarray(t)
+        if a.flags.writeable:
+            a.view(np.uint8)[...] = 0x5A if a.dtype.itemsize == 1 or a.flags.c_contiguous else 0
+    cpu.release()
+
+
+@pytest.mark.parametrize("kind", sorted(k for k in B.FACTORIES if not k.startswith("via:")))
+def test_mappings_survive_source_release_and_reuse(kind):
+    """Map a source everywhere it can go, release and drop the source, then allocate and scribble over many new
+    objects of the same kind and size (so pools and allocators hand the freed memory out again). Each mapping
+    still reads the source's content, or refuses with InvalidTensorError; it never reads the new objects' bytes."""
+    ok, missing = B.probe_factories()
+    if kind not in ok:
+        pytest.skip(f"{kind}: {missing.get(kind, 'not available')}")
+    if isinstance(B.runnable_chain(MemoryType[ok[kind]], MemoryType.CPU), str):
+        pytest.skip(f"{kind}: no runnable route to the CPU to scribble through")
+    kept = []
+    for seed, dst in enumerate(B.runnable_destinations(MemoryType[ok[kind]]) + [None]):
+        made = B.make(kind, np.random.default_rng(seed))
+        try:
+            out = made.obj if dst is None else interop.map(made.obj, dst, allow_copy=True)
+            views = [np.asarray(t) for t in B.planes_of(out)] if dst is None else []
+        except InteropError:
+            B.release(made.obj)
+            continue
+        if dst is not None:
+            made.obj.release()
+            kept.append((out, made.expected, f"{kind}->{dst.name}"))
+        else:
+            kept += [(v, [e], f"numpy view of a released {kind}") for v, e in zip(views, made.expected)]
+            made.obj.release()
+        del made, out, views
+        gc.collect()
+        for _ in range(6):  # same kind, same size: what an allocator or pool reuses first
+            churn = B.make(kind, np.random.default_rng(seed))
+            _scribble(churn.obj)
+            churn.obj.release()
+            del churn
+    assert kept, f"{kind}: nothing could be mapped"
+    for obj, want, label in kept:
+        if isinstance(obj, np.ndarray):
+            assert np.array_equal(obj, want[0]), f"{label} reads other data after its memory was reused"
+            continue
+        try:
+            ok_ = B.content_matches(obj, want)
+        except InvalidTensorError:
+            stats.add("lifetimes: reads refused after a source release")
+            continue
+        assert ok_ is not False, f"{label} reads other data after its source was released and memory reused"
+        stats.add("lifetimes: mappings checked after source release + reuse")
