@@ -257,3 +257,49 @@ def test_infer_async_callback_error_reraised_by_wait_all():
         stats.add("faults: callback exceptions injected", 6)
     finally:
         inf.close()
+
+
+def test_release_races_with_maps():
+    """One thread releases a source while others map it and read the mappings: each map either gives a mapping
+    that reads the source's content or refuses with an InteropError (InvalidTensorError once released); nothing
+    else is raised, nothing hangs, nothing leaks."""
+    pairs = _pairs()
+    if not pairs:
+        pytest.skip("no runnable route between memory types here yet")
+    kinds = sorted({k for k, _ in pairs})
+    outcomes: dict[str, int] = {"mapped": 0, "refused": 0}
+    lock = threading.Lock()
+    B.settle()
+    fds = B.fd_count()
+    live0, _ = B.live_counts()
+    for r in range(12):
+        kind = kinds[r % len(kinds)]
+        dests = [d for k, d in pairs if k == kind]
+        src = B.make(kind, np.random.default_rng(r))
+
+        def work(i: int, src: B.Made = src, dests: list[MemoryType] = dests, r: int = r, kind: str = kind) -> None:
+            if i == 0:
+                time.sleep(0.001 * (r % 4))
+                src.obj.release()
+                return
+            for j in range(4):
+                dst = dests[(i + j) % len(dests)]
+                try:
+                    out = interop.map(src.obj, dst, allow_copy=True)
+                    ok = B.content_matches(out, src.expected)
+                except InteropError:
+                    with lock:
+                        outcomes["refused"] += 1
+                    continue
+                assert ok is not False, f"{kind}->{dst.name} read wrong data while its source was being released"
+                with lock:
+                    outcomes["mapped"] += 1
+                B.release(out)
+
+        run_threads(work, 5, collector=False)
+        del src
+    B.settle()
+    stats.add("concurrency: release races", 12)
+    stats.add("concurrency: maps during release races", outcomes["mapped"] + outcomes["refused"])
+    assert outcomes["mapped"] and outcomes["refused"], outcomes  # both sides of the race were hit
+    assert B.fd_count() <= fds and B.live_counts()[0] == live0, "leak after release races"
