@@ -105,6 +105,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     refs = [next(g).to_ndarray(format="rgb24") for g in [cc.decode(video=0)] for _ in range(2)]
                 diffs = [float(np.abs(full.astype(np.int16) - r.astype(np.int16)).mean()) for r in refs]
                 diff = diffs[0]
+                # where a difference would come from: the same formula in float64 numpy on the same planes
+                yh = y.cpu().numpy().astype(np.float64)
+                uvh = uv.cpu().numpy().astype(np.float64).repeat(2, 0).repeat(2, 1)[: yh.shape[0], : yh.shape[1]]
+                yn, cb, cr = (yh - 16) / 219, (uvh[..., 0] - 128) / 224, (uvh[..., 1] - 128) / 224
+                r, b = yn + 1.402 * cr, yn + 1.772 * cb
+                g = (yn - 0.299 * r - 0.114 * b) / 0.587
+                npx = (np.clip(np.stack([r, g, b], -1), 0, 1) * 255).round()
+                print(f"check: numpy on the GPU planes vs FFmpeg {np.abs(npx - refs[0]).mean():.2f}, vs torch "
+                      f"{np.abs(npx - full).mean():.2f}, per channel torch-FFmpeg "
+                      f"{np.abs(full.astype(np.int16) - refs[0]).mean((0, 1)).round(2).tolist()}", file=sys.stderr)
                 if diffs[1] < diffs[0]:
                     print(f"warning: the first NVDEC frame matches CPU frame 1 better ({diffs})", file=sys.stderr)
             x = nv12_to_rgb(y, uv, (a.size, a.size), f.colorspace).half().contiguous(memory_format=torch.channels_last)

@@ -250,6 +250,13 @@ def test_frame_from_tensor_errors():
         frame_from_tensor(t, FrameFormat.NV12)
 
 
+def test_torch_views_refuses_non_cuda():
+    from interop.tensors.cuda import torch_views
+
+    with pytest.raises(UnsupportedTypeError, match="MemoryType.CUDA"):
+        torch_views(interop.wrap(np.zeros(3)))
+
+
 def test_doctor_row_names_cuda():
     from interop.tensors.cuda import _probe
 
@@ -274,6 +281,21 @@ def test_torch_round_trip_is_pointer_identical_and_shares_writes():
     assert int(x[3, 4]) == 7
     r = torch.from_dlpack(t.region(10, 5, 20, 30))
     assert r.data_ptr() == x.data_ptr() + 5 * 80 + 10 and r.shape == (30, 20)
+
+
+@pytest.mark.gpu
+def test_torch_views_of_a_frame_are_pointer_identical():
+    torch = pytest.importorskip("torch")
+    from interop.tensors.cuda import torch_views
+
+    buf = torch.zeros(96, 128, dtype=torch.uint8, device="cuda")[:, :100]
+    f = interop.wrap(buf, format=FrameFormat.NV12)
+    y, uv = torch_views(f)
+    assert y.data_ptr() == buf.data_ptr() and uv.data_ptr() == buf.data_ptr() + 64 * 128
+    assert y.shape == (64, 100) and uv.shape == (32, 50, 2) and uv.stride() == (128, 2, 1)
+    with torch.cuda.stream(torch.cuda.Stream()):
+        (z,) = torch_views(f[0])
+    assert z.data_ptr() == buf.data_ptr()
 
 
 @pytest.mark.gpu

@@ -113,6 +113,18 @@ def _consume_interop(torch: Any) -> Callable[[Any], Any]:
     return f
 
 
+def _consume_interop_views(torch: Any) -> Callable[[Any], Any]:
+    import interop
+    from interop.tensors.cuda import torch_views
+
+    cuda = interop.MemoryType.CUDA
+
+    def f(vf: Any) -> Any:
+        return torch_views(interop.map(vf, cuda))
+
+    return f
+
+
 def loop_plain(path: Path, consume: Callable[[Any], Any], limit: int | None = None) -> int:
     n = 0
     with _nvdec(path) as c:
@@ -282,12 +294,12 @@ def run(quick: bool) -> list[Result]:
     log = _log()
     runs = 3 if quick else int(os.environ.get("INTEROP_BENCH_RUNS", "5"))
     clips = make_clips(quick)
-    raw, via = _consume_raw(torch), _consume_interop(torch)
+    raw, via, views = _consume_raw(torch), _consume_interop(torch), _consume_interop_views(torch)
     for p in clips.values():  # warm-up: CUDA/NVDEC initialisation, interop imports
         loop_plain(p, via, 30)
         loop_plain(p, raw, 30)
     samples: dict[str, list[float]] = {}
-    overhead = _per_frame_cost(clips["1080p HEVC"], {"raw": raw, "interop": via}, 400)
+    overhead = _per_frame_cost(clips["1080p HEVC"], {"raw": raw, "interop": via, "interop torch_views": views}, 400)
     for k, v in overhead.items():
         log(f"per-frame Python cost of the consumer, {k}: {v:.1f} us")
 
@@ -300,9 +312,10 @@ def run(quick: bool) -> list[Result]:
         for name, p in clips.items():
             add(f"{name}: raw PyAV NVDEC + DLPack", timed(lambda p=p: loop_plain(p, raw), torch))
             add(f"{name}: interop NVDEC -> torch", timed(lambda p=p: loop_plain(p, via), torch))
+            add(f"{name}: interop + torch_views", timed(lambda p=p: loop_plain(p, views), torch))
             if name != "4K H.264" or r == 0:
                 add(f"{name}: naive CPU decode + rgb24 + .cuda()", timed(lambda p=p: loop_naive(p, torch), torch))
-            if (name != "4K H.264" and r < 3) or r == 0:
+            if os.environ.get("INTEROP_BENCH_NAIVE_ALL_CORES") and ((name != "4K H.264" and r < 3) or r == 0):
                 add(f"{name}: naive, all cores (frame threads)",
                     timed(lambda p=p: loop_naive(p, torch, all_cores=True), torch))
         hevc = clips["1080p HEVC"]
@@ -310,6 +323,7 @@ def run(quick: bool) -> list[Result]:
         for n in (1, 2, 4, 7):
             add(f"1080p HEVC x{n} decoders: raw", concurrent(hevc, raw, n, limit, torch))
             add(f"1080p HEVC x{n} decoders: interop", concurrent(hevc, via, n, limit, torch))
+            add(f"1080p HEVC x{n} decoders: interop + torch_views", concurrent(hevc, views, n, limit, torch))
     for _r in range(min(runs, 3) if "extra" in parts else 0):
         for name in clips:
             p = clips[name]
@@ -339,10 +353,15 @@ def run(quick: bool) -> list[Result]:
     for name in clips:
         ratio(f"{name}: interop / raw", f"{name}: interop NVDEC -> torch", f"{name}: raw PyAV NVDEC + DLPack")
         ratio(f"{name}: interop / naive", f"{name}: interop NVDEC -> torch", f"{name}: naive CPU decode + rgb24 + .cuda()")
+        ratio(f"{name}: interop + torch_views / raw", f"{name}: interop + torch_views", f"{name}: raw PyAV NVDEC + DLPack")
+        ratio(f"{name}: interop + torch_views / naive", f"{name}: interop + torch_views",
+              f"{name}: naive CPU decode + rgb24 + .cuda()")
         ratio(f"{name}: interop / naive all cores", f"{name}: interop NVDEC -> torch",
               f"{name}: naive, all cores (frame threads)")
     for n in (1, 2, 4, 7):
         ratio(f"1080p HEVC x{n} decoders: interop / raw", f"1080p HEVC x{n} decoders: interop",
+              f"1080p HEVC x{n} decoders: raw")
+        ratio(f"1080p HEVC x{n} decoders: interop + torch_views / raw", f"1080p HEVC x{n} decoders: interop + torch_views",
               f"1080p HEVC x{n} decoders: raw")
     for name in clips:
         for label in ("demux thread", "cuvid decoder", "frame threads"):
