@@ -210,3 +210,21 @@ def test_open_nvdec_copes_with_a_primary_context_made_by_torch(monkeypatch, prim
     assert seen["options"] == options and seen["owned"] is True
     assert seen["pushed"] == (1 if "current_ctx" in options else 0) and d.count("push") == d.count("pop")
     assert c.streams.video[0].thread_type == "AUTO"
+
+
+@pytest.mark.gpu
+def test_nvdec_frames_decodes_ahead_and_stops_cleanly(clip):
+    pytest.importorskip("torch")
+    import threading
+
+    from interop.mappers.ffmpeg_to_cuda import nvdec_frames
+    from interop.tensors.cuda import torch_views
+
+    frames = list(nvdec_frames(str(clip), prefetch=4))
+    assert len(frames) == 30 and all(f.memory_type is MemoryType.CUDA for f in frames)
+    y, uv = torch_views(frames[0])
+    assert y.data_ptr() == frames[0].native.planes[0].buffer_ptr
+    it = nvdec_frames(str(clip), prefetch=2)
+    next(it)
+    it.close()  # the worker is unblocked and joined
+    assert not [t for t in threading.enumerate() if t.name == "interop-nvdec"]

@@ -146,6 +146,23 @@ def loop_frame_threads(path: Path, consume: Callable[[Any], Any], limit: int | N
     return n
 
 
+def loop_decode_thread(path: Path, consume: Callable[[Any], Any], limit: int | None = None,
+                       frame_threads: bool = False) -> int:
+    """interop's nvdec_frames(): decode on a worker thread, map + torch views here."""
+    from interop.mappers.ffmpeg_to_cuda import nvdec_frames
+    from interop.tensors.cuda import torch_views
+
+    n = 0
+    for f in nvdec_frames(str(path), frame_threads=frame_threads):
+        torch_views(f)
+        n += 1
+    return n
+
+
+def loop_decode_thread_ft(path: Path, consume: Callable[[Any], Any], limit: int | None = None) -> int:
+    return loop_decode_thread(path, consume, limit, frame_threads=True)
+
+
 def _demux_thread(c: Any, stream: Any, q: queue.Queue) -> threading.Thread:
     def run() -> None:
         try:
@@ -330,7 +347,8 @@ def run(quick: bool) -> list[Result]:
             if "main" not in parts:
                 add(f"{name}: raw PyAV NVDEC + DLPack", timed(lambda p=p: loop_plain(p, raw), torch))
             for label, loop in (("demux thread", loop_pipelined), ("cuvid decoder", None),
-                                ("frame threads", loop_frame_threads)):
+                                ("frame threads", loop_frame_threads), ("decode thread", loop_decode_thread),
+                                ("decode thread + frame threads", loop_decode_thread_ft)):
                 try:
                     if loop is None:
                         add(f"{name}: interop + {label}", loop_cuvid_isolated(p, via))
@@ -364,7 +382,7 @@ def run(quick: bool) -> list[Result]:
         ratio(f"1080p HEVC x{n} decoders: interop + torch_views / raw", f"1080p HEVC x{n} decoders: interop + torch_views",
               f"1080p HEVC x{n} decoders: raw")
     for name in clips:
-        for label in ("demux thread", "cuvid decoder", "frame threads"):
+        for label in ("demux thread", "cuvid decoder", "frame threads", "decode thread", "decode thread + frame threads"):
             ratio(f"{name}: interop + {label} / raw", f"{name}: interop + {label}", f"{name}: raw PyAV NVDEC + DLPack")
     return results
 

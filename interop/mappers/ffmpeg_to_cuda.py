@@ -12,6 +12,7 @@ Software (CPU) frames are uploaded instead: a copy, refused unless ``allow_copy=
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from ..errors import InvalidTensorError, UnsupportedFormatError
@@ -86,6 +87,52 @@ def open_nvdec(file: Any, *, device: int = 0, frame_threads: bool = False, **kw:
         for s in c.streams.video:
             s.thread_type = "AUTO"
     return c
+
+
+def nvdec_frames(file: Any, *, device: int = 0, frame_threads: bool = False, prefetch: int = 8,
+                 **kw: Any) -> Iterator[Frame]:
+    """CUDA Frames of a video decoded on NVDEC by a worker thread, up to ``prefetch`` frames ahead.
+
+    PyAV's decode releases the GIL, so the next pictures decode while the caller's Python (mapping, launching
+    kernels) runs: the loop costs max(decode, consume) per frame instead of their sum. Each Frame's ``native`` is
+    its av.VideoFrame; the planes are zero-copy views of the decoder's surfaces (see ``from_video_frame``).
+    """
+    import queue
+    import threading
+
+    c = open_nvdec(file, device=device, frame_threads=frame_threads, **kw)
+    q: queue.Queue = queue.Queue(maxsize=max(1, prefetch))
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            for vf in c.decode(video=0):
+                if stop.is_set():
+                    return
+                q.put(vf)
+        except BaseException as e:  # handed to the consumer
+            q.put(e)
+            return
+        q.put(None)
+
+    t = threading.Thread(target=work, name="interop-nvdec", daemon=True)
+    t.start()
+    try:
+        while True:
+            item = q.get()
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield from_video_frame(item)
+    finally:
+        stop.set()
+        while t.is_alive():  # unblock a worker waiting on a full queue
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                t.join(0.01)
+        c.close()
 
 
 def _offset(t: Tensor) -> int:
