@@ -68,6 +68,7 @@ def main() -> int:
             y[:] = 0x5A
             uv[:] = 0x33
             y[3, 7] = 7
+            del y, uv  # numpy views keep the buffer in use (out of the sender's pool) until they are gone
         f.release()
         time.sleep(0.2)
         return 0

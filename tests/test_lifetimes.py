@@ -416,9 +416,6 @@ def test_views_of_decoded_frames_outlive_the_decoder_pool():
             stats.add("lifetimes: decoded frames checked")
 
 
-@pytest.mark.xfail(strict=True, reason="bug: interop/tensors/dma.py FramePool returns a buffer to the free list when "
-                   "the CPU mapping of its frame is release()d although a numpy view of that mapping is still alive; "
-                   "the next acquire() overwrites what the view reads (DESIGN: views keep the memory alive); owner H-DMA")
 def test_pool_buffer_not_reused_while_a_numpy_view_reads_it():
     """A numpy view of a pool frame's CPU mapping keeps reading that frame after the mapping and the frame are
     released: the pool must not hand the buffer out again (acquire waits or times out instead)."""

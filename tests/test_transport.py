@@ -47,6 +47,7 @@ def test_child_writes_into_parent_frame_parent_sees_them_through_its_mapping():
         assert np.all(uv == 0x33)
         # our view is our own mapping of the same pages the child wrote
         assert y.ctypes.data == f[0].buffer.mapping(False).address + f[0].offset
+        del y, uv  # views keep the buffer in use; drop them before giving it back
     assert p.wait(10) == 0
     f.release()
     tx.close()
@@ -64,6 +65,7 @@ def test_parent_writes_into_child_frame_child_sees_them():
         assert y.ctypes.data == f[0].buffer.mapping(True).address + f[0].offset
         y[:] = 0x77
         np.asarray(c[1])[:] = 0x42
+        del y  # a live view keeps the buffer in use: the DONE waits for the last one
     f.release()  # sends DONE
     assert read_line(p) == "returned True 119 119 66"
     assert p.wait(10) == 0

@@ -8,7 +8,9 @@ the CPU would see tiles, not rows.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -49,14 +51,41 @@ def map_dma_to_host(t: Tensor, mode: AccessMode, *, writable_alias: bool = False
              "data": (addr, not rw), "strides": info.strides}
     arr = np.asarray(_ArrayExport(iface, m))  # the view holds the mapping; munmap when the last view is gone
     # the layout was checked when the DMA tensor was made: build the CPU tensor without re-validating it
-    out = CPUView.of(arr, info, t, rw if writable_alias else write, addr)
-    # a mapping is a user of the buffer: a pool buffer is not reused (nor a received one returned) while mapped
+    out = MappedView.of(arr, info, t, rw if writable_alias else write, addr)
+    # A mapping is a user of the buffer: a pool buffer is not reused (nor a received one returned) while mapped.
+    # The use ends when the array over the mapping is gone, not at release(): numpy views taken from the tensor
+    # keep that array alive, and they must go on reading this frame, not the next one the pool hands out.
     buf.use()
-    out.on_release(buf.unuse)
+    weakref.finalize(arr, buf.unuse)
     if fd_synced:
         # the end-of-access ioctl needs an fd; dup'ing per mapping would cost a syscall, so keep the buffer
         out.on_release(_sync_end(buf, write, mode.reads or not write))
     return out
+
+
+class MappedView(CPUView):
+    """A CPU view over a DMA mapping. numpy views of it hold the mapping's array, not this tensor, and release()
+    drops the tensor's own reference: the buffer stays in use (out of its pool) exactly while views exist."""
+
+    @property
+    def __array_interface__(self) -> dict[str, Any]:  # numpy then asks __array__, whose views hold the mapping
+        raise AttributeError("__array_interface__")
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        arr = self.numpy()
+        if copy:
+            return np.array(arr, dtype=dtype, copy=True)
+        return arr if dtype is None or np.dtype(dtype) == arr.dtype else arr.astype(dtype)
+
+    def numpy(self) -> np.ndarray:
+        self._check()
+        return self._native.view()  # type: ignore[no-any-return]
+
+    def release(self) -> None:
+        if self._released:
+            return
+        super().release()
+        self._native = None  # the mapping's array now lives exactly as long as the views taken from it
 
 
 def _sync_end(buf: DMABuffer, write: bool, read: bool) -> Callable[[], None]:
