@@ -53,7 +53,7 @@ def _ov_native(t: Tensor) -> Any:
 
 def _as_4d(ov: Any, nat: Any) -> Any:
     """A plane as (1, rows, pitch, C): producers may give (rows, pitch) or (rows, pitch, C); same memory."""
-    shape = tuple(nat.shape)
+    shape = tuple(nat.get_shape())  # ov.RemoteTensor (NPU planes) has get_shape() but no .shape
     if len(shape) == 4:
         return nat
     if len(shape) in (2, 3):
@@ -482,7 +482,7 @@ class Inference:
             if isinstance(t, Frame):
                 raise UnsupportedTypeError("give a Frame on its own (not in a list): frames go through pre-processing")
             nat = _ov_native(t)
-            shape = tuple(int(d) for d in nat.shape)
+            shape = tuple(int(d) for d in nat.get_shape())
             want = port.get_partial_shape()
             et = port.get_element_type()
             ok_shape = want.rank.is_dynamic or (want.rank.get_length() == len(shape) and all(
