@@ -164,6 +164,11 @@ class MemoryMapperChain(MemoryMapper):
     def __len__(self) -> int:
         return len(self._mappers)
 
+    def __str__(self) -> str:
+        if not self._mappers:
+            return "identity"
+        return " -> ".join(f"{m.name} ({'zero-copy' if m.zero_copy else 'copy'})" for m in self._mappers)
+
     def __repr__(self) -> str:
         if not self._mappers:
             return "<MemoryMapperChain identity>"
