@@ -19,6 +19,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ def make_clip(path: Path, codec: str, width: int, height: int, frames: int) -> P
     tex = (((xx // 8) ^ (yy // 8)) % 160 + 40 + rng.integers(0, 24, (H, W))).astype(np.uint8)
     ctex = ((xx[: H // 2] // 3 + yy[: H // 2]) % 128 + 64).astype(np.uint8)
     with av.open(str(tmp), "w", format="mp4") as out:
-        s = out.add_stream(codec, rate=30)
+        s: Any = out.add_stream(codec, rate=30)
         s.width, s.height, s.pix_fmt = width, height, "yuv420p"
         s.thread_type = "AUTO"
         s.options = {"preset": "ultrafast"}
@@ -107,7 +108,7 @@ def _consume_interop(torch: Any) -> Callable[[Any], Any]:
     cuda = interop.MemoryType.CUDA
 
     def f(vf: Any) -> Any:
-        fr = interop.map(vf, cuda)
+        fr: Any = interop.map(vf, cuda)
         return torch.from_dlpack(fr[0]), torch.from_dlpack(fr[1])
 
     return f
@@ -221,7 +222,7 @@ def loop_cuvid(path: Path, consume: Callable[[Any], Any], limit: int | None = No
     with av.open(str(path)) as c:
         stream = c.streams.video[0]
         name = {"h264": "h264_cuvid", "hevc": "hevc_cuvid"}[stream.codec_context.name]
-        cc = av.CodecContext.create(name, "r", hwaccel=HWAccel("cuda", allow_software_fallback=False, is_hw_owned=True))
+        cc: Any = av.CodecContext.create(name, "r", hwaccel=HWAccel("cuda", allow_software_fallback=False, is_hw_owned=True))
         cc.extradata = stream.codec_context.extradata
         cc.width, cc.height = stream.codec_context.width, stream.codec_context.height
         q: queue.Queue = queue.Queue(maxsize=64)
@@ -327,14 +328,14 @@ def run(quick: bool) -> list[Result]:
     parts = set(os.environ.get("INTEROP_BENCH_PARTS", "main,extra").split(","))
     for r in range(runs if "main" in parts else 0):
         for name, p in clips.items():
-            add(f"{name}: raw PyAV NVDEC + DLPack", timed(lambda p=p: loop_plain(p, raw), torch))
-            add(f"{name}: interop NVDEC -> torch", timed(lambda p=p: loop_plain(p, via), torch))
-            add(f"{name}: interop + torch_views", timed(lambda p=p: loop_plain(p, views), torch))
+            add(f"{name}: raw PyAV NVDEC + DLPack", timed(partial(loop_plain, p, raw), torch))
+            add(f"{name}: interop NVDEC -> torch", timed(partial(loop_plain, p, via), torch))
+            add(f"{name}: interop + torch_views", timed(partial(loop_plain, p, views), torch))
             if name != "4K H.264" or r == 0:
-                add(f"{name}: naive CPU decode + rgb24 + .cuda()", timed(lambda p=p: loop_naive(p, torch), torch))
+                add(f"{name}: naive CPU decode + rgb24 + .cuda()", timed(partial(loop_naive, p, torch), torch))
             if os.environ.get("INTEROP_BENCH_NAIVE_ALL_CORES") and ((name != "4K H.264" and r < 3) or r == 0):
                 add(f"{name}: naive, all cores (frame threads)",
-                    timed(lambda p=p: loop_naive(p, torch, all_cores=True), torch))
+                    timed(partial(loop_naive, p, torch, all_cores=True), torch))
         hevc = clips["1080p HEVC"]
         limit = 150 if quick else 500
         for n in (1, 2, 4, 7):
@@ -345,7 +346,7 @@ def run(quick: bool) -> list[Result]:
         for name in clips:
             p = clips[name]
             if "main" not in parts:
-                add(f"{name}: raw PyAV NVDEC + DLPack", timed(lambda p=p: loop_plain(p, raw), torch))
+                add(f"{name}: raw PyAV NVDEC + DLPack", timed(partial(loop_plain, p, raw), torch))
             for label, loop in (("demux thread", loop_pipelined), ("cuvid decoder", None),
                                 ("frame threads", loop_frame_threads), ("decode thread", loop_decode_thread),
                                 ("decode thread + frame threads", loop_decode_thread_ft)):
@@ -353,7 +354,7 @@ def run(quick: bool) -> list[Result]:
                     if loop is None:
                         add(f"{name}: interop + {label}", loop_cuvid_isolated(p, via))
                         continue
-                    add(f"{name}: interop + {label}", timed(lambda p=p, loop=loop: loop(p, via), torch))
+                    add(f"{name}: interop + {label}", timed(partial(loop, p, via), torch))
                 except Exception as e:  # an experiment that cannot run here is a finding, not a crash
                     log(f"{name}: {label} failed: {type(e).__name__}: {e}")
                     samples.setdefault(f"{name}: interop + {label}", [])

@@ -161,7 +161,8 @@ class FFmpegToCUDA(FastMapper):
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
         ts = f.tensors
         fmt = f.format
-        if mode.writes or fmt not in _FORMATS or not all(getattr(t, "is_hardware", False) and not t.offset for t in ts):
+        if mode.writes or fmt not in _FORMATS or \
+                not all(getattr(t, "is_hardware", False) and not getattr(t, "offset", 0) for t in ts):
             return super().map_frame(f, mode, allow_copy)
         # A whole NVDEC frame (the per-frame path): the FFmpeg planes' layouts are the CUDA planes' layouts.
         planes = [t.native for t in ts]
@@ -193,6 +194,7 @@ class FFmpegToCUDA(FastMapper):
             raise InvalidTensorError(f"uploading a software frame to CUDA {why}")
         self.copying(t.info.nbytes, allow_copy, "a software (CPU) frame is uploaded to the GPU")
         cpu = imap(t, MemoryType.CPU, mode=mode)
+        assert isinstance(cpu, Tensor)
         from .cpu_to_cuda import upload
 
         return upload(cpu, CUDAContext.get(0) if self.output_context is None else self.output_context, mode, parent=t)

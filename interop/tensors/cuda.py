@@ -302,8 +302,8 @@ def _torch_stream(torch: Any, device: int) -> int:
 def torch_views(obj: Tensor | Frame) -> list[Any]:
     """torch tensors over a CUDA tensor or each plane of a CUDA frame, ordered after the producer on torch's current
     stream: what ``torch.from_dlpack(plane)`` gives, for less per-frame overhead (one stream query per frame)."""
-    planes = obj.tensors if isinstance(obj, Frame) else [obj]
-    if not planes or not all(isinstance(p, CUDATensor) for p in planes):
+    planes = [p for p in (obj.tensors if isinstance(obj, Frame) else [obj]) if isinstance(p, CUDATensor)]
+    if not planes or len(planes) != (len(obj) if isinstance(obj, Frame) else 1):
         raise UnsupportedTypeError("torch_views() takes a CUDA tensor or frame: interop.map(x, MemoryType.CUDA) first")
     import torch
 
@@ -391,7 +391,8 @@ class PinnedPool:
         if not ptr:
             ptr = cn.driver().host_alloc(self.device, cap)
             self.allocated += 1
-        holder = np.frombuffer((ctypes.c_uint8 * cap).from_address(ptr), np.uint8, count=max(nbytes, 0))
+        block = (ctypes.c_uint8 * cap).from_address(ptr)
+        holder = np.frombuffer(block, np.uint8, count=max(nbytes, 0))  # type: ignore[call-overload]
         weakref.finalize(holder, self._give, cap, ptr)
         return holder
 
@@ -419,8 +420,9 @@ def host_view(block: np.ndarray, info: TensorInfo) -> np.ndarray:
     return block[: info.nbytes].view(info.dtype).reshape(info.shape)
 
 
-def download(t: CUDATensor, host: np.ndarray, stream: int, *, sync: bool = True) -> None:
-    """Copy ``t``'s elements into the C-contiguous host array ``host`` (pinned for speed)."""
+def download(t: Any, host: np.ndarray, stream: int, *, sync: bool = True) -> None:
+    """Copy the elements of ``t`` (a CUDATensor, or anything with ``ptr``, ``info``, ``device_id``) into the
+    C-contiguous host array ``host`` (pinned for speed)."""
     rows, row, pitch = rows_of(t.info)
     cn.driver().copy2d(t.device_id, stream, dst=host.ctypes.data, dst_pitch=row, dst_host=True, src=t.ptr,
                        src_pitch=pitch, src_host=False, width=row, height=rows, sync=sync)
