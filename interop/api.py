@@ -98,4 +98,4 @@ def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.REA
                 hint = f"; the next route, {copying[0]!r}, copies at step {step.name}: pass allow_copy=True to try it"
         if isinstance(first, BackendUnavailableError):
             raise BackendUnavailableError(f"{first}{hint}", backend=first.backend, extra=first.extra) from first
-        raise ContextMismatchError(f"{first}{hint}") from first
+        raise type(first)(f"{first}{hint}") from first  # the same class (e.g. WrongMemoryError), with the hint

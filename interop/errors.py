@@ -55,6 +55,11 @@ class ContextMismatchError(InteropError, ValueError):
     """A tensor belongs to another context than the mapper or consumer expects."""
 
 
+class WrongMemoryError(ContextMismatchError, InvalidTensorError):
+    """The input is of the right memory type but lives elsewhere (a hardware frame's planes are GPU memory):
+    another route may take it, so map() tries the next one before raising this."""
+
+
 class UnsupportedFormatError(InteropError, ValueError):
     """A pixel format (or DRM fourcc) that interop cannot describe as planes."""
 

@@ -40,6 +40,9 @@ class MemoryMapper:
     #: tier of the hardware it needs: "A" (every machine), "B" (CUDA), "C" (VA-API / Level Zero / NPU)
     tier: ClassVar[str] = "A"
     name: ClassVar[str] = "mapper"
+    #: True for an edge that only suits inputs produced as such (NVDEC frames for FFMPEG -> CUDA): routing uses
+    #: it as the first step of a route, never after another mapper made the input.
+    first_only: ClassVar[bool] = False
     _ready: ClassVar[bool] = False
 
     def __init__(self, input_context: Context | None = None, output_context: Context | None = None):

@@ -32,7 +32,7 @@ def all_paths(edges: tuple[type[MemoryMapper], ...], src: MemoryType, dst: Memor
             paths.append(path)
             return
         for cls in graph.get(node, ()):
-            if cls.dst not in seen:
+            if cls.dst not in seen and not (path and cls.first_only):
                 walk(cls.dst, seen | {cls.dst}, path + (cls,))
 
     walk(src, frozenset({src}), ())

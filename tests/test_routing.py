@@ -35,6 +35,15 @@ def test_fewest_steps_among_equal_copies():
     assert names(zero) == ["cpu_to_dma", "dma_to_openvino"]
 
 
+def test_first_only_edges_start_routes_but_never_continue_them():
+    fo = type("FO", (MemoryMapper,), {"src": M.FFMPEG, "dst": M.CUDA, "zero_copy": True, "name": "ffmpeg_to_cuda",
+                                       "first_only": True})
+    edges = (edge(M.CPU, M.FFMPEG), fo, edge(M.CPU, M.CUDA, zero=False))
+    zero, best = search(edges, M.CPU, M.CUDA)
+    assert zero is None and names(best) == ["cpu_to_cuda"]  # not cpu_to_ffmpeg -> ffmpeg_to_cuda
+    assert names(search(edges, M.FFMPEG, M.CUDA)[0]) == ["ffmpeg_to_cuda"]
+
+
 def test_ties_broken_by_name():
     edges = (edge(M.CPU, M.USM), edge(M.USM, M.NPU), edge(M.CPU, M.DMA), edge(M.DMA, M.NPU))
     zero, _ = search(edges, M.CPU, M.NPU)
@@ -83,7 +92,7 @@ def _brute_force_cost(src: MemoryType, dst: MemoryType, zero_only: bool):
             best = key if best is None or key < best else best
             return
         for c in edges:
-            if c.src is node and c.dst not in seen:
+            if c.src is node and c.dst not in seen and not (path and c.first_only):
                 walk(c.dst, seen | {c.dst}, path + [c])
 
     walk(src, {src}, [])

@@ -149,6 +149,7 @@ class FFmpegToCUDA(FastMapper):
     src = MemoryType.FFMPEG
     dst = MemoryType.CUDA
     zero_copy = True  # NVDEC frames; software frames are an upload that is refused unless allow_copy=True
+    first_only = True  # only NVDEC frames are CUDA memory: never a hop after cpu_to_ffmpeg made a software frame
     requires = ("av",)
     extra = "ffmpeg"
     tier = "B"

@@ -26,7 +26,7 @@ from ..backends import (
     require,
 )
 from ..context import Context, register_default_context
-from ..errors import InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError
+from ..errors import InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError, WrongMemoryError
 from ..frame import Frame
 from ..info import TensorInfo, contiguous_strides, plane_layout
 from ..tensor import Tensor
@@ -307,7 +307,7 @@ register_wrapper(Wrapper("av.VideoFrame", lambda c: class_in(c, "av", "VideoFram
 
 
 def refuse_hardware(what: str, target: str) -> InvalidTensorError:
-    return InvalidTensorError(
+    return WrongMemoryError(
         f"{what} is a hardware frame: its planes are in GPU memory, which the CPU cannot read, so it cannot be "
         f"mapped to {target} directly. Map it to MemoryType.CUDA (interop.map(frame, MemoryType.CUDA)), or download "
         f"it to a software frame first (a copy)")
