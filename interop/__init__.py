@@ -19,6 +19,7 @@ from .errors import (  # noqa: E402
     NoRouteError,
     UnsupportedFormatError,
     UnsupportedTypeError,
+    WrongMemoryError,
 )
 from .frame import Frame  # noqa: E402
 from .info import TensorInfo  # noqa: E402
@@ -43,5 +44,5 @@ __all__ = [
     "__version__", "MemoryType", "AccessMode", "FrameFormat", "ColorSpace", "ColorRange", "TensorInfo",
     "Tensor", "Frame", "Context", "MemoryMapper", "MemoryMapperChain", "wrap", "map", "route", "copy_meter",
     "Inference", "InteropError", "NoRouteError", "CopyRequiredError", "BackendUnavailableError",
-    "InvalidTensorError", "UnsupportedTypeError", "ContextMismatchError", "UnsupportedFormatError",
+    "InvalidTensorError", "UnsupportedTypeError", "ContextMismatchError", "UnsupportedFormatError", "WrongMemoryError",
 ]
