@@ -27,7 +27,7 @@ import numpy as np
 from . import Result, machine, median
 
 NAME = "pipeline"
-CLIP = {"width": 1920, "height": 1080, "frames": 300, "fps": 30, "crf": 23, "preset": "veryfast", "seed": 0}
+CLIP: dict[str, Any] = {"width": 1920, "height": 1080, "frames": 300, "fps": 30, "crf": 23, "preset": "veryfast", "seed": 0}
 INPUT_SIZE = (960, 544)
 
 
