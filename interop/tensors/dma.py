@@ -391,6 +391,12 @@ def frame_from_fds(fds: int | Sequence[int], format: FrameFormat, width: int, he
     fd_list = [fds] * len(specs) if isinstance(fds, int) else list(fds)
     if len(fd_list) != len(specs):
         raise InvalidTensorError(f"a {format.name} frame has {len(specs)} planes; give one fd or {len(specs)} fds")
+    if offsets is not None and len(offsets) != len(specs):
+        raise InvalidTensorError(f"a {format.name} frame has {len(specs)} planes but {len(offsets)} offsets were given: "
+                                 f"give one byte offset per plane (or none, for planes one after another)")
+    if pitches is not None and len(pitches) != len(specs):
+        raise InvalidTensorError(f"a {format.name} frame has {len(specs)} planes but {len(pitches)} pitches were given: "
+                                 f"give one pitch (bytes per row) per plane")
     if pitches is not None:
         for spec, p in zip(specs, pitches):
             if int(p) < spec.row_bytes(width):
