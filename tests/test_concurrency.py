@@ -303,3 +303,51 @@ def test_release_races_with_maps():
     stats.add("concurrency: maps during release races", outcomes["mapped"] + outcomes["refused"])
     assert outcomes["mapped"] and outcomes["refused"], outcomes  # both sides of the race were hit
     assert B.fd_count() <= fds and B.live_counts()[0] == live0, "leak after release races"
+
+
+def test_infer_async_frames_of_several_layouts_from_threads():
+    """4 threads feed FFmpeg frames of 3 layouts (I420/NV12, two sizes) to one Inference at once, so the per-layout
+    pre-processing variants are compiled concurrently: every result equals the single-threaded one."""
+    try:
+        B.need_attr("interop.inference", "Inference", "interop/inference.py")
+        ov = B.need_module("openvino", "OpenVINO")
+        av = B.need_module("av", "PyAV")
+        B.need_module("interop.tensors.ffmpeg", "the FFmpeg backend")
+    except B.Missing as e:
+        pytest.skip(str(e))
+    from openvino import opset13 as ops  # type: ignore[import-not-found]
+
+    x = ops.parameter([1, 3, 16, 16], np.float32, name="image")
+    model = ov.Model([ops.reduce_mean(x, np.array([2, 3], np.int64), False)], [x], "mean")
+    layouts = [("yuv420p", 64, 48), ("nv12", 64, 48), ("yuv420p", 40, 30)]
+    frames = []
+    for k in range(12):
+        fmt, w, h = layouts[k % len(layouts)]
+        img = np.zeros((h, w, 3), np.uint8)
+        img[..., 0], img[..., 1], img[..., 2] = 10 * k % 256, 255 - 7 * k, (3 * k * k) % 256
+        frames.append(interop.wrap(av.VideoFrame.from_ndarray(img, format="rgb24").reformat(format=fmt)))
+    with interop.Inference(model, "CPU") as ref_inf:
+        want = [next(iter(ref_inf.infer(f).values())).copy() for f in frames]
+    assert len({np.round(w, 1).tobytes() for w in want}) == len(frames), "the frames must give distinct results"
+    inf = interop.Inference(model, "CPU")
+    got: dict[tuple[int, int], np.ndarray] = {}
+    lock = threading.Lock()
+
+    def cb(outputs, userdata) -> None:
+        with lock:
+            got[userdata] = next(iter(outputs.values()))
+
+    def work(i: int) -> None:
+        for r in range(3):
+            for k in range(len(frames)):
+                inf.infer_async(frames[(k + i) % len(frames)], cb, (i, r * 100 + (k + i) % len(frames)))
+
+    try:
+        run_threads(work, 4)
+        inf.wait_all(timeout=JOIN_TIMEOUT)
+    finally:
+        inf.close()
+    assert len(got) == 4 * 3 * len(frames)
+    for (_, key), out in got.items():
+        np.testing.assert_allclose(out, want[key % 100], rtol=1e-5, atol=1e-4)
+    stats.add("concurrency: async frame inferences checked", len(got))
