@@ -60,6 +60,12 @@ class WrongMemoryError(ContextMismatchError, InvalidTensorError):
     another route may take it, so map() tries the next one before raising this."""
 
 
+class ResourceError(InteropError, OSError):
+    """The process ran out of a resource interop needs (file descriptors, mappable memory).
+
+    Also an OSError, with the original errno, so handlers written for the system call still catch it."""
+
+
 class UnsupportedFormatError(InteropError, ValueError):
     """A pixel format (or DRM fourcc) that interop cannot describe as planes."""
 

@@ -16,6 +16,10 @@ class CopyRecord:
 _lock = threading.Lock()
 _active: list[CopyMeter] = []
 
+#: per-copy records a meter keeps; past this it keeps exact totals per mapper only (a meter left open over a
+#: long stream that copies every frame must not grow without bound: ~140 bytes a record)
+MAX_RECORDS = 100_000
+
 
 class CopyMeter:
     """Counts copies made anywhere in the process while its ``with`` block is open.
@@ -25,6 +29,9 @@ class CopyMeter:
 
     def __init__(self) -> None:
         self._records: list[CopyRecord] = []
+        self._copies = 0
+        self._bytes = 0
+        self._by_mapper: dict[str, list[int]] = {}  # mapper -> [copies, bytes], exact
         self._open = False
         self._closed = False
 
@@ -47,17 +54,30 @@ class CopyMeter:
     @property
     def copies(self) -> int:
         with _lock:
-            return len(self._records)
+            return self._copies
 
     @property
     def bytes(self) -> int:
         with _lock:
-            return sum(r.bytes for r in self._records)
+            return self._bytes
 
     @property
     def records(self) -> list[CopyRecord]:
+        """One (mapper, bytes) record per copy, in order; the first MAX_RECORDS only (see ``truncated``)."""
         with _lock:
             return list(self._records)
+
+    @property
+    def truncated(self) -> bool:
+        """True when more copies happened than ``records`` holds; ``copies``, ``bytes`` and ``by_mapper`` stay exact."""
+        with _lock:
+            return self._copies > len(self._records)
+
+    @property
+    def by_mapper(self) -> dict[str, tuple[int, int]]:
+        """Exact (copies, bytes) per mapper name."""
+        with _lock:
+            return {k: (v[0], v[1]) for k, v in self._by_mapper.items()}
 
     def __repr__(self) -> str:
         return f"<CopyMeter copies={self.copies} bytes={self.bytes}>"
@@ -70,6 +90,16 @@ def copy_meter() -> CopyMeter:
 
 def record_copy(mapper: str, nbytes: int) -> None:
     """Called by a mapper each time it copies ``nbytes`` bytes (bytes written, padding excluded)."""
+    n = int(nbytes)
     with _lock:
+        if not _active:
+            return
+        rec = CopyRecord(mapper, n)
         for m in _active:
-            m._records.append(CopyRecord(mapper, int(nbytes)))
+            m._copies += 1
+            m._bytes += n
+            agg = m._by_mapper.setdefault(mapper, [0, 0])
+            agg[0] += 1
+            agg[1] += n
+            if len(m._records) < MAX_RECORDS:
+                m._records.append(rec)

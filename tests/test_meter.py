@@ -50,3 +50,14 @@ def test_meter_enters_once():
     with pytest.raises(RuntimeError, match="once"):
         with m:
             pass
+
+
+def test_records_are_capped_but_totals_stay_exact(monkeypatch):
+    import interop.meter as meter
+
+    monkeypatch.setattr(meter, "MAX_RECORDS", 10)
+    with interop.copy_meter() as m:
+        for i in range(25):
+            record_copy("a" if i % 2 else "b", 4)
+    assert m.copies == 25 and m.bytes == 100 and len(m.records) == 10 and m.truncated
+    assert m.by_mapper == {"a": (12, 48), "b": (13, 52)}

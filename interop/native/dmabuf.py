@@ -94,11 +94,32 @@ def dma_buf_sync(fd: int, start: bool, write: bool, read: bool = True) -> bool:
 # ---- allocation ---------------------------------------------------------------------------------------
 
 
+def fd_exhausted(e: OSError, what: str) -> OSError:
+    """EMFILE/ENFILE as a ResourceError that says what to do; other errors as they are."""
+    if e.errno in (errno.EMFILE, errno.ENFILE):
+        from ..errors import ResourceError
+
+        return ResourceError(e.errno, f"cannot {what}: the process has no file descriptor left ({os.strerror(e.errno)}); "
+                                      f"release frames you no longer need, or raise the limit (ulimit -n)")
+    return e
+
+
+def dup_fd(fd: int) -> int:
+    """os.dup(fd); running out of descriptors is a ResourceError that says what to do."""
+    try:
+        return os.dup(fd)
+    except OSError as e:
+        raise fd_exhausted(e, f"duplicate fd {fd}") from e
+
+
 def memfd_alloc(size: int, name: str = "interop-dma") -> int:
     """A memfd of ``size`` bytes, sealed SHRINK|GROW|SEAL so no holder can change its size. CLOEXEC."""
     if size <= 0:
         raise InvalidTensorError(f"cannot allocate {size} bytes: give a positive size")
-    fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    except OSError as e:
+        raise fd_exhausted(e, "allocate a frame buffer (memfd)") from e
     try:
         os.ftruncate(fd, size)
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)

@@ -343,7 +343,7 @@ def buffer_from_fd(fd: int, *, size: int | None = None, take_ownership: bool = F
     if require_sealed and not fi.sealed:
         raise InvalidTensorError(f"fd {fd} is an unsealed {fi.kind}: a peer could truncate it and crash this process "
                                  f"with SIGBUS; allocate shared frames with interop's allocator (sealed memfds or dma-bufs)")
-    own = fd if take_ownership else os.dup(fd)
+    own = fd if take_ownership else nd.dup_fd(fd)
     return DMABuffer(own, int(size) if size is not None else int(fi.size or 0), kind=fi.kind,
                      is_dmabuf=fi.is_dmabuf, writable=fi.writable, sealed=fi.sealed)
 
