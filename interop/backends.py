@@ -58,6 +58,21 @@ def require(module: str, backend: str, extra: str | None) -> Any:
         raise err from e
 
 
+def lazy_module(module: str, backend: str, extra: str | None) -> Callable[[], Any]:
+    """A function that imports ``module`` on its first call (BackendUnavailableError naming the extra when it is
+    missing) and returns the cached module afterwards: backends call it per frame, so the lookup stays cheap."""
+    cache: list[Any] = []
+
+    def get() -> Any:
+        if not cache:
+            cache.append(require(module, backend, extra))
+        return cache[0]
+
+    get.__name__ = module.replace(".", "_")
+    get.__doc__ = f"``import {module}`` on first use (BackendUnavailableError when it is missing)."
+    return get
+
+
 # ---- wrap() recognisers ---------------------------------------------------------------------------------
 
 

@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..backends import BackendReport, Wrapper, class_in, register_probe, register_wrapper, require
+from ..backends import (
+    BackendReport,
+    Wrapper,
+    class_in,
+    lazy_module,
+    register_probe,
+    register_wrapper,
+)
 from ..context import Context, register_default_context
 from ..errors import ContextMismatchError, InteropError, InvalidTensorError, UnsupportedTypeError
 from ..frame import Frame
@@ -34,15 +41,7 @@ _live: weakref.WeakSet = weakref.WeakSet()
 _contexts: dict[int, OpenCLContext] = {}
 
 
-_mod: Any = None
-
-
-def cl() -> Any:
-    """pyopencl, imported on first use (BackendUnavailableError naming the extra when missing)."""
-    global _mod
-    if _mod is None:
-        _mod = require("pyopencl", "opencl", "opencl")
-    return _mod
+cl = lazy_module("pyopencl", "opencl", "opencl")
 
 
 class OpenCLContext(Context):

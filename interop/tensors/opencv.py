@@ -19,10 +19,10 @@ from ..backends import (
     BackendReport,
     Wrapper,
     class_in,
+    lazy_module,
     module_available,
     register_probe,
     register_wrapper,
-    require,
 )
 from ..context import Context, register_default_context
 from ..errors import (
@@ -40,14 +40,7 @@ from .cpu import frame_from_array, info_of, view_bytes
 _lock = threading.Lock()
 
 
-_mod: Any = None
-
-
-def cv2() -> Any:
-    global _mod
-    if _mod is None:
-        _mod = require("cv2", "opencv", "opencv")
-    return _mod
+cv2 = lazy_module("cv2", "opencv", "opencv")
 
 
 # ---- contexts -------------------------------------------------------------------------------------------------

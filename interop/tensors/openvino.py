@@ -16,10 +16,10 @@ from ..backends import (
     BackendReport,
     Wrapper,
     class_in,
+    lazy_module,
     module_available,
     register_probe,
     register_wrapper,
-    require,
 )
 from ..context import Context, register_default_context
 from ..errors import InvalidTensorError, UnsupportedTypeError
@@ -33,15 +33,7 @@ _core: Any = None
 _core_lock = threading.Lock()
 
 
-_ov: Any = None
-
-
-def ov_module() -> Any:
-    """``import openvino`` with the standard BackendUnavailableError when it is missing."""
-    global _ov
-    if _ov is None:
-        _ov = require("openvino", "OpenVINO", "openvino")
-    return _ov
+ov_module = lazy_module("openvino", "OpenVINO", "openvino")
 
 
 def get_core() -> Any:
