@@ -19,7 +19,9 @@ if [ ${#need[@]} -gt 0 ]; then
         echo "fakes_va: missing ${need[*]} (INTEROP_FAKES_NO_APT set: not installing)"
     elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         echo "fakes_va: installing ${need[*]}"
-        (flock /tmp/apt.lock apt-get install -y -q "${need[@]}" >/tmp/interop-fakes-va-apt.log 2>&1) ||
+        # a fresh machine has no package lists yet: update once and try again
+        (DEBIAN_FRONTEND=noninteractive flock /tmp/apt.lock sh -c 'apt-get install -y -q "$@" || { apt-get update -q && apt-get install -y -q "$@"; }' \
+            apt "${need[@]}" >/tmp/interop-fakes-va-apt.log 2>&1) ||
             echo "fakes_va: apt-get install ${need[*]} failed (see /tmp/interop-fakes-va-apt.log); VA fake tests will skip"
     else
         echo "fakes_va: missing ${need[*]} (not root, cannot install); VA fake tests will skip"

@@ -15,7 +15,9 @@ command -v gcc >/dev/null 2>&1 || need+=(gcc)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         # another helper may run apt at the same time: take the shared lock
-        flock /tmp/apt.lock apt-get install -y -q "${need[@]}" >/dev/null 2>&1 || true
+        # a fresh machine has no package lists yet: update once and try again
+        DEBIAN_FRONTEND=noninteractive flock /tmp/apt.lock sh -c 'apt-get install -y -q "$@" || { apt-get update -q && apt-get install -y -q "$@"; }' \
+            apt "${need[@]}" >/tmp/interop-fakes-ze-apt.log 2>&1 || echo "fakes_ze: apt-get install ${need[*]} failed (see /tmp/interop-fakes-ze-apt.log)"
     fi
 fi
 [ -f "$hdr/ze_ddi.h" ] && command -v gcc >/dev/null 2>&1 || { echo "fakes_ze: skipped (missing: ${need[*]})"; exit 0; }
