@@ -8,7 +8,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidTensorError, UnsupportedTypeError
-from .info import plane_layout
+from .info import as_int, plane_layout
 from .tensor import Tensor
 from .types import ColorRange, ColorSpace, FrameFormat, MemoryType
 
@@ -44,6 +44,7 @@ class Frame:
             if len(shape) < 2:
                 raise InvalidTensorError("give width and height: the first plane is not shaped (H, W[, C])")
             height, width = (shape[0], shape[1]) if height is None or width is None else (height, width)
+        width, height = as_int(width, "width"), as_int(height, "height")
         if width <= 0 or height <= 0:
             raise InvalidTensorError(f"frame size {width}x{height} must be positive")
         self._tensors = tensors
@@ -182,6 +183,7 @@ class Frame:
     def crop(self, x: int, y: int, w: int, h: int) -> Frame:
         """A zero-copy region: each plane is a view at an offset into the same memory."""
         self._check()
+        x, y, w, h = (as_int(v, n) for v, n in ((x, "x"), (y, "y"), (w, "w"), (h, "h")))
         if min(x, y) < 0 or w <= 0 or h <= 0 or x + w > self._width or y + h > self._height:
             raise InvalidTensorError(f"crop x={x} y={y} w={w} h={h} is not inside the {self._width}x{self._height} frame")
         planes = []

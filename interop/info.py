@@ -12,6 +12,11 @@ from .errors import InvalidTensorError, UnsupportedFormatError
 from .types import FrameFormat, as_dtype
 
 
+def as_int(v: object, what: str) -> int:
+    """An integer argument (numpy integers included), or InvalidTensorError naming it."""
+    return _as_int(v, what)
+
+
 def _as_int(v: object, what: str) -> int:
     try:
         return operator.index(v)  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from .errors import InteropError, InvalidTensorError
-from .info import TensorInfo
+from .info import TensorInfo, as_int
 from .types import MemoryType
 
 if TYPE_CHECKING:
@@ -216,6 +216,7 @@ class Tensor:
     def region(self, x: int, y: int, w: int, h: int) -> Tensor:
         """Zero-copy region of an image plane shaped (H, W) or (H, W, C)."""
         self._check()
+        x, y, w, h = (as_int(v, n) for v, n in ((x, "x"), (y, "y"), (w, "w"), (h, "h")))
         info = self._info
         if info.ndim not in (2, 3):
             raise InvalidTensorError(f"region() needs an image plane of shape (H, W) or (H, W, C), not {info.shape}")

@@ -17,11 +17,13 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..backends import BackendReport, register_probe
 from ..context import Context, register_default_context
 from ..errors import InteropError, InvalidTensorError, UnsupportedFormatError
 from ..frame import Frame
-from ..info import TensorInfo, packed_offsets, plane_infos, plane_layout
+from ..info import TensorInfo, as_int, packed_offsets, plane_infos, plane_layout
 from ..native import dmabuf as nd
 from ..tensor import Tensor
 from ..types import FrameFormat, MemoryType
@@ -209,6 +211,7 @@ class DMAContext(Context):
         return t
 
     def alloc_frame(self, format: FrameFormat, width: int, height: int, *, pitch_align: int = 64) -> Frame:
+        width, height = as_int(width, "width"), as_int(height, "height")
         """A new frame, all planes in one buffer one after another, rows padded to ``pitch_align`` bytes."""
         pitches = aligned_pitches(format, width, pitch_align)
         offsets, total = packed_offsets(format, width, height, pitches)
@@ -388,7 +391,13 @@ def frame_from_fds(fds: int | Sequence[int], format: FrameFormat, width: int, he
     another. Each distinct fd is dup'ed once (unless ``take_ownership``).
     """
     specs = plane_layout(format)
-    fd_list = [fds] * len(specs) if isinstance(fds, int) else list(fds)
+    if isinstance(fds, (int, np.integer)):
+        fd_list = [int(fds)] * len(specs)
+    else:
+        try:
+            fd_list = [as_int(fd, "an fd") for fd in fds]
+        except TypeError:
+            raise InvalidTensorError(f"fds must be an fd (int) or one fd per plane, not {type(fds).__name__}") from None
     if len(fd_list) != len(specs):
         raise InvalidTensorError(f"a {format.name} frame has {len(specs)} planes; give one fd or {len(specs)} fds")
     if offsets is not None and len(offsets) != len(specs):
@@ -472,6 +481,7 @@ class FramePool:
 
     def __init__(self, format: FrameFormat, width: int, height: int, count: int = 4, *, pitch_align: int = 64,
                  context: DMAContext | None = None):
+        count, width, height = as_int(count, "count"), as_int(width, "width"), as_int(height, "height")
         if count <= 0:
             raise InvalidTensorError(f"a FramePool needs at least one buffer, got count={count}")
         self.format, self.width, self.height = format, int(width), int(height)
