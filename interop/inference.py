@@ -139,13 +139,13 @@ class Inference:
         elif isinstance(model, (str, os.PathLike)):
             path = os.fspath(model)
             if not os.path.isfile(path):
-                raise InteropError(f"model file {path!r} not found: give the path of an OpenVINO IR (.xml), "
-                                   f"ONNX (.onnx) or TFLite (.tflite) model")
+                raise InvalidTensorError(f"model file {path!r} not found: give the path of an OpenVINO IR (.xml), "
+                                         f"ONNX (.onnx) or TFLite (.tflite) model")
             try:
                 self._model = core.read_model(path)
             except RuntimeError as e:
-                raise InteropError(f"OpenVINO cannot read the model {path!r}: {str(e).strip().splitlines()[0]}; "
-                                   f"give an IR (.xml with its .bin), ONNX or TFLite file") from e
+                raise InvalidTensorError(f"OpenVINO cannot read the model {path!r}: {str(e).strip().splitlines()[0]}; "
+                                         f"give an IR (.xml with its .bin), ONNX or TFLite file") from e
             self.model_name = os.path.basename(path)
         else:
             raise UnsupportedTypeError(f"model must be a path or an openvino.Model, not {type(model).__name__}")
@@ -157,7 +157,7 @@ class Inference:
         self._mean = self._check_vec(mean, "mean")
         self._scale = self._check_vec(scale, "scale")
         if self._scale is not None and any(s == 0 for s in self._scale):
-            raise InteropError("scale must not contain 0 (the input is divided by it)")
+            raise InvalidTensorError("scale must not contain 0 (the input is divided by it)")
         self._rgb = bool(rgb)
         self._variants: dict[Any, _Variant] = {}
         self._variants_lock = threading.Lock()
@@ -221,9 +221,9 @@ class Inference:
         try:
             w, h = (int(v) for v in size)
         except (TypeError, ValueError) as e:
-            raise InteropError(f"input_size must be (width, height) or an int, not {size!r}") from e
+            raise UnsupportedTypeError(f"input_size must be (width, height) or an int, not {size!r}") from e
         if w <= 0 or h <= 0:
-            raise InteropError(f"input_size {size!r} must be positive")
+            raise InvalidTensorError(f"input_size {size!r} must be positive")
         return w, h
 
     @staticmethod
@@ -235,7 +235,7 @@ class Inference:
         try:
             return [float(x) for x in v]
         except (TypeError, ValueError) as e:
-            raise InteropError(f"{what} must be a number or a sequence of numbers (one per channel), not {v!r}") from e
+            raise UnsupportedTypeError(f"{what} must be a number or a sequence of numbers (one per channel), not {v!r}") from e
 
     def _layout(self, param: Any) -> str:
         lay = param.get_layout()
@@ -296,7 +296,7 @@ class Inference:
             if dims[w_i] is None:
                 dims[w_i] = size_hw[1]
         if any(d is None for d in dims):
-            raise InteropError(f"the model input has a dynamic spatial size {ps}: give input_size=(width, height)")
+            raise InvalidTensorError(f"the model input has a dynamic spatial size {ps}: give input_size=(width, height)")
         m.reshape({param: self._ov.PartialShape(dims)})
         return m
 

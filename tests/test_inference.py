@@ -19,7 +19,7 @@ ov = pytest.importorskip("openvino")
 
 from interop import InvalidTensorError, MemoryType  # noqa: E402
 from interop.clip import make_clip  # noqa: E402
-from interop.errors import BackendUnavailableError, InteropError, UnsupportedFormatError, UnsupportedTypeError  # noqa: E402
+from interop.errors import BackendUnavailableError, UnsupportedFormatError, UnsupportedTypeError  # noqa: E402
 
 W, H = 64, 48
 
@@ -239,15 +239,17 @@ def test_wrong_number_of_inputs(inf: interop.Inference) -> None:
 
 
 def test_missing_model_file(tmp_path) -> None:
-    with pytest.raises(InteropError, match="not found: give the path"):
+    with pytest.raises(InvalidTensorError, match="not found: give the path") as ei:
         interop.Inference(str(tmp_path / "nope.onnx"))
+    assert type(ei.value) is InvalidTensorError
 
 
 def test_unreadable_model(tmp_path) -> None:
     p = tmp_path / "bad.onnx"
     p.write_bytes(b"not a model")
-    with pytest.raises(InteropError, match="cannot read"):
+    with pytest.raises(InvalidTensorError, match="cannot read") as ei:
         interop.Inference(str(p))
+    assert type(ei.value) is InvalidTensorError
 
 
 def test_model_of_wrong_type() -> None:
@@ -261,18 +263,23 @@ def test_unknown_device() -> None:
 
 
 def test_bad_options() -> None:
-    with pytest.raises(InteropError, match="input_size"):
+    with pytest.raises(UnsupportedTypeError, match="input_size must be"):  # no subclass of it exists
         interop.Inference(tiny_model(), "CPU", input_size="big")
-    with pytest.raises(InteropError, match="scale must not contain 0"):
+    with pytest.raises(InvalidTensorError, match="input_size .* must be positive") as ei:
+        interop.Inference(tiny_model(), "CPU", input_size=(0, 8))
+    assert type(ei.value) is InvalidTensorError
+    with pytest.raises(InvalidTensorError, match="scale must not contain 0") as ei:
         interop.Inference(tiny_model(), "CPU", scale=0)
-    with pytest.raises(InteropError, match="mean must be"):
+    assert type(ei.value) is InvalidTensorError
+    with pytest.raises(UnsupportedTypeError, match="mean must be"):
         interop.Inference(tiny_model(), "CPU", mean="grey")
 
 
 def test_unsupported_frame_format(inf: interop.Inference) -> None:
     gray = interop.wrap(np.zeros((H, W), np.uint8), format=interop.FrameFormat.GRAY8)
-    with pytest.raises((UnsupportedFormatError, interop.NoRouteError)):
+    with pytest.raises(UnsupportedFormatError, match="convert the frame first") as ei:
         inf.infer(gray)
+    assert type(ei.value) is UnsupportedFormatError
 
 
 def _odd_i420(w: int = 107, h: int = 61) -> interop.Frame:

@@ -116,7 +116,7 @@ def case_export_then_reimport() -> None:
 
 
 def case_typed_errors_name_the_result() -> None:
-    from interop.errors import InteropError
+    from interop.errors import InteropError, InvalidTensorError, UnsupportedTypeError
 
     ze, ctx, dev = _ctx()
     fd, _ = _memfd(4096)
@@ -127,19 +127,27 @@ def case_typed_errors_name_the_result() -> None:
     with pytest.raises(ze.ZeError) as ei:
         ze.export_dma_buf(ctx, 0x1000)  # not memory of the context
     assert ei.value.call == "zeMemGetAllocProperties"
-    with pytest.raises(InteropError, match="device handle"):
+    # UnsupportedTypeError has no subclass, so pytest.raises pins it exactly; InvalidTensorError does
+    with pytest.raises(UnsupportedTypeError, match="device handle: pass device="):
         ze.allocate(ctx, 4096, "device")
-    with pytest.raises(InteropError, match="kind"):
+    with pytest.raises(UnsupportedTypeError, match="kind must be one of host, device, shared"):
         ze.allocate(ctx, 4096, "texture", device=dev)
-    with pytest.raises(InteropError, match="positive"):
+    with pytest.raises(InvalidTensorError, match="positive") as ei:
         ze.allocate(ctx, 0, "host")
-    with pytest.raises(InteropError, match="file descriptor"):
+    assert type(ei.value) is InvalidTensorError
+    with pytest.raises(InvalidTensorError, match="file descriptor") as ei:
         ze.import_dma_buf(ctx, -1, 4096, "host")
+    assert type(ei.value) is InvalidTensorError
+    with pytest.raises(UnsupportedTypeError, match="file descriptor"):
+        ze.import_dma_buf(ctx, "3", 4096, "host")
     a = ze.allocate(ctx, 4096, "host")
     with pytest.raises(ze.ZeError) as ei:
         ctx.destroy()
     assert ei.value.name == "ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE"
     a.release()
+    with pytest.raises(InvalidTensorError, match="was freed") as ei:
+        a.export_dma_buf()
+    assert type(ei.value) is InvalidTensorError
     ctx.destroy()  # the failed destroy left the context alive; now it goes
     os.close(fd)
 

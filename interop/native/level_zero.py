@@ -24,7 +24,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import BackendUnavailableError, InteropError
+from ..errors import BackendUnavailableError, InteropError, InvalidTensorError, UnsupportedTypeError
 
 # ---- constants from ze_api.h (checked against the real header by tests/test_native_level_zero_layout.py) ----
 ZE_INIT_FLAG_GPU_ONLY = 1 << 0
@@ -434,7 +434,7 @@ class Allocation:
     def export_dma_buf(self) -> int:
         """A new DMA-BUF fd of this allocation (the caller owns and closes it)."""
         if self.released:
-            raise InteropError("this Level Zero allocation was freed")
+            raise InvalidTensorError("this Level Zero allocation was freed")
         return export_dma_buf(self.context, self.pointer)
 
     def __enter__(self) -> Allocation:
@@ -461,8 +461,10 @@ def _chain(import_fd: int | None, exportable: bool) -> tuple[int | None, list[An
         keep.append(exp)
         head = ctypes.addressof(exp)
     if import_fd is not None:
-        if not isinstance(import_fd, int) or import_fd < 0:
-            raise InteropError(f"import_fd must be an open file descriptor (an int >= 0), not {import_fd!r}")
+        if not isinstance(import_fd, int):
+            raise UnsupportedTypeError(f"import_fd must be an open file descriptor (an int >= 0), not {import_fd!r}")
+        if import_fd < 0:
+            raise InvalidTensorError(f"import_fd must be an open file descriptor (an int >= 0), not {import_fd!r}")
         imp = ZeExternalMemoryImportFd(stype=ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_IMPORT_FD, pNext=head,
                                        flags=ZE_EXTERNAL_MEMORY_TYPE_FLAG_DMA_BUF, fd=import_fd)
         keep.append(imp)
@@ -479,11 +481,11 @@ def allocate(context: ZeContext, size: int, kind: str = "device", *, device: int
     (pass the owner of ``import_fd``).
     """
     if kind not in _KINDS:
-        raise InteropError(f"kind must be one of {', '.join(_KINDS)}, not {kind!r}")
+        raise UnsupportedTypeError(f"kind must be one of {', '.join(_KINDS)}, not {kind!r}")
     if not isinstance(size, int) or size <= 0:
-        raise InteropError(f"size must be a positive number of bytes, not {size!r}")
+        raise InvalidTensorError(f"size must be a positive number of bytes, not {size!r}")
     if kind != "host" and not device:
-        raise InteropError(f"{kind} memory needs a device handle")
+        raise UnsupportedTypeError(f"{kind} memory needs a device handle: pass device=<ze_device_handle_t>")
     lib = loader()
     head, keep = _chain(import_fd, exportable)
     out = _P()
