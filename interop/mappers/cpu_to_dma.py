@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import InvalidTensorError
 from ..info import TensorInfo
 from ..mapper import MemoryMapper, register
 from ..meter import record_copy
@@ -28,6 +29,9 @@ class CPUToDMA(MemoryMapper):
         from ..tensors.dma import DMABuffer, DMAContext, DMATensor
 
         ctx = self.output_context if isinstance(self.output_context, DMAContext) else None
+        if mode.writes and not t.writable:
+            raise InvalidTensorError(f"{self.name}: mode={mode.name} asks to write into read-only CPU memory; map it "
+                                     f"with mode=READ, or copy it into a writeable array first")
         info = t.info
         addr = t.data_ptr
         m = nd.find_mapping(addr, max(info.extent, 1))
@@ -41,16 +45,16 @@ class CPUToDMA(MemoryMapper):
         out_ctx = ctx or DMAContext.default(MemoryType.DMA)
         assert isinstance(out_ctx, DMAContext)
         buf = out_ctx.allocate(max(info.nbytes, 1))
-        dt = DMATensor(buf, TensorInfo(info.shape, info.dtype), context=out_ctx, parent=t)  # C-contiguous copy
+        dt = DMATensor(buf, TensorInfo(info.shape, info.dtype), context=out_ctx, parent=t,  # C-contiguous copy
+                       writable=mode.writes)  # a READ copy is read-only: writes to it would be lost
         view = np.asarray(_Iface(buf.mapping(True), info))
         np.copyto(view, src)
         if mode.writes:
             name = self.name
 
-            def write_back() -> None:
-                if src.flags.writeable:
-                    np.copyto(src, view)
-                    record_copy(name, info.nbytes)
+            def write_back() -> None:  # the source is writeable: checked above
+                np.copyto(src, view)
+                record_copy(name, info.nbytes)
             dt.on_release(write_back)
         return dt
 

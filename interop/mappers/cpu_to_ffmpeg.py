@@ -9,6 +9,7 @@ column-strided array is refused, or copied with ``allow_copy=True``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from ..errors import InvalidTensorError
 from ..frame import Frame
 from ..info import TensorInfo, contiguous_strides
 from ..mapper import register
+from ..meter import record_copy
 from ..tensor import Tensor, _ArrayExport
 from ..tensors._fastpath import FastMapper
 from ..tensors.ffmpeg import video_frame_from_planes, wrap_video_frame
@@ -36,29 +38,40 @@ class CPUToFFmpeg(FastMapper):
     tier = "A"
 
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
-        arrays = [self._array(t, mode, allow_copy) for t in f.tensors]
+        copies: list[tuple[np.ndarray, np.ndarray]] = []
+        arrays = [self._array(t, mode, allow_copy, copies) for t in f.tensors]
         vf = video_frame_from_planes(arrays, f.format, f.width, f.height)
         self._check_shared(vf, arrays)
         _stamp(vf, f)
-        out = wrap_video_frame(vf, writable=all(t.writable for t in f.tensors), parent=f)
+        writable = all(t.writable for t in f.tensors) and (mode.writes or not copies)
+        out = wrap_video_frame(vf, writable=writable, parent=f)
         out.colorspace, out.color_range, out.pts, out.time_base = f.colorspace, f.color_range, f.pts, f.time_base
         out.metadata.update(f.metadata)
+        if copies and mode.writes:
+            out[0].on_release(_write_back(self.name, copies))
         return out
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         fmt = _format_of(t.info)
-        arr = self._array(t, mode, allow_copy)
+        copies: list[tuple[np.ndarray, np.ndarray]] = []
+        arr = self._array(t, mode, allow_copy, copies)
         vf = video_frame_from_planes([arr], fmt, arr.shape[1], arr.shape[0])
         self._check_shared(vf, [arr])
-        return wrap_video_frame(vf, writable=t.writable, parent=t)[0]
+        out = wrap_video_frame(vf, writable=t.writable and (mode.writes or not copies), parent=t)[0]
+        if copies and mode.writes:
+            out.on_release(_write_back(self.name, copies))
+        return out
 
-    def _array(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> np.ndarray:
+    def _array(self, t: Tensor, mode: AccessMode, allow_copy: bool,
+               copies: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         arr = t.native if isinstance(t.native, np.ndarray) else t.numpy()
         if mode.writes and not (t.writable and arr.flags.writeable):
             raise InvalidTensorError("this CPU tensor is read-only; map it with mode=READ")
         if arr.ndim < 2 or arr.strides[1:] != contiguous_strides(arr.shape[1:], arr.dtype.itemsize) or arr.strides[0] <= 0:
             self.copying(t.info.nbytes, allow_copy, f"FFmpeg needs contiguous rows; this array has strides {arr.strides}")
-            return np.ascontiguousarray(arr)
+            copy = np.ascontiguousarray(arr)
+            copies.append((arr, copy))  # WRITE mappings copy back at release
+            return copy
         if not arr.flags.writeable:
             # PyAV's DLPack import refuses read-only arrays; hand it a private alias and keep our tensors read-only
             iface = dict(arr.__array_interface__)
@@ -99,3 +112,12 @@ def _format_of(info: TensorInfo) -> FrameFormat:
         return FrameFormat.RGB if shape[2] == 3 else FrameFormat.RGBA
     raise InvalidTensorError(f"a single CPU tensor maps to FFmpeg as an image: (H, W) uint8/uint16 or (H, W, 3|4) uint8, "
                              f"got {shape} {dt}; for YUV, wrap the planes as a Frame (interop.Frame(planes, FrameFormat.I420))")
+
+
+def _write_back(name: str, copies: list[tuple[np.ndarray, np.ndarray]]) -> Callable[[], None]:
+    """At release of a WRITE mapping that had to copy: copy the frame's planes back into the caller's arrays."""
+    def back() -> None:
+        for dst, src in copies:
+            np.copyto(dst, src)
+            record_copy(name, src.nbytes)
+    return back

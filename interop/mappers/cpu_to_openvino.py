@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import InvalidTensorError
 from ..frame import Frame
 from ..mapper import register
+from ..meter import record_copy
 from ..tensor import Tensor, _ArrayExport
 from ..tensors._fastpath import FastMapper, derive_frame
 from ..tensors.openvino import OpenVINOContext, OpenVINOTensor, default_context
@@ -114,10 +115,20 @@ class CPUToOpenVINO(FastMapper):
             self.copying(t.info.nbytes, allow_copy,
                          f"OpenVINO shares only C-contiguous memory and this array (shape {arr.shape}, strides "
                          f"{arr.strides}) cannot be exposed at full pitch")
-            shared = np.ascontiguousarray(arr)
+            copy = np.ascontiguousarray(arr)
+            shared = copy
             if frame_plane:
-                shared = shared.reshape((1,) + shared.shape + ((1,) if shared.ndim == 2 else ()))
-            return OpenVINOTensor.from_numpy(shared, parent=t, context=ctx, writable=True)
+                shared = copy.reshape((1,) + copy.shape + ((1,) if copy.ndim == 2 else ()))
+            # a READ copy is read-only (writes to it would be lost); a WRITE copy goes back at release
+            out = OpenVINOTensor.from_numpy(shared, parent=t, context=ctx, writable=mode.writes)
+            if mode.writes:
+                name = self.name
+
+                def write_back() -> None:
+                    np.copyto(arr, copy)
+                    record_copy(name, copy.nbytes)
+                out.on_release(write_back)
+            return out
         writable = t.writable and arr.flags.writeable
         if not shared.flags.writeable:  # private writeable alias: OpenVINO never writes inputs
             shared = _alias(int(shared.__array_interface__["data"][0]), shared.shape, shared.dtype, shared,

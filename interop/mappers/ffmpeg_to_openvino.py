@@ -18,6 +18,7 @@ from ..errors import InvalidTensorError
 from ..frame import Frame
 from ..info import TensorInfo, plane_layout
 from ..mapper import register
+from ..meter import record_copy
 from ..tensor import Tensor
 from ..tensors._fastpath import FastMapper, _new, derive_frame
 from ..tensors.ffmpeg import FFmpegTensor, is_video_frame, refuse_hardware, wrap_video_frame, writable_frame
@@ -100,8 +101,18 @@ class FFmpegToOpenVINO(FastMapper):
                      f"a plane with pitch {info.strides[0]} bytes is not a whole number of pixels, or its last row's "
                      f"padding lies outside the buffer, so OpenVINO cannot share it")
         arr = np.ascontiguousarray(t.as_array(info, False))
-        return OpenVINOTensor.from_numpy(arr.reshape((1,) + arr.shape + ((1,) if arr.ndim == 2 else ())),
-                                         parent=t, context=ctx, writable=True)
+        # a READ copy is read-only (writes to it would be lost); a WRITE copy goes back into the plane at release
+        writes = mode.writes and t._writable
+        out = OpenVINOTensor.from_numpy(arr.reshape((1,) + arr.shape + ((1,) if arr.ndim == 2 else ())),
+                                        parent=t, context=ctx, writable=writes)
+        if writes:
+            name, dst = self.name, t.as_array(info, True)
+
+            def write_back() -> None:
+                np.copyto(dst, arr)
+                record_copy(name, arr.nbytes)
+            out.on_release(write_back)
+        return out
 
 
 ndarray = np.ndarray
