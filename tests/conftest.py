@@ -35,7 +35,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             for need in needs:
                 if need == "any" and not any(hw.values()) or need != "any" and not hw.get(need):
                     what = {"vaapi": "a VA-API render node with a working driver", "level_zero": "a Level Zero driver",
-                            "npu": "an Intel NPU", "dma_heap": "a dma-buf heap (/dev/dma_heap/system)"}.get(need, "VA-API, Level Zero or an NPU")
+                            "npu": "an Intel NPU", "dma_heap": "a dma-buf heap (/dev/dma_heap/system)",
+                            "udmabuf": "the udmabuf device (/dev/udmabuf)"}.get(need, "VA-API, Level Zero or an NPU")
                     item.add_marker(pytest.mark.skip(reason=f"needs {what} (tier C): none found on this machine"))
                     break
 

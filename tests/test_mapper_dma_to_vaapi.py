@@ -11,11 +11,12 @@ import pytest
 
 import interop
 from interop import AccessMode, FrameFormat, MemoryType
-from interop.errors import InvalidTensorError, UnsupportedTypeError
+from interop.errors import InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError
 from interop.native import libva as va
 from interop.tensors.dma import DMAContext, frame_from_fds
 from interop.tensors.vaapi import VAContext, VATensor
 from tests import va_fake
+from tests.devices import same_file
 from tests.va_fake import FakeVA
 
 fake_va = va_fake.fake_va
@@ -46,12 +47,17 @@ def test_each_plane_keeps_its_own_offset_and_pitch(fake_va: FakeVA, va_ctx: VACo
     assert info["mem_type"] == va.VA_SURFACE_ATTRIB_MEM_TYPE_DRM_PRIME_2 and info["num_objects"] == 1
     assert info["offset"][:2] == [0, 10000] and info["pitch"][:2] == [96, 128]
     assert info["object_size"][0] == 20000
+    # native handles: the driver's planes map df's own fd (same inode) at df's plane offsets
+    for i, t in enumerate(df):
+        assert same_file(t.fd, fake_va.hooks.fakeva_plane_address(vf[0].surface_id, i))[0] == t.offset
 
 
 def test_memory_is_shared_both_ways(fake_va: FakeVA, va_ctx: VAContext) -> None:
     df = DMAContext().alloc_frame(FrameFormat.NV12, W, H)
     vf = interop.map(df, MemoryType.VAAPI, mode=AccessMode.READ_WRITE)
     sid = vf[0].surface_id
+    for i, t in enumerate(df):  # the surface is df's memory: the driver maps df's fd at df's offsets
+        assert same_file(t.fd, fake_va.hooks.fakeva_plane_address(sid, i))[0] == t.offset
     with interop.map(df, MemoryType.CPU, mode=AccessMode.WRITE) as cf:
         np.asarray(cf[1])[5, 6] = (11, 12)  # written through the DMA mapping
     with interop.map(vf, MemoryType.CPU) as vc:  # read through the VA driver's derived image
@@ -118,8 +124,9 @@ def test_refusals(fake_va: FakeVA, va_ctx: VAContext) -> None:
     with pytest.raises(UnsupportedTypeError, match="frames"):
         interop.map(df[0], MemoryType.VAAPI)
     rgb = DMAContext().alloc_frame(FrameFormat.RGB, W, H)
-    with pytest.raises(interop.InteropError, match="VA surfaces cannot hold RGB"):
+    with pytest.raises(UnsupportedFormatError, match="VA surfaces cannot hold RGB") as e:
         interop.map(rgb, MemoryType.VAAPI)
+    assert type(e.value) is UnsupportedFormatError
     fd = _memfd(W * H * 2)
     try:
         a = frame_from_fds(fd, FrameFormat.NV12, W, H, drm_modifier=I915_Y_TILED)

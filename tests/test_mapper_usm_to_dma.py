@@ -13,6 +13,7 @@ import interop
 from interop import AccessMode, FrameFormat, MemoryType
 from interop.info import TensorInfo, plane_infos
 from tests import ze_fake
+from tests.devices import same_file
 
 
 def case_export_tensor_is_zero_copy() -> None:
@@ -27,6 +28,9 @@ def case_export_tensor_is_zero_copy() -> None:
     assert m.copies == 0
     assert d.memory_type is MemoryType.DMA and d.parent is u and d.offset == 0 and d.size == 32 * 48
     assert d.info == u.info
+    # native handles: the exported fd is the very file the USM pointer maps (same inode), at the tensor's offset
+    off, path = same_file(d.fd, u.pointer)
+    assert off == d.offset == 0 and "fake-ze-alloc" in path
     # the fd is the allocation: an mmap of it sees the USM writes and the reverse
     mm = mmap.mmap(d.fd, d.size)
     assert mm[:4] == bytes([5] * 4)
@@ -55,6 +59,8 @@ def case_frame_planes_share_one_fd_with_their_offsets() -> None:
     f = Frame([y, uv], FrameFormat.NV12, 64, 32, context=lz)
     d = interop.map(f, MemoryType.DMA)
     assert d[0].buffer is d[1].buffer and [t.offset for t in d] == [0, 2048]
+    for t, plane in zip(d, (y, uv)):  # each plane's pointer maps the shared fd at that plane's offset
+        assert same_file(t.fd, plane.pointer)[0] == t.offset
     assert [t.pitch for t in d] == [64, 64]
 
 

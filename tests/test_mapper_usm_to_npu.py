@@ -46,6 +46,13 @@ def case_memory_of_the_plugin_context_goes_over_as_is() -> None:
         assert t.mem_type == "L0_USM" and t.native.data.ctypes.data == u.pointer and t.parent is u
     assert [t.info.shape for t in n] == [(1, 40, 64, 1), (1, 20, 32, 2)]
     assert (n[0].native.data == 3).all() and (n[1].native.data == 4).all()
+    # after the map: a write on one side is seen on the other (the NPU tensor is the USM memory itself)
+    import ctypes
+
+    ctypes.c_uint8.from_address(f[0].pointer + 2 * 64 + 5).value = 201  # the USM side writes Y row 2, col 5
+    assert n[0].native.data[0, 2, 5, 0] == 201
+    n[1].native.data[0, 3, 4, 1] = 202  # the NPU tensor writes UV row 3, pair 4, V
+    assert ctypes.c_uint8.from_address(f[1].pointer + 3 * 64 + 4 * 2 + 1).value == 202
 
 
 def case_another_context_is_exported_then_handed_over() -> None:
@@ -70,6 +77,10 @@ def case_another_context_is_exported_then_handed_over() -> None:
 
     assert ctypes.c_uint8.from_address(f[0].pointer + 7).value == 42  # the fd is the USM memory itself
     assert n[1].mem_type == "L0_HOST" and (n[1].native.data == 4).all()
+    ctypes.c_uint8.from_address(f[1].pointer + 64 + 3).value = 99  # a USM write after the map reaches the import
+    assert n[1].native.data[0, 1, 1, 1] == 99
+    n[1].native.data[0, 2, 0, 0] = 98  # and the plugin-side import's write reaches the USM memory
+    assert ctypes.c_uint8.from_address(f[1].pointer + 2 * 64).value == 98
 
 
 def case_tensor_keeps_shape() -> None:

@@ -14,6 +14,7 @@ from interop.native import libva as va
 from interop.tensors.dma import DMATensor, drm_fourcc_of, live_buffers
 from interop.tensors.vaapi import VAContext
 from tests import va_fake
+from tests.devices import same_file
 from tests.va_fake import FakeVA
 
 fake_va = va_fake.fake_va
@@ -39,6 +40,10 @@ def test_every_plane_keeps_its_own_offset_and_pitch(fake_va: FakeVA, va_ctx: VAC
     assert len({t.fd for t in df}) == n
     st = [os.fstat(t.fd) for t in df]
     assert len({(s.st_dev, s.st_ino) for s in st}) == 1
+    # native handles: that file is the surface's memfd, the one the driver maps each plane from, at each offset
+    for i, t in enumerate(df):
+        off, path = same_file(t.fd, fake_va.hooks.fakeva_plane_address(vf[0].surface_id, i))
+        assert off == t.offset and "memfd:interopfake-va-surface" in path
     assert fake_va.info(vf[0].surface_id)["syncs"] == 1, "export waits for the surface (vaSyncSurface) first"
 
 

@@ -251,8 +251,7 @@ def test_dma_heap_allocation_is_a_real_dmabuf_with_sync():
         os.close(fd)
 
 
-@pytest.mark.skipif(not os.access(nd.UDMABUF_PATH, os.R_OK | os.W_OK),
-                    reason="needs /dev/udmabuf (tier C: a kernel with CONFIG_UDMABUF): none found on this machine")
+@pytest.mark.hardware("udmabuf")
 def test_udmabuf_allocation_is_a_real_dmabuf():
     fd = nd.udmabuf_alloc(10000)
     try:

@@ -29,10 +29,11 @@ PACKAGES = "libva-dev libva2 libva-drm2 libva-x11-2 xvfb gcc"
 
 
 def build() -> str | None:
-    """Build the fake (tests/prepare.d/fakes_va.sh, idempotent); None when ready, else what is missing."""
+    """Build the fake (tests/prepare.d/fakes_va.sh, idempotent); None when ready, else the missing packages.
+    Fails the calling test (with the script's output) when nothing is missing and the build still failed."""
     # make test ran the script (and apt) already; here it only rebuilds what changed, never installs
-    subprocess.run(["bash", str(ROOT / "tests" / "prepare.d" / "fakes_va.sh")], capture_output=True, timeout=300,
-                   env={**os.environ, "INTEROP_FAKES_NO_APT": "1"})
+    proc = subprocess.run(["bash", str(ROOT / "tests" / "prepare.d" / "fakes_va.sh")], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "INTEROP_FAKES_NO_APT": "1"})
     missing = [p for p, ok in (("libva-dev", os.path.exists("/usr/include/va/va_backend.h")),
                                ("xvfb", shutil.which("Xvfb") is not None), ("gcc", shutil.which("gcc") is not None))
                if not ok]
@@ -44,7 +45,10 @@ def build() -> str | None:
     if missing:
         return f"the VA-API fake needs the Debian packages {' '.join(missing)} (apt-get install {PACKAGES})"
     if not DRIVER.exists() or not LAYOUT.exists():
-        return f"the VA-API fake was not built into {BUILD} (run bash tests/prepare.d/fakes_va.sh)"
+        # every package is there: a build that failed is a failure, not a skip
+        pytest.fail(f"the VA-API fake did not build into {BUILD} although its packages are installed; "
+                    f"tests/prepare.d/fakes_va.sh said (exit {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}",
+                    pytrace=False)
     return None
 
 

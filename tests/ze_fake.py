@@ -38,16 +38,25 @@ def _loader_present() -> bool:
 
 
 @functools.cache
+def _build() -> str:
+    """Run tests/prepare.d/fakes_ze.sh (idempotent) without apt: make test installed the packages already.
+    Returns the script's output."""
+    proc = subprocess.run(["bash", str(ROOT / "tests" / "prepare.d" / "fakes_ze.sh")], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "INTEROP_FAKES_NO_APT": "1"})
+    return f"exit {proc.returncode}\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
+
+
 def missing() -> str | None:
-    """Why the fake cannot run here (naming the Debian packages), or None. Builds it when it can."""
-    if not FAKE_DRIVER.exists():
-        subprocess.run(["bash", str(ROOT / "tests" / "prepare.d" / "fakes_ze.sh")], capture_output=True, timeout=300)
+    """Why the fake cannot run here (naming the missing Debian packages), or None. Builds it when it can;
+    when nothing is missing and it still did not build, the calling test fails with the build script's output."""
+    output = _build() if not FAKE_DRIVER.exists() else ""
     need = [pkg for pkg, ok in (("libze-dev", HEADERS.exists()), ("libze1", _loader_present()),
                                 ("gcc", shutil.which("gcc") is not None)) if not ok]
     if need:
         return f"the Level Zero fake needs the Debian packages: {' '.join(need)} (apt install {' '.join(need)})"
     if not FAKE_DRIVER.exists():
-        return "the Level Zero fake driver did not build: run bash tests/prepare.d/fakes_ze.sh to see why"
+        pytest.fail("the Level Zero fake driver did not build although its packages are installed; "
+                    f"tests/prepare.d/fakes_ze.sh said:\n{output}", pytrace=False)
     return None
 
 

@@ -13,11 +13,15 @@ need=()
 [ -e /usr/lib/x86_64-linux-gnu/libze_loader.so.1 ] || ls /usr/lib/*/libze_loader.so.1 >/dev/null 2>&1 || need+=(libze1)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 if [ ${#need[@]} -gt 0 ]; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    if [ -n "${INTEROP_FAKES_NO_APT:-}" ]; then
+        echo "fakes_ze: missing ${need[*]} (INTEROP_FAKES_NO_APT set: not installing)"
+    elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         # another helper may run apt at the same time: take the shared lock
         # a fresh machine has no package lists yet: update once and try again
         DEBIAN_FRONTEND=noninteractive flock /tmp/apt.lock sh -c 'apt-get install -y -q "$@" || { apt-get update -q && apt-get install -y -q "$@"; }' \
             apt "${need[@]}" >/tmp/interop-fakes-ze-apt.log 2>&1 || echo "fakes_ze: apt-get install ${need[*]} failed (see /tmp/interop-fakes-ze-apt.log)"
+    else
+        echo "fakes_ze: missing ${need[*]} (not root, cannot install); Level Zero fake tests will skip"
     fi
 fi
 [ -f "$hdr/ze_ddi.h" ] && command -v gcc >/dev/null 2>&1 || { echo "fakes_ze: skipped (missing: ${need[*]})"; exit 0; }
