@@ -55,3 +55,38 @@ def test_kernel_writes_land_in_the_dma_buffer_and_pointers_match():
     del o, host, c, uv  # the cl_mem over the mapping and the host views read the buffer while they exist
     gc.collect()
     assert pool.free_count == 1
+
+
+def test_counted_copy_on_a_device_without_host_memory_or_dmabuf_import(monkeypatch):
+    from interop.errors import CopyRequiredError
+    from interop.mappers.dma_to_opencl import DMAToOpenCL
+    from interop.tensors.opencl import OpenCLContext
+
+    ctx = _ctx()
+    monkeypatch.setattr(OpenCLContext, "host_shared", property(lambda self: False))  # a discrete GPU's situation
+    pool = FramePool(FrameFormat.NV12, 64, 48, 1)
+    f = pool.acquire()
+    size = f[0].buffer.size
+    assert f[1].buffer is f[0].buffer  # both planes in one dma-buf: one buffer, so one copy per frame
+    with interop.map(f, MemoryType.CPU, mode=AccessMode.WRITE) as c:
+        np.asarray(c[0])[:] = np.arange(48 * 64, dtype=np.uint8).reshape(48, 64)
+        np.asarray(c[1])[:] = 200
+    with copy_meter() as cm:
+        with pytest.raises(CopyRequiredError, match=f"would copy {size} bytes.*allow_copy=True") as ei:
+            DMAToOpenCL().map(f, AccessMode.READ)  # CopyRequiredError has no subclass: the exact class
+        assert ei.value.step is DMAToOpenCL
+        assert cm.copies == 0
+        o = interop.map(f, MemoryType.OPENCL, allow_copy=True)
+        assert cm.copies == 1 and cm.bytes == size and [r.mapper for r in cm.records] == ["dma_to_opencl"]
+    assert o[0].cl_mem == o[1].cl_mem and o[1].offset == f[1].offset
+    got = np.empty(size, np.uint8)
+    cl.enqueue_copy(ctx.queue, got, o[0].buffer)
+    ctx.queue.finish()
+    y, uv = (np.ndarray(t.info.shape, t.info.dtype, buffer=got, offset=t.offset, strides=t.info.strides) for t in o)
+    np.testing.assert_array_equal(y, np.arange(48 * 64, dtype=np.uint8).reshape(48, 64))
+    assert (uv == 200).all()
+    o.release()
+    f.release()
+    del o, c, ei
+    gc.collect()
+    assert pool.free_count == 1

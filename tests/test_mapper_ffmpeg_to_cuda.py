@@ -154,8 +154,7 @@ def test_hevc_main10_is_p010(tmp_path):
     clip10 = make_clip(tmp_path / "hevc10.mp4", "libx265", frames=6, pix_fmt="yuv420p10le")
     with nvdec(clip10) as c:
         vf = next(c.decode(video=0))
-        if vf.sw_format.name != "p010le":
-            pytest.skip(f"NVDEC gave {vf.sw_format.name} for HEVC Main10")
+        assert vf.sw_format.name == "p010le", f"NVDEC gave {vf.sw_format.name} for HEVC Main10"
         f = interop.map(vf, MemoryType.CUDA)
         assert f.format is FrameFormat.P010 and f[0].dtype == np.uint16
         assert torch.from_dlpack(f[0]).data_ptr() == vf.planes[0].buffer_ptr

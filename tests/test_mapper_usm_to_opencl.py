@@ -76,3 +76,33 @@ def test_bad_input():
     t.release()
     with pytest.raises(InvalidTensorError):
         interop.map(t, MemoryType.OPENCL)
+
+
+def test_foreign_context_copies_counted_and_exact():
+    from interop.errors import CopyRequiredError
+    from interop.mappers.usm_to_opencl import USMToOpenCL
+    from interop.tensors.opencl import OpenCLContext
+    from interop.tensors.usm import allocate
+    from tests.ocl_support import read_bytes
+
+    ctx = sycl_context()
+    ocl = opencl_context()
+    other = OpenCLContext(cl.Context(ocl.native.devices))  # not the SYCL context's cl_context: a copy
+    t = allocate(TensorInfo((10, 16), np.uint8), "shared", ctx)
+    np.asarray(t)[:] = np.arange(160, dtype=np.uint8).reshape(10, 16)
+    r = t.region(4, 3, 8, 2)  # 2 rows of 8 in rows of 16: only the 16 region bytes are copied
+    with interop.copy_meter() as m:
+        with pytest.raises(CopyRequiredError, match="would copy 16 bytes.*allow_copy=True") as ei:
+            USMToOpenCL(output_context=other).map(r)  # CopyRequiredError has no subclass: the exact class
+        assert ei.value.step is USMToOpenCL and m.copies == 0
+        o = USMToOpenCL(output_context=other).map(r, allow_copy=True)
+        assert m.copies == 1 and m.bytes == 16 and [c.mapper for c in m.records] == ["usm_to_opencl"]
+        w = USMToOpenCL(output_context=other).map(t, allow_copy=True)
+        assert m.copies == 2 and m.bytes == 16 + 160
+    assert o.context is other and o.info.is_contiguous and o.usm_pointer is None
+    np.testing.assert_array_equal(read_bytes(other, o.native, o.offset, 16).reshape(2, 8),
+                                  np.asarray(t)[3:5, 4:12])
+    np.testing.assert_array_equal(read_bytes(other, w.native, w.offset, 160), np.arange(160, dtype=np.uint8))
+    o.release()
+    w.release()
+    t.release()
