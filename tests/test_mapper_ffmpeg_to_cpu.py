@@ -1,4 +1,4 @@
-"""FFMPEG -> CPU: zero-copy, read-only views of decoded planes; WRITE through make_writable(), counted."""
+"""FFMPEG -> CPU: zero-copy, read-only views of decoded planes; WRITE maps a writable copy, counted."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def test_decoded_planes_map_zero_copy_and_read_only(clip_854) -> None:
 def test_write_is_refused_without_allow_copy(clip_small) -> None:
     with av.open(str(clip_small)) as cont:
         vf = next(cont.decode(video=0))
-        with pytest.raises(interop.CopyRequiredError, match="make_writable") as e:
+        with pytest.raises(interop.CopyRequiredError, match="writable copy") as e:
             interop.map(vf, MemoryType.CPU, mode=AccessMode.WRITE)
         assert e.value.step is FFmpegToCPU
 
@@ -58,26 +58,31 @@ def test_write_copies_a_reference_frame_once_and_counts_it(clip_small, mode: Acc
         next(frames)
         vf = next(frames)  # the decoder still references it
         before = [p.buffer_ptr for p in vf.planes]
+        ro = interop.map(vf, MemoryType.CPU)  # a READ view taken before the WRITE map
+        want = np.asarray(ro[0]).copy()
         nbytes = sum(p.width * p.height for p in vf.planes)
         with interop.copy_meter() as m:
             c = interop.map(vf, MemoryType.CPU, mode=mode, allow_copy=True)
-        after = [p.buffer_ptr for p in vf.planes]
-        assert after != before  # make_writable() gave the frame buffers of its own
+        assert [p.buffer_ptr for p in vf.planes] == before  # the decoder's frame is never modified
         assert m.copies == 1 and m.bytes == nbytes and m.records[0].mapper == "ffmpeg_to_cpu"
-        assert [t.native.ctypes.data for t in c.tensors] == after
+        copy = c.parent.native  # the writable copy: a new VideoFrame
+        assert copy is not vf and [t.native.ctypes.data for t in c.tensors] == [p.buffer_ptr for p in copy.planes]
         y = c[0].native
-        assert y.flags.writeable
+        assert y.flags.writeable and np.array_equal(y, want)
         y[1, 2] = 250
-        assert vf.to_ndarray()[1, 2] == 250  # writes land in the VideoFrame
-        nxt = next(frames)
-        assert nxt.planes[0].buffer_ptr not in after  # the decoder never sees our buffers
+        assert copy.to_ndarray()[1, 2] == 250  # writes land in the copy
+        assert np.array_equal(np.asarray(ro[0]), want)  # the earlier view still reads the decoded frame
+        list(frames)  # the decoder moves on and recycles its buffers
+        assert np.array_equal(np.asarray(ro[0]), want)
 
 
-def test_write_to_a_frame_we_own_does_not_copy() -> None:
-    vf = av.VideoFrame(64, 48, "yuv420p")  # sole owner of its buffers: already writable
+def test_frames_we_own_are_written_in_place_when_wrapped_writable() -> None:
+    from interop.tensors.ffmpeg import wrap_video_frame
+
+    vf = av.VideoFrame(64, 48, "yuv420p")  # we own its buffers: say so, and nothing is copied
     before = [p.buffer_ptr for p in vf.planes]
     with interop.copy_meter() as m:
-        c = interop.map(vf, MemoryType.CPU, mode=AccessMode.WRITE, allow_copy=True)
+        c = interop.map(wrap_video_frame(vf, writable=True), MemoryType.CPU, mode=AccessMode.WRITE)
     assert m.copies == 0 and [p.buffer_ptr for p in vf.planes] == before
     c[2].native[0, 0] = 17
     assert vf.planes[2].buffer_ptr == c[2].data_ptr

@@ -1,8 +1,9 @@
 """FFMPEG -> CPU: numpy views of an av.VideoFrame's planes, zero-copy, at their true pitch.
 
-READ views are read-only: decoded frames are the decoder's reference frames. WRITE and READ_WRITE need
-``VideoFrame.make_writable()``, which copies the frame when the decoder still references it: refused unless
-``allow_copy=True``, then counted. Hardware frames (format ``cuda``) are refused: map them to CUDA.
+READ views are read-only: decoded frames are the decoder's reference frames. WRITE and READ_WRITE map a
+writable copy of the frame (a new VideoFrame; the decoder's is never modified): refused unless
+``allow_copy=True``, then counted. Frames wrapped with ``wrap_video_frame(vf, writable=True)`` are written in
+place. Hardware frames (format ``cuda``) are refused: map them to CUDA.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..types import AccessMode, MemoryType
 class FFmpegToCPU(FastMapper):
     src = MemoryType.FFMPEG
     dst = MemoryType.CPU
-    zero_copy = True  # READ is always zero-copy; make_writable() copies only when WRITE asks for it
+    zero_copy = True  # READ is always zero-copy; WRITE of a read-only frame copies, only with allow_copy
     requires = ("av",)
     extra = "ffmpeg"
     tier = "A"

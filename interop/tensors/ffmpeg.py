@@ -316,10 +316,11 @@ def refuse_hardware(what: str, target: str) -> InvalidTensorError:
 def writable_frame(f: Frame, mapper: Any, allow_copy: bool) -> Frame:
     """A writable FFmpeg Frame for WRITE/READ_WRITE mappings of ``f`` (whose planes may be read-only).
 
-    A read-only frame is made writable with ``VideoFrame.make_writable()``, which copies the pixels into buffers
-    of its own when the decoder still references them: refused unless ``allow_copy``, then counted through
-    ``mapper.copying()`` (only when FFmpeg really copied). Views taken earlier of the same frame keep pointing at
-    the decoder's buffers.
+    A read-only frame (a decoder's reference frame, or any av.VideoFrame interop cannot prove it owns) is copied
+    into a new av.VideoFrame: refused unless ``allow_copy``, then counted through ``mapper.copying()``. The caller's
+    frame is never modified: ``VideoFrame.make_writable()`` would swap its buffers in place, and every view taken
+    of it earlier would then read memory the decoder recycles. Writes land in the copy (the returned frame's
+    ``native``); wrap frames you own with ``wrap_video_frame(vf, writable=True)`` to write into them directly.
     """
     tensors: list[Any] = f.tensors
     if all(t.writable for t in tensors):
@@ -329,16 +330,22 @@ def writable_frame(f: Frame, mapper: Any, allow_copy: bool) -> Frame:
                                       zip(tensors, _layout_of(vf).infos)):
         raise InvalidTensorError("only a whole av.VideoFrame can be made writable; map the full frame for WRITE, "
                                  "then crop the result")
-    if not allow_copy:
-        # the decoder may still reference the buffers; make_writable() would copy them
-        mapper.copying(sum(t.info.nbytes for t in tensors), False,
-                       "a decoded frame is a reference frame: writing needs VideoFrame.make_writable(), which copies it")
-    before = [p.buffer_ptr for p in vf.planes]
-    vf.make_writable()
-    if [p.buffer_ptr for p in vf.planes] != before:
-        mapper.copying(sum(t.info.nbytes for t in tensors), True, "VideoFrame.make_writable()")
-    out = wrap_video_frame(vf, writable=True, parent=f.parent)
+    mapper.copying(sum(t.info.nbytes for t in tensors), allow_copy,
+                   "a decoded frame is a reference frame: writing needs a writable copy of it (a new VideoFrame)")
+    av = require("av", "FFmpeg", "ffmpeg")
+    new = av.VideoFrame(vf.width, vf.height, vf.format.name)
+    new.pts, new.time_base = vf.pts, vf.time_base
+    for attr in ("colorspace", "color_range"):
+        try:
+            setattr(new, attr, getattr(vf, attr))
+        except (AttributeError, TypeError, ValueError):  # older PyAV: read-only there; Frame carries them anyway
+            pass
+    out = wrap_video_frame(new, writable=True, parent=f)
+    planes: list[Any] = out.tensors  # FFmpegTensors
+    for src, dst in zip(tensors, planes):
+        np.copyto(dst.as_array(None, True), src.as_array())
     out.metadata.update(f.metadata)
+    out._copy_attrs(f)
     return out
 
 
