@@ -7,7 +7,7 @@ import pytest
 
 import interop
 from interop import FrameFormat, MemoryType
-from interop.errors import CopyRequiredError
+from interop.errors import CopyRequiredError, UnsupportedFormatError
 from interop.tensors.vaapi import VAContext
 from tests import va_fake
 from tests.va_fake import FakeVA
@@ -36,5 +36,6 @@ def test_upload_is_a_counted_copy(fake_va: FakeVA, va_ctx: VAContext) -> None:
 
 def test_upload_refuses_formats_va_cannot_hold(va_ctx: VAContext) -> None:
     rgb = interop.wrap(np.zeros((4, 4, 3), np.uint8), format=FrameFormat.RGB)
-    with pytest.raises(interop.InteropError, match="VA surfaces cannot hold RGB"):
+    with pytest.raises(UnsupportedFormatError, match="VA surfaces cannot hold RGB") as e:
         interop.map(rgb, MemoryType.VAAPI, allow_copy=True)
+    assert type(e.value) is UnsupportedFormatError

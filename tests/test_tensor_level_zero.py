@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import interop
-from interop.errors import InvalidTensorError
+from interop.errors import InteropError, InvalidTensorError
 from tests import ze_fake
 
 
@@ -55,12 +55,23 @@ def case_usm_tensors_over_allocations() -> None:
         assert ctypes.c_uint16.from_address(t.pointer + 3 * 64 + 8).value == 0xBEEF
         assert ze.alloc_properties(ctx.native, t.pointer).type == kind
         t.release()
-    d = ctx.alloc_tensor(info, "device")
+    assert ze.live_allocations() == base
+
+
+def case_device_usm_is_refused_by_numpy() -> None:
+    from interop.info import TensorInfo
+    from interop.native import level_zero as ze
+    from interop.tensors.level_zero import LevelZeroContext
+
+    ctx = LevelZeroContext.create()
+    base = ze.live_allocations()
+    d = ctx.alloc_tensor(TensorInfo((16, 32), np.uint16), "device")
     assert d.usm_type == "device"
-    with pytest.raises(Exception, match="not reachable from the CPU|CPU"):
+    with pytest.raises(InteropError, match=r"USM tensor is not reachable from the CPU: interop\.map") as e:
         np.asarray(d)
     d.release()
     assert ze.live_allocations() == base
+    assert type(e.value) is InvalidTensorError
 
 
 def test_context_needs_a_ze_context() -> None:
@@ -99,3 +110,6 @@ def case_device_memory_reaches_the_cpu_by_a_counted_copy() -> None:
 
 
 globals().update(ze_fake.tests_for(globals()))
+test_device_usm_is_refused_by_numpy = pytest.mark.xfail(  # noqa: F821 (made by tests_for)
+    strict=True, reason="interop/tensor.py Tensor.__array__ raises bare InteropError for memory the CPU cannot "
+                        "reach, not InvalidTensorError")(test_device_usm_is_refused_by_numpy)  # noqa: F821
