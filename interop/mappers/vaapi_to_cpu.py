@@ -2,11 +2,11 @@
 
 Each plane is a view at the image's offset for that plane with the image's pitch (a crop moves it by
 ``y * pitch + x * element size``). READ gives read-only views; WRITE/READ_WRITE writeable ones, written straight
-into the surface. The image is unmapped and destroyed when every plane of the mapping is released (end of
-``with``, ``release()``, or GC), or before the surface is destroyed, whichever comes first: drivers that detile
-into a shadow copy write it back at vaUnmapBuffer, so release a WRITE mapping before handing the surface on.
-Numpy views kept past release keep the surface alive (it is destroyed when the last view is gone) and still
-point into its memory; on a driver whose derived mapping is a shadow copy they no longer see the surface.
+into the surface. The image is unmapped and destroyed when the mapped memory is no longer used: every plane of the
+mapping released (end of ``with``, ``release()``, or GC) and every numpy view taken from them gone; or before the
+surface is destroyed, whichever comes first. Drivers that detile into a shadow copy write it back at
+vaUnmapBuffer, so release a WRITE mapping and drop its views before handing the surface on. Numpy views kept past
+release keep the mapping and the surface alive (both go when the last view is gone).
 Drivers that cannot derive an image of a surface (some tiled or compressed layouts) make this mapper fail with
 a VAError; map the frame to DMA instead, or to CPU with a route that copies.
 """
@@ -25,20 +25,21 @@ from ..frame import Frame
 from ..info import TensorInfo, plane_infos
 from ..mapper import MemoryMapper, register
 from ..tensor import Tensor, _ArrayExport
-from ..tensors.cpu import CPUTensor, view_bytes
+from ..tensors.cpu import view_bytes
 from ..types import AccessMode, MemoryType
+from .dma_to_cpu import MappedView
 
 
 class ImageMapping:
-    """A derived, mapped VAImage of one surface. ``close()`` unmaps and destroys it once."""
+    """A derived, mapped VAImage of one surface. ``close()`` unmaps and destroys it once: when the array over the
+    mapping (``base()``, which every plane view holds) is gone, or before the surface is destroyed."""
 
-    def __init__(self, surface: Any, users: int):
+    def __init__(self, surface: Any):
         d = surface.display
         self.surface = surface  # the surface outlives its image, and the numpy views of it
         surface.use()
         weakref.finalize(self, surface.unuse)
         self._lock = threading.Lock()
-        self._users = users
         self._closed = False
         surface.sync()
         self.image = d.derive_image(surface.surface_id)
@@ -50,14 +51,6 @@ class ImageMapping:
             d.destroy_image(self.image.image_id)
             raise
         surface.add_closer(self.close)
-
-    def drop(self) -> None:
-        """One plane tensor let go; the last one closes the mapping."""
-        with self._lock:
-            self._users -= 1
-            last = self._users == 0
-        if last:
-            self.close()
 
     def close(self) -> None:
         with self._lock:
@@ -73,9 +66,12 @@ class ImageMapping:
                 d.destroy_image(self.image.image_id)
 
     def base(self, writable: bool) -> np.ndarray:
+        """The array over the whole mapping; the mapping is closed when it (and so every view of it) is gone."""
         iface = {"version": 3, "shape": (self.image.data_size,), "typestr": "|u1",
                  "data": (self.address, not writable), "strides": None}
-        return np.asarray(_ArrayExport(iface, self))
+        arr = np.asarray(_ArrayExport(iface, self))
+        weakref.finalize(arr, self.close)
+        return arr
 
 
 def map_planes(f: Frame | Tensor, mode: AccessMode) -> list[Tensor]:
@@ -83,7 +79,7 @@ def map_planes(f: Frame | Tensor, mode: AccessMode) -> list[Tensor]:
 
     surface = surface_of(f)
     tensors = f.tensors if isinstance(f, Frame) else [f]
-    m = ImageMapping(surface, len(tensors))
+    m = ImageMapping(surface)
     try:
         im = m.image
         if len(im.pitches) != len(plane_infos(surface.format, surface.width, surface.height)):
@@ -96,9 +92,9 @@ def map_planes(f: Frame | Tensor, mode: AccessMode) -> list[Tensor]:
             i = t.plane_index
             info = TensorInfo(t.info.shape, t.info.dtype, full[i].strides)
             arr = view_bytes(base, im.offsets[i] + t.origin_bytes(im.pitches[i]), info, writable=mode.writes)
-            c = CPUTensor(arr, context=CPU_CONTEXT, parent=t, writable=mode.writes)
-            c.on_release(m.drop)
-            out.append(c)
+            # numpy views of the plane hold ``arr`` (so ``base``), not the tensor: release() drops the tensor's
+            # reference, and the image is unmapped when the last plane and the last view are gone
+            out.append(MappedView.of(arr, info, t, mode.writes, int(arr.__array_interface__["data"][0])))
         return out
     except BaseException:
         m.close()

@@ -328,8 +328,13 @@ def map_flags(mode: AccessMode) -> int:
 
 
 def map_to_host(t: OpenCLTensor, mode: AccessMode, *, writable: bool | None = None) -> CPUTensor:
-    """Map ``t``'s region into host memory (clEnqueueMapBuffer on the tensor's queue): a CPUTensor whose release
-    unmaps it, which is when WRITE mappings become visible to the device."""
+    """Map ``t``'s region into host memory (clEnqueueMapBuffer on the tensor's queue): a CPU view of it.
+
+    The region is unmapped (which is when WRITE mappings become visible to the device) when the mapped array is
+    gone: at release when no numpy view of the tensor outlives it, else when the last view is gone. A view kept
+    past release goes on reading the mapped memory, which on a discrete GPU is only valid while mapped.
+    """
+    from ..mappers.dma_to_cpu import MappedView
     from .cpu import CPUTensor, view_bytes
 
     cl_ = cl()
@@ -339,11 +344,27 @@ def map_to_host(t: OpenCLTensor, mode: AccessMode, *, writable: bool | None = No
         return CPUTensor(np.empty(info.shape, info.dtype), parent=t, writable=w)
     q = t.queue
     arr, _ev = cl_.enqueue_map_buffer(q, t.native, map_flags(mode), t.offset, (info.extent,), np.uint8)
-    mapping = arr.base
-    view = view_bytes(arr, 0, info, writable=w)
-    out = CPUTensor(view, parent=t, writable=w)
-    out.on_release(lambda: mapping.release(q))
-    return out
+    view = view_bytes(arr, 0, info, writable=w)  # its base holds ``arr``, whose base is the pyopencl MemoryMap
+    with _maps_lock:
+        _maps[0] += 1
+    # ``t`` rides along so that the source (a UMat, a pool buffer) outlives the mapping, not only the cl_mem
+    weakref.finalize(arr, _unmap, arr.base, q, t)
+    return MappedView.of(view, info, t, w and view.flags.writeable, int(view.__array_interface__["data"][0]))
+
+
+_maps_lock = threading.Lock()
+_maps = [0]
+
+
+def _unmap(mapping: Any, queue: Any, source: Any) -> None:
+    with _maps_lock:
+        _maps[0] -= 1
+    mapping.release(queue)
+
+
+def mapped_count() -> int:
+    """Host mappings made by map_to_host() and not yet unmapped (leak checks, tests)."""
+    return _maps[0]
 
 
 def buffer_over_host(ctx: OpenCLContext, address: int, nbytes: int, owner: Any, *, read_only: bool) -> Any:
