@@ -2,7 +2,8 @@
 
 The device array comes from torch or CuPy (whichever is installed; their caching allocators make per-frame
 allocation cheap) and is the output's ``native``. The copy is queued on the output context's stream and waited
-for, so the staging block can be reused at once. WRITE / READ_WRITE mappings copy back at release.
+for, so the staging block can be reused at once. WRITE / READ_WRITE mappings copy back at release. Each transfer
+is counted when it happens: the upload at map time (READ, READ_WRITE), the copy back at release (WRITE, READ_WRITE).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 from ..context import Context
 from ..errors import InvalidTensorError
 from ..mapper import MemoryMapper, register
+from ..meter import record_copy
 from ..tensor import Tensor
 from ..tensors.cuda import (
     CUDAContext,
@@ -29,8 +31,9 @@ from ..tensors.cuda import (
 from ..types import AccessMode, MemoryType
 
 
-def upload(t: Tensor, ctx: Context, mode: AccessMode, *, parent: Any) -> CUDATensor:
-    """Copy CPU tensor ``t`` to a new C-contiguous device array on ``ctx`` (the caller counts the copy)."""
+def upload(t: Tensor, ctx: Context, mode: AccessMode, *, parent: Any, name: str = "cpu_to_cuda") -> CUDATensor:
+    """Copy CPU tensor ``t`` to a new C-contiguous device array on ``ctx`` (the caller counts that copy; the
+    write-back of a writing mode is counted under ``name`` when it runs)."""
     src = t.numpy()
     info = cached_info(src.shape, src.dtype, None)
     dev, stream = int(ctx.device), ctx.stream  # type: ignore[attr-defined]
@@ -48,6 +51,7 @@ def upload(t: Tensor, ctx: Context, mode: AccessMode, *, parent: Any) -> CUDATen
             stage = host_view(pinned_pool(dev).take(info.nbytes), info)
             download(_Raw(ptr, info, dev), stage, stream, sync=True)
             np.copyto(src, stage)
+            record_copy(name, info.nbytes)
 
         out.on_release(write_back)
     return out
@@ -73,5 +77,9 @@ class CPUToCUDA(MemoryMapper):
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         ctx = self.output_context if self.output_context is not None else CUDAContext.get(0)
-        self.copying(t.info.nbytes * (2 if mode.writes else 1), allow_copy, "host memory is copied to the GPU")
-        return upload(t, ctx, mode, parent=t)
+        # one count per real transfer: the upload now (READ, READ_WRITE), the download at release (WRITE, READ_WRITE)
+        if mode.reads:
+            self.copying(t.info.nbytes, allow_copy, "host memory is copied to the GPU")
+        elif not allow_copy:
+            self.copying(t.info.nbytes, False, "the device data is copied back to host memory at release")  # raises
+        return upload(t, ctx, mode, parent=t, name=self.name)

@@ -1,7 +1,8 @@
 """CUDA -> CPU: a counted copy into a pinned (page-locked) host block, reused once its last view is gone.
 
 Rows keep their elements but lose the device pitch (the CPU tensor is C-contiguous). READ mappings are
-read-only; WRITE / READ_WRITE mappings copy the host data back to the GPU at release (counted at map time).
+read-only; WRITE / READ_WRITE mappings copy the host data back to the GPU at release. Each transfer is counted when it
+happens: the download at map time (READ, READ_WRITE), the upload at release (WRITE, READ_WRITE).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from ..context import CPU_CONTEXT
 from ..errors import InvalidTensorError
 from ..frame import Frame
 from ..mapper import MemoryMapper, register
+from ..meter import record_copy
 from ..tensor import Tensor
 from ..tensors.cpu import CPUTensor
 from ..tensors.cuda import CUDATensor, download, host_view, pinned_pool, upload_into
@@ -29,7 +31,11 @@ class CUDAToCPU(MemoryMapper):
         info = t.info
         if mode.writes and not t.writable:
             raise InvalidTensorError("this CUDA tensor is read-only (a decoded reference frame): map it with AccessMode.READ")
-        self.copying(info.nbytes * (2 if mode.writes else 1), allow_copy, "device memory is copied to host memory")
+        # one count per real transfer: the download now (READ, READ_WRITE), the upload at release (WRITE, READ_WRITE)
+        if mode.reads:
+            self.copying(info.nbytes, allow_copy, "device memory is copied to host memory")
+        elif not allow_copy:
+            self.copying(info.nbytes, False, "the host data is copied to device memory at release")  # raises
         stream = t.context.stream if t.context is not None else 1  # type: ignore[attr-defined]
         t.sync_to(stream)
         host = host_view(pinned_pool(t.device_id).take(info.nbytes), info)
@@ -37,8 +43,13 @@ class CUDAToCPU(MemoryMapper):
             download(t, host, stream, sync=sync)
         out = CPUTensor(host, context=CPU_CONTEXT, parent=t, writable=mode.writes)
         if mode.writes:
-            ptr, dinfo, dev = t.ptr, info, t.device_id
-            out.on_release(lambda: upload_into(host, ptr, dinfo, dev, stream))
+            ptr, dev, name = t.ptr, t.device_id, self.name
+
+            def write_back() -> None:
+                upload_into(host, ptr, info, dev, stream)
+                record_copy(name, info.nbytes)
+
+            out.on_release(write_back)
         return out
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:

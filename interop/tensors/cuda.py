@@ -134,6 +134,11 @@ class CUDATensor(Tensor):
         return self._stream
 
     def _view(self, offset: int, info: TensorInfo) -> Tensor:
+        self._check()
+        own = self._info
+        if offset < 0 or (info.size and offset + info.extent > own.extent):
+            raise InvalidTensorError(f"layout {info} at offset {offset} needs {offset + info.extent} bytes but this "
+                                     f"CUDA tensor spans {own.extent}; check the shape, strides and offset")
         return CUDATensor(self._native, info, ptr=self._ptr + offset, device=self._device_id, stream=self._stream,
                           context=self._context, parent=self, writable=self._writable)
 
@@ -270,9 +275,11 @@ def frame_from_tensor(t: CUDATensor, format: FrameFormat, width: int | None = No
     pitch = info.strides[0] if info.ndim == 2 else None
     pitches = None if pitch is None else [pitch if s.sub_x == 1 or s.channels else pitch // s.sub_x for s in specs]
     offsets, total = packed_offsets(format, width, height, pitches)
-    if total > info.extent + (pitch or 0):
+    infos = plane_infos(format, width, height, pitches)
+    # each plane must lie inside the buffer (the last one may end short of a full pitch, not past the extent)
+    if any(inf.size and off + inf.extent > info.extent for off, inf in zip(offsets, infos)):
         raise InvalidTensorError(f"a {width}x{height} {format.name} frame needs {total} bytes, the buffer spans {info.extent}")
-    planes = [t._view(off, inf) for off, inf in zip(offsets, plane_infos(format, width, height, pitches))]
+    planes = [t._view(off, inf) for off, inf in zip(offsets, infos)]
     return Frame(planes, format, width, height, context=t.context, native=t.native)
 
 
