@@ -85,6 +85,10 @@ class DMAToVAAPI(MemoryMapper):
         ctx = self.output_context or Context.default(MemoryType.VAAPI)
         if not isinstance(ctx, VAContext):
             raise UnsupportedTypeError(f"the output context of dma_to_vaapi must be a VAContext, not {ctx!r}")
+        writable = all(t.writable for t in f.tensors)
+        if mode.writes and not writable:
+            raise InvalidTensorError("a plane of this DMA frame is read-only (a read-only fd, or a read-only mapping): "
+                                     "map it with AccessMode.READ, or import the buffer from a writable fd")
         desc = prime_descriptor(f)
         try:
             sid = ctx.display.import_prime2(desc)
@@ -98,4 +102,4 @@ class DMAToVAAPI(MemoryMapper):
                                               [p.pitch for p in desc.planes], [p.offset for p in desc.planes],
                                               desc.objects[0].size)
         surface = VASurface(ctx, sid, f.format, f.width, f.height, keep=f)
-        return va_frame(surface, parent=f, base=f, writable=mode.writes or all(t.writable for t in f.tensors))
+        return va_frame(surface, parent=f, base=f, writable=writable)
