@@ -309,6 +309,14 @@ class FrameReceiver:
             raise ProtocolError(f"unknown frame format {fmt_b!r} in a frame message") from None
         if any(r[0] >= n_fds or not 0 < r[1] <= 4 for r in records):
             raise ProtocolError("a plane record names an fd that was not sent, or has a bad number of dimensions")
+        if cs >= len(_CS) or cr >= len(_CR):
+            raise ProtocolError(f"unknown colorspace {cs} or color range {cr} in a frame message")
+        if fl & 2 and tb_d == 0:
+            raise ProtocolError("a frame message has a time base with a zero denominator")
+        try:
+            dtypes = [r[2].rstrip(b"\0").decode("ascii") for r in records]
+        except UnicodeDecodeError:
+            raise ProtocolError("a plane record has a dtype that is not an ASCII numpy type string") from None
         sizes = {r[0]: r[4] for r in records}
         try:
             for i, fd in enumerate(fds):
@@ -336,8 +344,8 @@ class FrameReceiver:
             b.on_free(done)
         try:
             planes = []
-            for idx, ndim, dt, off, _size, mod, *rest in records:
-                info = TensorInfo(tuple(rest[:ndim]), dt.rstrip(b"\0").decode(), tuple(rest[4:4 + ndim]))
+            for (idx, ndim, _dt, off, _size, mod, *rest), dt in zip(records, dtypes):
+                info = TensorInfo(tuple(rest[:ndim]), dt, tuple(rest[4:4 + ndim]))
                 planes.append(DMATensor(bufs[idx], info, offset=off, drm_fourcc=code, drm_modifier=mod))
             frame = dma_frame(planes, fmt, w, h,
                               colorspace=_CS[cs], color_range=_CR[cr], pts=pts if fl & 1 else None,
