@@ -156,7 +156,8 @@ class Tensor:
         """Host address of the first element, for CPU-reachable tensors."""
         addr = self._host_address()
         if addr is None:
-            raise InteropError(f"a {self.memory_type.name} tensor is not reachable from the CPU; map it to MemoryType.CPU first")
+            raise InvalidTensorError(
+                f"a {self.memory_type.name} tensor is not reachable from the CPU; map it to MemoryType.CPU first")
         return addr
 
     # -- CPU reach ------------------------------------------------------------------------------------
@@ -180,7 +181,7 @@ class Tensor:
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         # numpy uses __array_interface__ first; this is reached only for memory the CPU cannot see.
         if self._host_address() is None:
-            raise InteropError(
+            raise InvalidTensorError(
                 f"a {self.memory_type.name} tensor is not reachable from the CPU: "
                 f"interop.map(t, interop.MemoryType.CPU) first (allow_copy=True if the route copies)")
         arr = self.numpy()

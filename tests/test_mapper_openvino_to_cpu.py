@@ -71,9 +71,6 @@ def test_remote_tensors_are_refused() -> None:
     assert type(e.value) is interop.InvalidTensorError
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="interop/tensor.py Tensor.__array__ raises bare InteropError for memory the CPU cannot "
-                          "reach, not InvalidTensorError")
 def test_remote_tensors_are_refused_by_numpy() -> None:
     with pytest.raises(interop.InteropError, match=r"OPENVINO tensor is not reachable from the CPU: interop\.map") as e:
         np.asarray(OpenVINOTensor(RemoteTensor()))

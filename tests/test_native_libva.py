@@ -216,9 +216,6 @@ def test_errors_are_typed_and_worded_by_libva(fake_va: FakeVA, va_display: va.Di
     assert e.value.status == va.VA_STATUS_ERROR_INVALID_SURFACE
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="interop/native/libva.py Display.create_surfaces raises bare InteropError for an unknown "
-                          "fourcc, not UnsupportedFormatError")
 def test_unknown_fourcc_is_an_unsupported_format(fake_va: FakeVA, va_display: va.Display) -> None:
     with pytest.raises(InteropError, match="no VA render-target format known for fourcc XYZW") as e:
         va_display.create_surfaces(64, 64, va.fourcc("XYZW"))

@@ -110,6 +110,3 @@ def case_device_memory_reaches_the_cpu_by_a_counted_copy() -> None:
 
 
 globals().update(ze_fake.tests_for(globals()))
-test_device_usm_is_refused_by_numpy = pytest.mark.xfail(  # noqa: F821 (made by tests_for)
-    strict=True, reason="interop/tensor.py Tensor.__array__ raises bare InteropError for memory the CPU cannot "
-                        "reach, not InvalidTensorError")(test_device_usm_is_refused_by_numpy)  # noqa: F821

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import BackendUnavailableError, InteropError
+from ..errors import BackendUnavailableError, InteropError, InvalidTensorError, UnsupportedFormatError
 
 # ---- constants (va.h, va_drmcommon.h of libva 2.17; the layout test compares them with the headers) ----------
 
@@ -511,7 +511,7 @@ class Display:
                         modifiers: Sequence[int] | None = None) -> list[int]:
         """Allocate ``count`` surfaces of a pixel format; ``modifiers`` lists DRM format modifiers the driver may use."""
         if fourcc not in RT_FORMAT:
-            raise InteropError(f"no VA render-target format known for fourcc {fourcc_str(fourcc)}")
+            raise UnsupportedFormatError(f"no VA render-target format known for fourcc {fourcc_str(fourcc)}")
         attribs = [_int_attr(VASurfaceAttribPixelFormat, fourcc)]
         keep: list[Any] = []
         if modifiers:
@@ -524,7 +524,7 @@ class Display:
     def import_prime2(self, desc: PrimeDescriptor) -> int:
         """Import a DRM PRIME 2 descriptor as a new surface. The fds stay the caller's (the driver takes its own)."""
         if desc.fourcc not in RT_FORMAT:
-            raise InteropError(f"no VA render-target format known for fourcc {fourcc_str(desc.fourcc)}")
+            raise UnsupportedFormatError(f"no VA render-target format known for fourcc {fourcc_str(desc.fourcc)}")
         c = desc.to_c()
         attribs = [_int_attr(VASurfaceAttribPixelFormat, desc.fourcc),
                    _int_attr(VASurfaceAttribMemoryType, VA_SURFACE_ATTRIB_MEM_TYPE_DRM_PRIME_2),
@@ -536,9 +536,9 @@ class Display:
                         offsets: Sequence[int], data_size: int, *, tiled: bool = False) -> int:
         """Legacy DRM PRIME import (VASurfaceAttribExternalBuffers): every plane in one fd; no modifier can be given."""
         if fourcc not in RT_FORMAT:
-            raise InteropError(f"no VA render-target format known for fourcc {fourcc_str(fourcc)}")
+            raise UnsupportedFormatError(f"no VA render-target format known for fourcc {fourcc_str(fourcc)}")
         if not 1 <= len(pitches) == len(offsets) <= 4:
-            raise InteropError("give 1-4 pitches and as many offsets")
+            raise InvalidTensorError("give 1-4 pitches and as many offsets (one per plane)")
         bufs = (ctypes.c_size_t * 1)(fd)
         ext = VASurfaceAttribExternalBuffers(pixel_format=fourcc, width=width, height=height, data_size=data_size,
                                              num_planes=len(pitches), buffers=bufs, num_buffers=1,
