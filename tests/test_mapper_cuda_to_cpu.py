@@ -85,10 +85,10 @@ def test_write_mode_writes_back_at_release(driver):
     t = interop.wrap(FakeDevice(dev, stream=None))
     with interop.copy_meter() as m:
         c = interop.map(t, MemoryType.CPU, mode=AccessMode.READ_WRITE, allow_copy=True)
-    np.asarray(c)[1, 2] = 77
-    assert dev[1, 2] == 0
-    c.release()
-    assert dev[1, 2] == 77 and m.bytes == 2 * dev.nbytes
+        np.asarray(c)[1, 2] = 77
+        assert dev[1, 2] == 0
+        c.release()  # the write-back is the second copy, counted when it happens
+    assert dev[1, 2] == 77 and m.copies == 2 and m.bytes == 2 * dev.nbytes
 
 
 def test_write_mode_refused_on_readonly(driver):

@@ -35,7 +35,9 @@ def test_views_are_the_surface_memory(fake_va: FakeVA, va_ctx: VAContext, fmt: F
         assert not a.flags.writeable, "READ gives read-only views"
     assert fake_va.info(sid)["syncs"] == 1 and fake_va.info(sid)["images"] == 1
     cf.release()
-    assert fake_va.info(sid)["images"] == 0, "release unmaps and destroys the derived image"
+    assert fake_va.info(sid)["images"] == 1, "a live numpy view keeps the derived image mapped"
+    del a, t
+    assert fake_va.info(sid)["images"] == 0, "the last view gone, the image is unmapped and destroyed"
 
 
 def test_write_mode_writes_the_surface(fake_va: FakeVA, va_ctx: VAContext) -> None:

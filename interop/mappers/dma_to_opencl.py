@@ -72,12 +72,12 @@ class DMAToOpenCL(MemoryMapper):
         buf = t.buffer
         if buf.is_dmabuf and _has_dmabuf_import(ctx):
             return import_dma_buf(ctx, buf.fd, buf.size, not mode.writes), []
+        if not ctx.host_shared:  # refuse before mapping anything, so a refusal holds no buffer out of its pool
+            self.copying(buf.size, allow_copy, f"{ctx!r} is not a host-memory device and does not report "
+                                               f"cl_khr_external_memory_dma_buf")
         # the whole buffer mapped on the host (one plane's CPU view is enough to hold the mapping and sync)
         host = map_dma_to_host(t, mode, writable_alias=True)
         m = buf.mapping(True) if buf.fd_writable else buf.mapping(False)
-        if not ctx.host_shared:
-            self.copying(buf.size, allow_copy, f"{ctx!r} is not a host-memory device and does not report "
-                                               f"cl_khr_external_memory_dma_buf")
         clbuf = buffer_over_host(ctx, m.address, buf.size, m, read_only=not m.writable)
         return clbuf, [host]
 

@@ -193,9 +193,15 @@ class FFmpegToCUDA(FastMapper):
         why = missing_array_library() if allow_copy else None
         if why is not None:
             raise InvalidTensorError(f"uploading a software frame to CUDA {why}")
-        self.copying(t.info.nbytes, allow_copy, "a software (CPU) frame is uploaded to the GPU")
+        # the upload at map time is a copy only when the mode reads (WRITE-only uploads nothing); the write-back of
+        # a writing mode is counted by upload() under this mapper's name when it runs
+        if mode.reads:
+            self.copying(t.info.nbytes, allow_copy, "a software (CPU) frame is uploaded to the GPU")
+        elif not allow_copy:
+            self.copying(t.info.nbytes, False, "a software (CPU) frame gets a GPU copy written back at release")
         cpu = imap(t, MemoryType.CPU, mode=mode)
         assert isinstance(cpu, Tensor)
         from .cpu_to_cuda import upload
 
-        return upload(cpu, CUDAContext.get(0) if self.output_context is None else self.output_context, mode, parent=t)
+        return upload(cpu, CUDAContext.get(0) if self.output_context is None else self.output_context, mode, parent=t,
+                      name=self.name)

@@ -70,7 +70,7 @@ class ImageMapping:
         iface = {"version": 3, "shape": (self.image.data_size,), "typestr": "|u1",
                  "data": (self.address, not writable), "strides": None}
         arr = np.asarray(_ArrayExport(iface, self))
-        weakref.finalize(arr, self.close)
+        weakref.finalize(arr, self.close).atexit = False  # not at exit: libva may be torn down by then
         return arr
 
 

@@ -334,7 +334,10 @@ def writable_frame(f: Frame, mapper: Any, allow_copy: bool) -> Frame:
                    "a decoded frame is a reference frame: writing needs a writable copy of it (a new VideoFrame)")
     av = require("av", "FFmpeg", "ffmpeg")
     new = av.VideoFrame(vf.width, vf.height, vf.format.name)
-    new.pts, new.time_base = vf.pts, vf.time_base
+    if vf.pts is not None:
+        new.pts = vf.pts
+    if vf.time_base is not None:  # PyAV refuses None here
+        new.time_base = vf.time_base
     for attr in ("colorspace", "color_range"):
         try:
             setattr(new, attr, getattr(vf, attr))

@@ -348,7 +348,8 @@ def map_to_host(t: OpenCLTensor, mode: AccessMode, *, writable: bool | None = No
     with _maps_lock:
         _maps[0] += 1
     # ``t`` rides along so that the source (a UMat, a pool buffer) outlives the mapping, not only the cl_mem
-    weakref.finalize(arr, _unmap, arr.base, q, t)
+    # not at exit: by then the OpenCL runtime may be gone, and the process's mappings go with it anyway
+    weakref.finalize(arr, _unmap, arr.base, q, t).atexit = False
     return MappedView.of(view, info, t, w and view.flags.writeable, int(view.__array_interface__["data"][0]))
 
 

@@ -20,7 +20,13 @@ from typing import Any
 
 from ..backends import BackendReport, register_probe
 from ..context import Context, register_default_context
-from ..errors import BackendUnavailableError, InteropError, InvalidTensorError, UnsupportedFormatError
+from ..errors import (
+    BackendUnavailableError,
+    InteropError,
+    InvalidTensorError,
+    UnsupportedFormatError,
+    UnsupportedTypeError,
+)
 from ..frame import Frame
 from ..info import TensorInfo, plane_infos, plane_layout
 from ..tensor import Tensor
@@ -73,7 +79,7 @@ class VAContext(Context):
         if display is None:
             display = _va().Display.open_drm(device or "/dev/dri/renderD128")
         elif not isinstance(display, _va().Display):
-            raise InteropError(f"VAContext takes an interop.native.libva.Display, not {type(display).__name__}")
+            raise UnsupportedTypeError(f"VAContext takes an interop.native.libva.Display, not {type(display).__name__}")
         super().__init__(native=display, device=display.device)
 
     @property
@@ -149,7 +155,7 @@ class VASurface:
     def __init__(self, context: VAContext, surface_id: int, format: FrameFormat, width: int, height: int, *,
                  own: bool = True, keep: Any = None):
         if not isinstance(context, VAContext):
-            raise InteropError(f"a VASurface belongs to a VAContext, not {type(context).__name__}")
+            raise UnsupportedTypeError(f"a VASurface belongs to a VAContext, not {type(context).__name__}")
         self.context = context
         self.surface_id = int(surface_id)
         self.format = format
