@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
@@ -20,7 +19,7 @@ from ..frame import Frame
 from ..mapper import MemoryMapper, register
 from ..native import dmabuf as nd
 from ..tensor import Tensor, _ArrayExport
-from ..tensors._fastpath import CPUView, derive_frame
+from ..tensors._fastpath import MappedView, derive_frame
 from ..tensors.cpu import CPUTensor
 from ..tensors.dma import DMABuffer, DMATensor
 from ..types import AccessMode, MemoryType
@@ -61,31 +60,6 @@ def map_dma_to_host(t: Tensor, mode: AccessMode, *, writable_alias: bool = False
         # the end-of-access ioctl needs an fd; dup'ing per mapping would cost a syscall, so keep the buffer
         out.on_release(_sync_end(buf, write, mode.reads or not write))
     return out
-
-
-class MappedView(CPUView):
-    """A CPU view over a DMA mapping. numpy views of it hold the mapping's array, not this tensor, and release()
-    drops the tensor's own reference: the buffer stays in use (out of its pool) exactly while views exist."""
-
-    @property
-    def __array_interface__(self) -> dict[str, Any]:  # numpy then asks __array__, whose views hold the mapping
-        raise AttributeError("__array_interface__")
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        arr = self.numpy()
-        if copy:
-            return np.array(arr, dtype=dtype, copy=True)
-        return arr if dtype is None or np.dtype(dtype) == arr.dtype else arr.astype(dtype)
-
-    def numpy(self) -> np.ndarray:
-        self._check()
-        return self._native.view()  # type: ignore[no-any-return]
-
-    def release(self) -> None:
-        if self._released:
-            return
-        super().release()
-        self._native = None  # the mapping's array now lives exactly as long as the views taken from it
 
 
 def _sync_end(buf: DMABuffer, write: bool, read: bool) -> Callable[[], None]:

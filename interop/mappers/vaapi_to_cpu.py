@@ -25,9 +25,9 @@ from ..frame import Frame
 from ..info import TensorInfo, plane_infos
 from ..mapper import MemoryMapper, register
 from ..tensor import Tensor, _ArrayExport
+from ..tensors._fastpath import MappedView
 from ..tensors.cpu import view_bytes
 from ..types import AccessMode, MemoryType
-from .dma_to_cpu import MappedView
 
 
 class ImageMapping:

@@ -60,6 +60,32 @@ class CPUView(CPUTensor):
         return t
 
 
+class MappedView(CPUView):
+    """A CPU view over a mapping (DMA mmap, OpenCL map, VA derived image). numpy views of it hold the mapping's
+    array, not this tensor, and release() drops the tensor's own reference: the mapping (and a pool buffer under
+    it) stays alive exactly while views exist; its owner unmaps in a finaliser on that array."""
+
+    @property
+    def __array_interface__(self) -> dict[str, Any]:  # numpy then asks __array__, whose views hold the mapping
+        raise AttributeError("__array_interface__")
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        arr = self.numpy()
+        if copy:
+            return np.array(arr, dtype=dtype, copy=True)
+        return arr if dtype is None or np.dtype(dtype) == arr.dtype else arr.astype(dtype)
+
+    def numpy(self) -> np.ndarray:
+        self._check()
+        return self._native.view()  # type: ignore[no-any-return]
+
+    def release(self) -> None:
+        if self._released:
+            return
+        super().release()
+        self._native = None  # the mapping's array now lives exactly as long as the views taken from it
+
+
 def trusted_frame(tensors: Sequence[Tensor], format: Any, width: int, height: int, *, context: Context | None,
                   native: Any, colorspace: Any, color_range: Any, pts: Any, time_base: Any,
                   metadata: dict[str, Any] | None, parent: Any) -> Frame:

@@ -334,7 +334,7 @@ def map_to_host(t: OpenCLTensor, mode: AccessMode, *, writable: bool | None = No
     gone: at release when no numpy view of the tensor outlives it, else when the last view is gone. A view kept
     past release goes on reading the mapped memory, which on a discrete GPU is only valid while mapped.
     """
-    from ..mappers.dma_to_cpu import MappedView
+    from ._fastpath import MappedView
     from .cpu import CPUTensor, view_bytes
 
     cl_ = cl()
