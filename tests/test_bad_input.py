@@ -273,7 +273,8 @@ def _default_ctx(mt: MemoryType):
     try:
         return interop.Context.default(mt)
     except BackendUnavailableError as e:
-        pytest.skip(f"no {mt.name} context here: {e}")
+        B.skip_if_lacking_hardware(e, f"no {mt.name} context here")
+        pytest.fail(f"no default {mt.name} context on a machine with every tier A backend: {e}")
 
 
 # ---- file descriptors -------------------------------------------------------------------------------------
@@ -384,7 +385,7 @@ def _mapper_made_for_another_context():
 
             cls(input_context=Other(native=object())).map(np.zeros((4, 4), U8))
             return
-    pytest.skip("no mapper from CPU can run here yet")
+    pytest.fail("no tier A mapper from the CPU can run here")
 
 
 # ---- pixel formats ----------------------------------------------------------------------------------------
@@ -474,7 +475,7 @@ def _mapper_given_wrong_memory_type():
         if src is not MemoryType.CPU:
             cls().map(np.zeros((4, 4), U8))
             return
-    pytest.skip("no mapper from a non-CPU memory type is registered yet")
+    pytest.fail("no mapper from a non-CPU memory type is registered")
 
 
 # ---- routes -----------------------------------------------------------------------------------------------
@@ -495,7 +496,7 @@ def _pair(copying: bool):
             except NoRouteError:
                 if not copying:
                     return s, d
-    pytest.skip("no such pair in the routing graph yet")
+    pytest.fail(f"no pair of memory types {'needs a copy' if copying else 'has no route'} in the routing graph")
 
 
 @case("route", "core", NoRouteError, r"interop can reach")
@@ -572,8 +573,7 @@ def _missing_framework_of_a_route_step():
 
     steps = sorted((c for c in registered().values() if c.src is MemoryType.CPU and c.requires and c.tier == "A"),
                    key=lambda c: c.name)
-    if not steps:
-        pytest.skip("no CPU mapper that needs a framework is registered yet")
+    assert steps, "no tier A CPU mapper that needs a framework is registered"
     cls = steps[0]
     _blocked(list(cls.requires), f"interop.map(np.zeros((4, 4), np.uint8), MemoryType.{cls.dst.name}, allow_copy=True)")
 
@@ -627,9 +627,7 @@ def _released_ffmpeg_frame():
 
 
 def _released(kind: str, attr: str) -> None:
-    ok, missing = B.probe_factories()
-    if kind not in ok:
-        pytest.skip(f"{kind}: {missing.get(kind)}")
+    B.require_kind(kind)
     t = B.make(kind, np.random.default_rng(0)).obj
     t.release()
     getattr(t, attr)
@@ -674,7 +672,7 @@ def _inference_wrong_shape():
     inf.infer(np.zeros((1, 3, 4, 4), np.float32))
 
 
-@case("model mismatch", "Inference", InteropError, r"give the path of an OpenVINO IR")
+@case("model mismatch", "Inference", InvalidTensorError, r"give the path of an OpenVINO IR")
 def _inference_missing_model_file():
     need_attr("interop.inference", "Inference", "interop/inference.py")
     need("openvino", "OpenVINO")

@@ -2,8 +2,10 @@
 
 A factory makes a Tensor or Frame of one memory type from random content and returns it with the content it
 must read back (``expected``, one array per plane, taken from the generated data, not through interop) and a
-fingerprint of that content. A factory whose backend is not here raises ``Missing`` naming what is absent, so
-the tests skip (or, in the state machine, pick another kind) and start exercising a backend as soon as it lands.
+fingerprint of that content. A factory raises ``Missing`` only when a third-party module or tier B/C hardware
+(CUDA, VA-API, Level Zero, NPU) is absent here, so the tests skip naming it (or, in the state machine, pick
+another kind). Anything else a factory raises (an ImportError inside interop, an InteropError of a tier A
+backend, a bug) is a failure: ``probe_factories`` files it under ``broken`` and ``require_kind`` fails on it.
 
 Native factories build the framework's own object (av.VideoFrame, cv2.Mat, cv2.UMat, pyopencl Buffer, dpctl
 USM memory, a memfd) and hand it to ``interop.wrap`` (or ``DMATensor.from_fd``); ``via:<TYPE>`` factories
@@ -15,21 +17,53 @@ from __future__ import annotations
 import gc
 import hashlib
 import importlib
-import importlib.util
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pytest
 
 import interop
-from interop import Frame, FrameFormat, InteropError, MemoryType, NoRouteError, Tensor, TensorInfo
+from interop import (
+    BackendUnavailableError,
+    Frame,
+    FrameFormat,
+    InteropError,
+    MemoryType,
+    NoRouteError,
+    Tensor,
+    TensorInfo,
+)
 
 
 class Missing(Exception):
-    """The backend a factory needs is absent here; the message names it."""
+    """A third-party module or tier B/C hardware a factory needs is absent here; the message names it."""
+
+
+#: BackendUnavailableError.backend values of tier B/C hardware -> its name
+TIER_BC_BACKENDS = {"cuda": "CUDA", "vaapi": "VA-API", "level_zero": "Level Zero", "npu": "NPU"}
+
+
+def lacking_hardware(e: BaseException) -> str | None:
+    """The tier B/C hardware (CUDA, VA-API, Level Zero, NPU) whose absence ``e`` reports, or None: any other
+    error (a tier A backend refusing, a bug) is a failure, never a skip."""
+    if not isinstance(e, BackendUnavailableError):
+        return None
+    backend = (e.backend or "").lower()
+    if backend in TIER_BC_BACKENDS:
+        return TIER_BC_BACKENDS[backend]
+    if backend == "usm" and "level zero" in str(e).lower():  # the Level Zero loader/driver/device is absent
+        return "Level Zero"
+    return None
+
+
+def skip_if_lacking_hardware(e: BaseException, what: str) -> None:
+    """Skip naming the absent tier B/C hardware when ``e`` reports it; otherwise return (the caller fails)."""
+    hw = lacking_hardware(e)
+    if hw is not None:
+        pytest.skip(f"{what}: this machine has no {hw} ({type(e).__name__}: {e})")
 
 
 @dataclass
@@ -56,29 +90,26 @@ def fingerprint(arrays: list[np.ndarray]) -> str:
 # ---- which backends are here ------------------------------------------------------------------------------
 
 
-def module_present(name: str) -> bool:
-    if name in sys.modules:
-        return True
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
+def _ours(name: str) -> bool:
+    return name == "interop" or name.startswith("interop.")
 
 
 def need_module(name: str, what: str) -> Any:
-    """Import ``name`` or raise Missing naming ``what`` (a backend module of interop or a framework)."""
-    if not module_present(name):
-        raise Missing(f"{what} is not here (module {name} is missing)")
+    """Import ``name``. Raise Missing naming ``what`` only when a third-party module is not installed; every
+    other import error (a module of interop missing or failing to import) propagates: it is a failure."""
     try:
         return importlib.import_module(name)
-    except ImportError as e:
-        raise Missing(f"{what} cannot be imported: {e}") from e
+    except ModuleNotFoundError as e:
+        if e.name and not _ours(e.name):
+            raise Missing(f"{what} is not here (the third-party module {e.name} is not installed)") from e
+        raise
 
 
 def need_attr(modname: str, attr: str, what: str) -> Any:
+    """``modname.attr``; an attribute missing from a module of interop is a failure (AttributeError)."""
     mod = need_module(modname, what)
-    if not hasattr(mod, attr):
-        raise Missing(f"{what}: {modname}.{attr} does not exist yet")
+    if not hasattr(mod, attr) and not _ours(modname):
+        raise Missing(f"{what}: this {modname} has no {attr}")
     return getattr(mod, attr)
 
 
@@ -193,7 +224,7 @@ def _opencl_buffer(rng: np.random.Generator) -> Made:
     if not isinstance(clctx, cl.Context):
         clctx = getattr(ctx, "cl_context", None)
     if not isinstance(clctx, cl.Context):
-        raise Missing(f"cannot find the pyopencl Context of {ctx!r} (.native is {type(ctx.native).__name__})")
+        raise AssertionError(f"cannot find the pyopencl Context of {ctx!r} (.native is {type(ctx.native).__name__})")
     a = random_array(rng, [np.uint8, np.float32, np.int32])
     buf = cl.Buffer(clctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(a))
     t = interop.wrap(buf, info=TensorInfo(a.shape, a.dtype), context=ctx)
@@ -234,8 +265,9 @@ def _dma_memfd(rng: np.random.Generator) -> Made:
 
 def _via(dst: MemoryType) -> Factory:
     def make(rng: np.random.Generator) -> Made:
+        interop.route(MemoryType.CPU, dst, allow_copy=True)  # no route from the CPU: NoRouteError, a failure
         chain_or_why = runnable_chain(MemoryType.CPU, dst)
-        if isinstance(chain_or_why, str):
+        if isinstance(chain_or_why, str):  # a tier B/C step, or a third-party module a step needs is absent
             raise Missing(chain_or_why)
         # frames for memory types whose mappers take frames; plain uint8 images else (the widest support)
         if rng.integers(2):
@@ -256,7 +288,7 @@ for _mt in MemoryType:
 
 
 def make(name: str, rng: np.random.Generator) -> Made:
-    """Run factory ``name``; a missing backend raises Missing, an unsupported input InteropError."""
+    """Run factory ``name``; an absent third-party module or tier B/C hardware raises Missing."""
     return FACTORIES[name][1](rng)
 
 
@@ -264,11 +296,16 @@ def default_context(mt: MemoryType) -> interop.Context:
     try:
         return interop.Context.default(mt)
     except InteropError as e:
-        raise Missing(f"no default {mt.name} context here: {e}") from e
+        hw = lacking_hardware(e)
+        if hw is None:
+            raise  # a tier A backend without its default context: a failure
+        raise Missing(f"no default {mt.name} context here: this machine has no {hw} ({e})") from e
 
 
 def probe_factories(seed: int = 0) -> tuple[dict[str, str], dict[str, str]]:
-    """(working factory -> memory type name, missing factory -> why). Tried once per process."""
+    """(working factory -> memory type name, missing factory -> why). Tried once per process. Only ``Missing``
+    (an absent third-party module or tier B/C hardware) counts as missing; a factory that raises anything else
+    is in ``broken()``, and ``require_kind`` fails on it."""
     global _probed
     if _probed is None:
         ok, missing = {}, {}
@@ -279,17 +316,31 @@ def probe_factories(seed: int = 0) -> tuple[dict[str, str], dict[str, str]]:
                 release(m.obj)
             except Missing as e:
                 missing[name] = str(e)
-            except ImportError as e:  # a backend module that imports a sibling not landed yet
-                missing[name] = f"{type(e).__name__}: {e}"
-            except InteropError as e:  # a runnable route refused the probe input: report it, do not use it
-                missing[name] = f"{type(e).__name__}: {e}"
-            except Exception as e:  # a broken factory or backend: the per-kind test fails on it
-                missing[name] = f"BROKEN {type(e).__name__}: {e}"
+            except Exception as e:  # an InteropError of a present backend, an ImportError inside interop, a bug
+                _broken[name] = f"{type(e).__name__}: {e}"
         _probed = (ok, missing)
     return _probed
 
 
+def broken() -> dict[str, str]:
+    """Factory -> the error it raised in probe_factories that was not Missing (each is a failure)."""
+    probe_factories()
+    return dict(_broken)
+
+
+def require_kind(kind: str) -> str:
+    """The memory type name of factory ``kind``; skip naming what is absent when it is Missing here, fail with
+    its error when it is broken."""
+    ok, missing = probe_factories()
+    if kind in ok:
+        return ok[kind]
+    if kind in _broken:
+        pytest.fail(f"factory {kind} is broken on this machine: {_broken[kind]}")
+    pytest.skip(f"{kind}: {missing.get(kind, 'not probed')}")
+
+
 _probed: tuple[dict[str, str], dict[str, str]] | None = None
+_broken: dict[str, str] = {}
 
 
 # ---- routes and mappers that can run here -----------------------------------------------------------------
@@ -377,6 +428,22 @@ def content_matches(obj: Tensor | Frame, expected: list[np.ndarray]) -> bool | N
     return fingerprint(got) == fingerprint(expected)
 
 
+def cpu_readable(mt: MemoryType) -> bool:
+    """Whether memory of type ``mt`` can be read on this machine: CPU memory, or a runnable route to the CPU."""
+    return mt is MemoryType.CPU or not isinstance(runnable_chain(mt, MemoryType.CPU), str)
+
+
+def assert_content(obj: Tensor | Frame, expected: list[np.ndarray], label: str) -> bool | None:
+    """Assert that ``obj`` reads ``expected``: ``content_matches`` must be True where its memory type is
+    CPU-readable here, and may be None (unreadable) only where it is not. Returns what content_matches gave."""
+    got = content_matches(obj, expected)
+    if cpu_readable(obj.memory_type):
+        assert got is True, f"{label}: content_matches gave {got} for CPU-readable {obj.memory_type.name} memory"
+    else:
+        assert got is not False, f"{label}: reads other data than expected"
+    return got
+
+
 def release(obj: Any) -> None:
     if isinstance(obj, (Tensor, Frame)):
         obj.release()
@@ -407,10 +474,7 @@ def live_counts() -> tuple[dict[str, int], dict[str, str]]:
     """(counter -> live allocations now, counter -> why it is absent)."""
     have, absent = {}, {}
     for label, (modname, names) in LIVE_COUNTERS.items():
-        if not module_present(modname):
-            absent[label] = f"{modname} is not here"
-            continue
-        mod = importlib.import_module(modname)
+        mod = importlib.import_module(modname)  # every module of interop exists: an ImportError is a failure
         f = next((getattr(mod, n) for n in names if callable(getattr(mod, n, None))), None)
         if f is None:
             absent[label] = f"{modname}.{names[0]}() does not exist"
