@@ -14,6 +14,7 @@ out of the requests; ``output_bytes`` counts those bytes (this is not a mapper c
 from __future__ import annotations
 
 import atexit
+import gc
 import logging
 import os
 import threading
@@ -70,6 +71,18 @@ def _close_all() -> None:
     # OpenVINO's request threads must be gone before the interpreter tears down (else std::terminate at exit).
     for inf in list(_live):
         inf.close()
+    # The same for the plugins' own threads: release the shared Core, the contexts and the cached chains that hold
+    # it, and the compiled models of closed Inferences, while the interpreter is whole (best effort: a Core the
+    # program itself still references lives on).
+    from . import routing
+    from .context import set_default_context
+    from .tensors import openvino as ovt
+    from .types import MemoryType
+
+    routing.forget_cached_routes()
+    set_default_context(MemoryType.OPENVINO, None)
+    ovt.drop_core()
+    gc.collect()
 
 
 class _Dispatch:

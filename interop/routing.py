@@ -155,3 +155,9 @@ def _route(src: object, dst: object, allow_copy: object) -> MemoryMapperChain:
             f"({step.src.name} -> {step.dst.name}): pass allow_copy=True to accept it",
             step=step, src=s, dst=d, reachable=reachable(s))
     return _instantiate(path, sctx, dctx)
+
+
+def forget_cached_routes() -> None:
+    """Drop cached chains (they hold contexts): used at exit so frameworks can shut down in order."""
+    _cached_route.cache_clear()
+    _by_identity.clear()

@@ -46,6 +46,13 @@ def get_core() -> Any:
     return _core
 
 
+def drop_core() -> None:
+    """Forget the shared Core (at exit: OpenVINO's plugin threads must stop before the interpreter tears down)."""
+    global _core
+    with _core_lock:
+        _core = None
+
+
 class OpenVINOContext(Context):
     """An OpenVINO core and device name (``"CPU"``, ``"GPU"``, ``"NPU"`` …). ``Context.default(OPENVINO)`` is CPU."""
 
