@@ -49,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"consumer: frame {n} pts={frame.pts}: {len(found)} text boxes", file=sys.stderr)
     dt = time.perf_counter() - t0
     rx.close()
+    if inf is not None:
+        inf.close()  # stop OpenVINO's request threads before the interpreter exits
     print(json.dumps({"frames": n, "boxes": boxes, "fps": round((n - 1) / dt, 2) if n > 1 and dt else 0.0, "copies": meter.copies,
                       "bytes_copied": meter.bytes, "torn": rx.torn, "device": inf.device if inf else None}))
     return 0

@@ -190,6 +190,7 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
         container.close()
     res.copies, res.bytes_copied, res.copy_records = meter.copies, meter.bytes, meter.records
     res.output_bytes = inf.output_bytes
+    inf.close()  # stop OpenVINO's request threads now, not during interpreter teardown
     if keep_last and last_vf is not None:
         res.last_image = last_vf.to_ndarray(format="bgr24")  # for --save only, after the timed run
     return res
