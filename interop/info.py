@@ -14,10 +14,6 @@ from .types import FrameFormat, as_dtype
 
 def as_int(v: object, what: str) -> int:
     """An integer argument (numpy integers included), or InvalidTensorError naming it."""
-    return _as_int(v, what)
-
-
-def _as_int(v: object, what: str) -> int:
     try:
         return operator.index(v)  # type: ignore[arg-type]
     except TypeError as e:
@@ -121,7 +117,7 @@ class TensorInfo:
 
 def _validate(shape: object, dtype: object, strides: object) -> tuple[tuple[int, ...], np.dtype, tuple[int, ...]]:
     try:
-        dims = tuple(_as_int(d, "a dimension") for d in shape)  # type: ignore[attr-defined]
+        dims = tuple(as_int(d, "a dimension") for d in shape)  # type: ignore[attr-defined]
     except TypeError as e:
         raise InvalidTensorError(f"shape must be a sequence of integers, got {shape!r}") from e
     if any(d < 0 for d in dims):
@@ -131,7 +127,7 @@ def _validate(shape: object, dtype: object, strides: object) -> tuple[tuple[int,
     if strides is None:
         return dims, dt, contiguous_strides(dims, item)
     try:
-        st = tuple(_as_int(s, "a stride") for s in strides)  # type: ignore[attr-defined]
+        st = tuple(as_int(s, "a stride") for s in strides)  # type: ignore[attr-defined]
     except TypeError as e:
         raise InvalidTensorError(f"strides must be a sequence of integers (bytes), got {strides!r}") from e
     if len(st) != len(dims):

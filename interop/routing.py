@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 from .context import Context
 from .errors import CopyRequiredError, NoRouteError, UnsupportedTypeError
@@ -42,7 +43,11 @@ def all_paths(edges: tuple[type[MemoryMapper], ...], src: MemoryType, dst: Memor
 
 def search(edges: tuple[type[MemoryMapper], ...], src: MemoryType, dst: MemoryType) -> tuple[Path | None, Path | None]:
     """(best zero-copy path, best path allowing copies) over ``edges``."""
-    paths = all_paths(edges, src, dst)
+    return _pick(all_paths(edges, src, dst))
+
+
+def _pick(paths: Sequence[Path]) -> tuple[Path | None, Path | None]:
+    """(cheapest zero-copy path, cheapest path) of paths sorted cheapest first."""
     zero = next((p for p in paths if all(c.zero_copy for c in p)), None)
     return zero, (paths[0] if paths else None)
 

@@ -21,11 +21,6 @@ from ..tensor import Tensor
 from ..types import AccessMode, check_mode
 from .cpu import CPUTensor
 
-
-class LazyFinalizer:
-    """Kept for modules that still mix it in: ``Tensor`` itself now makes its finaliser on the first on_release()."""
-
-
 T = TypeVar("T", bound=Tensor)
 
 
