@@ -20,7 +20,7 @@ from interop.benchmarks.ffmpeg_map import SIZES, run  # noqa: E402
 
 def markdown(results: list, seconds: float, quick: bool) -> str:
     per = {r.case: r for r in results if r.unit == "us/frame"}
-    cases = ["raw views", "raw dlpack", "map cpu", "map openvino", "to_ndarray", "to_ndarray rgb"]
+    cases = ["raw views", "raw dlpack", "raw openvino", "map cpu", "map cpu + numpy", "map openvino", "to_ndarray", "to_ndarray rgb"]
     lines = [f"Machine: {machine()}; {'quick' if quick else 'full'} run, {seconds:.0f} s.", "",
              "Median microseconds per frame (each decoded frame handled once by each method, methods in turns):", "",
              "| size | frames | Y pitch | " + " | ".join(cases) + " |", "|---|---|---|" + "---|" * len(cases)]

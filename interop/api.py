@@ -54,6 +54,12 @@ def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.REA
     The route is found automatically; one that needs a copy is refused unless ``allow_copy=True``, and every
     copy is counted by copy_meter(). Mapping to the object's own type and context returns it unchanged.
     """
+    if type(to) is MemoryType and context is None:  # a decoded frame, mapped in one step: this runs per frame
+        one_step = _one_step.get((type(obj), to))
+        if one_step is not None:
+            out = one_step(obj, mode, allow_copy)  # None (e.g. not READ, a hardware frame): the general path
+            if out is not None:
+                return out  # type: ignore[no-any-return]
     if type(mode) is not AccessMode:
         mode = check_mode(mode)
     dst_ctx: Context | None
@@ -69,7 +75,9 @@ def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.REA
             raise UnsupportedTypeError(f"context must be an interop.Context, not {type(dst_ctx).__name__}")
         if dst_ctx is not None and dst_ctx.memory_type is not dst_type:
             raise UnsupportedTypeError(f"context {dst_ctx!r} is a {dst_ctx.memory_type.name} context, not {dst_type.name}")
+    native = None
     if not isinstance(obj, (Tensor, Frame)):
+        native = obj
         obj = wrap(obj)
     src_ctx = obj.context
     if obj.memory_type is dst_type and (dst_ctx is None or src_ctx is None or src_ctx == dst_ctx):
@@ -77,7 +85,7 @@ def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.REA
     src = src_ctx if src_ctx is not None else obj.memory_type
     chain = route(src, dst_ctx if dst_ctx is not None else dst_type, allow_copy=allow_copy)
     try:
-        return chain.map(obj, mode, allow_copy=allow_copy)
+        out = chain.map(obj, mode, allow_copy=allow_copy)
     except (BackendUnavailableError, ContextMismatchError) as first:
         # A zero-copy edge may not suit this input's context (a SYCL USM pointer is no Level Zero memory).
         if dst_ctx is not None:
@@ -99,3 +107,23 @@ def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.REA
         if isinstance(first, BackendUnavailableError):
             raise BackendUnavailableError(f"{first}{hint}", backend=first.backend, extra=first.extra) from first
         raise type(first)(f"{first}{hint}") from first  # the same class (e.g. WrongMemoryError), with the hint
+    if native is not None and dst_ctx is None:
+        _learn(type(native), dst_type, chain, src_ctx)
+    return out
+
+
+# (native class, destination) -> a mapper's map_native: interop.map() of a framework's object in one step, for
+# the objects that arrive once per frame (decoded av.VideoFrames). Learned from the general path: where the
+# route is one mapper with a map_native and no destination context, that gives the same result in one step.
+# map_native returns None for any input whose wrapped context would not be this route's source (a hardware
+# frame beside software ones), which then takes the general path.
+_one_step: dict[tuple[type, MemoryType], Any] = {}
+
+
+def _learn(cls: type, dst: MemoryType, chain: Any, src_ctx: Context | None) -> None:
+    mappers = chain.mappers
+    if len(mappers) == 1:
+        m = mappers[0]
+        fn = getattr(m, "map_native", None)
+        if fn is not None and m.output_context is None and m.input_context in (None, src_ctx):
+            _one_step[(cls, dst)] = fn

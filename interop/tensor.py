@@ -54,6 +54,11 @@ class Tensor:
     memory_type: ClassVar[MemoryType]
     #: DL Streamer handle key -> attribute name of this class
     HANDLE_KEYS: ClassVar[dict[str, str]] = {}
+    # Class-level defaults of the lifetime state: tensors built once per plane per frame (the mappers' trusted
+    # constructors) leave them unset until release() or on_release() changes them.
+    _released: bool = False
+    _finalizer: weakref.finalize | None = None
+    _hooks: list[Callable[[], None]] | None = None
 
     def __init__(self, native: Any, info: TensorInfo, *, context: Context | None = None,
                  parent: Tensor | Any | None = None, writable: bool = True):
@@ -66,8 +71,8 @@ class Tensor:
         self._writable = bool(writable)
         self._released = False
         # Made on the first on_release(): most tensors own nothing to clean up, and a finaliser costs µs per frame.
-        self._finalizer: weakref.finalize | None = None
-        self._hooks: list[Callable[[], None]] | None = None
+        self._finalizer = None
+        self._hooks = None
 
     # -- lifetime -------------------------------------------------------------------------------------
     def on_release(self, hook: Callable[[], None]) -> None:

@@ -138,3 +138,51 @@ def test_bad_inputs() -> None:
         FFmpegToCPU().map(np.zeros((4, 4), np.uint8))  # a CPU tensor is not FFmpeg memory
     with pytest.raises(interop.UnsupportedTypeError):
         interop.map(av.VideoFrame(16, 16, "gray"), MemoryType.CPU, mode="read")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fmt", ["yuv420p", "nv12", "rgb24", "gray", "p010le", "bgr0"])
+def test_the_one_step_path_gives_what_the_general_path_gives(fmt: str) -> None:
+    """interop.map(vf, CPU) builds the CPU frame straight from the av.VideoFrame (map_native); the general path
+    wraps it as FFmpeg tensors first. Both must give the same planes over the same memory."""
+    from interop.tensors.ffmpeg import SourcedFrame
+
+    vf = av.VideoFrame(70, 46, fmt)  # odd widths: padded pitches
+    fast = FFmpegToCPU().map_native(vf, AccessMode.READ, False)
+    slow = FFmpegToCPU().map(interop.wrap(vf))
+    assert isinstance(fast, SourcedFrame) and type(slow) is interop.Frame
+    assert (fast.format, fast.width, fast.height, fast.context, fast.memory_type, len(fast)) == \
+        (slow.format, slow.width, slow.height, slow.context, slow.memory_type, len(slow))
+    assert (fast.pts, fast.time_base, fast.colorspace, fast.color_range) == \
+        (slow.pts, slow.time_base, slow.colorspace, slow.color_range)
+    for a, b, p in zip(fast, slow, vf.planes):
+        assert a.info == b.info and a.data_ptr == b.data_ptr == p.buffer_ptr + 0
+        assert a.writable is b.writable is False and a.context is b.context
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        assert not a.numpy().flags.writeable and not np.asarray(a).flags.writeable
+        assert a.numpy().ctypes.data == np.asarray(a).ctypes.data == p.buffer_ptr
+    # the FFmpeg frame in between is made on first ask, once, and the planes' parents are its planes
+    assert fast.parent.native is vf and fast.parent is fast.parent
+    assert all(isinstance(t.parent, FFmpegTensor) and t.parent is fast.parent[i] for i, t in enumerate(fast))
+    crop = fast.crop(2, 2, 8, 8)
+    assert crop.parent is fast and crop[0].data_ptr == fast[0].data_ptr + 2 * fast[0].strides[0] + 2 * fast[0].strides[1]
+    fast.metadata["k"] = 1
+    assert fast.metadata == {"k": 1}
+    fast.release()
+    with pytest.raises(interop.InvalidTensorError):
+        fast[0]
+
+
+def test_interop_map_takes_the_one_step_path_only_where_it_applies() -> None:
+    from interop.tensors.ffmpeg import SourcedFrame
+
+    vf = av.VideoFrame(32, 32, "yuv420p")
+    interop.map(vf, MemoryType.CPU).release()  # the first map of this class learns the one-step path
+    assert isinstance(interop.map(vf, MemoryType.CPU), SourcedFrame)
+    m = FFmpegToCPU()
+    assert m.map_native(vf, AccessMode.WRITE, True) is None  # writes copy: the general path counts them
+    # a destination context or an unsupported format: the general path, with its errors
+    assert type(interop.map(vf, interop.Context.default(MemoryType.CPU))) is interop.Frame
+    with pytest.raises(interop.UnsupportedFormatError, match="yuv444p"):
+        interop.map(av.VideoFrame(16, 16, "yuv444p"), MemoryType.CPU)
+    with pytest.raises(interop.UnsupportedFormatError, match="yuv444p"):
+        m.map_native(av.VideoFrame(16, 16, "yuv444p"), AccessMode.READ, False)

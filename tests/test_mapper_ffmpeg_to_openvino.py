@@ -140,3 +140,46 @@ def test_output_context_is_honoured() -> None:
     ctx = OpenVINOContext("CPU")
     o = interop.map(av.VideoFrame(16, 16, "gray"), ctx)
     assert o.context is ctx and o[0].context is ctx
+
+
+@pytest.mark.parametrize("fmt", ["yuv420p", "nv12", "rgb24", "gray", "p010le", "bgr0"])
+def test_the_one_step_path_gives_what_the_general_path_gives(fmt: str) -> None:
+    """interop.map(vf, OPENVINO) builds the ov.Tensors straight from the av.VideoFrame (map_native); the
+    general path wraps it as FFmpeg tensors first. Both must share the same memory with the same shapes."""
+    from interop.tensors.ffmpeg import SourcedFrame
+
+    vf = av.VideoFrame(70, 46, fmt)  # odd widths: padded pitches
+    fast = FFmpegToOpenVINO().map_native(vf, AccessMode.READ, False)
+    slow = FFmpegToOpenVINO().map(interop.wrap(vf))
+    assert isinstance(fast, SourcedFrame) and type(slow) is interop.Frame
+    assert (fast.format, fast.width, fast.height, fast.context, len(fast)) == \
+        (slow.format, slow.width, slow.height, slow.context, len(slow))
+    for a, b, p in zip(fast, slow, vf.planes):
+        assert isinstance(a, OpenVINOTensor) and a.info == b.info and a.writable is b.writable is False
+        assert tuple(a.native.shape) == tuple(b.native.shape) and a.native.element_type == b.native.element_type
+        assert a.native.data.ctypes.data == b.native.data.ctypes.data == a.data_ptr == p.buffer_ptr
+        np.testing.assert_array_equal(a.native.data, b.native.data)
+        assert not np.asarray(a).flags.writeable
+    assert fast.parent.native is vf and all(t.parent is fast.parent[i] for i, t in enumerate(fast))
+
+
+def test_one_step_planes_see_writes_and_keep_the_frame_alive() -> None:
+    vf = av.VideoFrame(40, 20, "gray")
+    arr = np.frombuffer(vf.planes[0], np.uint8).reshape(20, vf.planes[0].line_size)
+    o = FFmpegToOpenVINO().map_native(vf, AccessMode.READ, False)
+    assert o is not None
+    arr[3, 5] = 77  # a write through the plane is seen by OpenVINO: the same bytes
+    assert o[0].native.data[0, 3, 5, 0] == 77
+    t = o[0].native
+    want = t.data.copy()
+    del vf, arr, o
+    gc.collect()
+    np.testing.assert_array_equal(t.data, want)  # the ov.Tensor still holds the plane's buffer
+
+
+def test_a_plane_openvino_cannot_share_takes_the_general_path() -> None:
+    buf = np.zeros((4, 32), np.uint8)  # 32-byte rows: 10 RGB pixels and 2 bytes of padding
+    rgb = np.lib.stride_tricks.as_strided(buf, (4, 10, 3), (32, 3, 1))
+    vf = av.VideoFrame.from_numpy_buffer(rgb, format="rgb24")
+    assert FFmpegToOpenVINO().map_native(vf, AccessMode.READ, False) is None
+    assert FFmpegToOpenVINO().map_native(av.VideoFrame(8, 8, "gray"), AccessMode.WRITE, True) is None

@@ -166,8 +166,14 @@ def test_released_frame_refuses_use() -> None:
         _ = t.native
 
 
+def _missing(fast: object, public: object) -> set[str]:
+    """Attributes the public constructor sets that the fast-built object lacks (on itself or its class)."""
+    return {k for k in vars(public) if not hasattr(fast, k)}
+
+
 def test_fast_constructors_match_the_public_ones() -> None:
-    """The per-frame fast path builds the same state as the public constructors (guards against core drift)."""
+    """The per-frame fast paths build the state the public constructors give (guards against core drift): every
+    attribute __init__ sets is there, on the instance or as a class default of the fast-built class."""
     from interop.tensors._fastpath import CPUView, trusted_frame
     from interop.tensors.cpu import CPUTensor
 
@@ -184,18 +190,23 @@ def test_fast_constructors_match_the_public_ones() -> None:
     quick = trusted_frame(ts, FrameFormat.GRAY8, 4, 4, context=None, native=None, colorspace=None,
                           color_range=None, pts=None, time_base=None, metadata=None, parent=None)
     assert vars(normal).keys() == vars(quick).keys()
-    mapped = interop.map(av.VideoFrame(16, 16, "gray"), MemoryType.CPU)  # CPU views built inline by the mapper
-    assert set(vars(mapped[0])) == set(vars(CPUTensor(arr))) and isinstance(mapped[0], CPUTensor)
-    assert vars(mapped).keys() == vars(normal).keys()
+    for vf in (av.VideoFrame(16, 16, "gray"), av.VideoFrame(16, 16, "yuv420p")):
+        mapped = interop.map(vf, MemoryType.CPU)  # one step: frame and CPU views built inline by the mapper
+        assert isinstance(mapped, interop.Frame) and isinstance(mapped[0], CPUTensor)
+        assert not _missing(mapped[0], CPUTensor(arr)) and not _missing(mapped, normal)
+        assert mapped[0].released is False and mapped.metadata == {} and mapped.colorspace == normal.colorspace
+        assert mapped.parent.native is vf and mapped[0].parent is mapped.parent[0]  # made on first ask
 
 
 def test_openvino_planes_match_the_public_constructor() -> None:
     pytest.importorskip("openvino", reason="needs OpenVINO")
     from interop.tensors.openvino import OpenVINOTensor
 
-    mapped = interop.map(av.VideoFrame(16, 16, "gray"), MemoryType.OPENVINO)[0]
+    vf = av.VideoFrame(16, 16, "gray")
+    mapped = interop.map(vf, MemoryType.OPENVINO)
     public = OpenVINOTensor.from_numpy(np.zeros((1, 16, 16, 1), np.uint8), parent=None)
-    assert set(vars(mapped)) == set(vars(public))
+    assert not _missing(mapped[0], public) and mapped[0].released is False and mapped[0].writable is False
+    assert mapped.parent.native is vf and mapped[0].parent is mapped.parent[0]
 
 
 def test_doctor_reports_ffmpeg() -> None:

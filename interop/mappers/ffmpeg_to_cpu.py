@@ -18,7 +18,17 @@ from ..frame import Frame
 from ..mapper import register
 from ..tensor import Tensor
 from ..tensors._fastpath import CPUView, FastMapper, _new, derive_frame
-from ..tensors.ffmpeg import FFmpegTensor, is_video_frame, refuse_hardware, wrap_video_frame, writable_frame
+from ..tensors.ffmpeg import (
+    DecodedSource,
+    FFmpegTensor,
+    SourcedTensor,
+    is_video_frame,
+    refuse_hardware,
+    software_planes,
+    sourced_frame,
+    wrap_video_frame,
+    writable_frame,
+)
 from ..types import AccessMode, MemoryType
 
 
@@ -33,6 +43,25 @@ class FFmpegToCPU(FastMapper):
 
     def _wrap_input(self, obj: Any) -> Frame | None:
         return wrap_video_frame(obj) if is_video_frame(obj) else None
+
+    def map_native(self, vf: Any, mode: AccessMode, allow_copy: bool) -> Frame | None:
+        """interop.map(vf, CPU) in one step for a software av.VideoFrame in READ mode; None: take the general
+        path (WRITE copies, hardware frames and their advice live there)."""
+        if mode is not AccessMode.READ:
+            return None
+        found = software_planes(vf)
+        if found is None:
+            return None
+        planes, lay = found
+        src = DecodedSource(vf, planes, lay)
+        views = []
+        i = 0
+        for p, info in zip(planes, lay.infos):  # _plane_view(src, p, 0, i, info, False), inlined
+            v: Any = _new(PlaneView)
+            v._info, v._parent, v._writable, v._plane, v._offset, v._index = info, src, False, p, 0, i
+            views.append(v)
+            i += 1
+        return sourced_frame(src, views, CPU_CONTEXT)
 
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
         if mode is not AccessMode.READ:
@@ -55,22 +84,42 @@ class FFmpegToCPU(FastMapper):
         return _view(t)  # type: ignore[arg-type]
 
 
-class PlaneView(CPUView):
+class PlaneView(SourcedTensor, CPUView):
     """A CPU view of a decoded plane. Its numpy array is made on first use of ``.native``: numpy.asarray(t),
     DLPack and regions work from the address alone, so a mapping nobody reads costs no array at all."""
+
+    _plane: Any  # the av.VideoPlane: numpy arrays of it keep the frame's buffer alive
+    _offset: int
+    # the state every plane view starts in, as class attributes: fewer stores per plane per frame
+    _native = None
+    _context = CPU_CONTEXT
+    _addr = None
+
+    def _host_address(self) -> int | None:
+        return self._plane.buffer_ptr + self._offset  # type: ignore[no-any-return]
+
+    def numpy(self) -> np.ndarray:
+        # a view of the plane's own array (whose base, the av.VideoPlane, keeps the AVBuffer alive): the generic
+        # __array_interface__ export costs microseconds more per plane
+        return self.native.view()
 
     @property
     def native(self) -> np.ndarray:
         self._check()
         arr = self._native
         if arr is None:
-            src: Any = self._parent  # the FFmpegTensor of this plane
             info = self._info
-            arr = ndarray(info.shape, info.dtype, buffer=src._native, offset=src._offset, strides=info.strides)
+            arr = ndarray(info.shape, info.dtype, buffer=self._plane, offset=self._offset, strides=info.strides)
             if not self._writable:
                 arr.setflags(write=False)
             self._native = arr
         return arr  # type: ignore[no-any-return]
+
+
+def _plane_view(parent: Any, plane: Any, offset: int, index: int, info: Any, writable: bool) -> CPUView:
+    v: Any = _new(PlaneView)  # CPUView.of, inlined (the rest of its state is PlaneView's class defaults)
+    v._info, v._parent, v._writable, v._plane, v._offset, v._index = info, parent, writable, plane, offset, index
+    return v  # type: ignore[no-any-return]
 
 
 def _view(t: Any) -> CPUView:  # an FFmpegTensor
@@ -79,11 +128,7 @@ def _view(t: Any) -> CPUView:  # an FFmpegTensor
             t._check()
         raise refuse_hardware(f"this {t.video_frame.format.name if t.video_frame is not None else 'hardware'} frame",
                               "the CPU")
-    v: Any = _new(PlaneView)  # CPUView.of, inlined: it runs for every plane of every frame
-    v._native, v._info, v._context, v._parent, v._writable = None, t._info, CPU_CONTEXT, t, t._writable
-    v._released, v._finalizer, v._hooks = False, None, None
-    v._addr = t._native.buffer_ptr + t._offset  # the plane keeps its AVBuffer, and this tensor keeps the plane
-    return v  # type: ignore[no-any-return]
+    return _plane_view(t, t._native, t._offset, t._index, t._info, t._writable)
 
 
 ndarray = np.ndarray

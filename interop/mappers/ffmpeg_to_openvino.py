@@ -1,12 +1,11 @@
 """FFMPEG -> OPENVINO: each plane of an av.VideoFrame as a host ``ov.Tensor`` over the decoder's memory.
 
-OpenVINO shares only writeable, C-contiguous memory. A decoded plane is neither from the user's side (it is a
-read-only reference frame with padded rows), so OpenVINO gets a *private* writeable alias of the whole plane
-at full pitch, shaped ``(1, rows, pitch_in_elements, C)`` (C = 1 for Y/U/V, 2 for UV, 3/4 for packed RGB):
-nothing is copied, the padding is cropped inside the model, and OpenVINO never writes its inputs. The
-OpenVINOTensors handed back are read-only for the user (numpy views refuse writes). ``frame.width`` /
-``frame.height`` stay the visible size.
-"""
+``ov.Tensor(array)`` shares only writeable, C-contiguous arrays (feasibility Q5), and a decoded plane is
+neither (a read-only reference frame with padded rows). So each plane goes to OpenVINO whole, at full pitch,
+shaped ``(1, rows, pitch_in_elements, C)`` (C = 1 for Y/U/V, 2 for UV, 3/4 for packed RGB), through
+``ov.Tensor(array, shape, type)``, which shares the plane's bytes as they are: nothing is copied, the padding
+is cropped inside the model, and OpenVINO never writes its inputs. The OpenVINOTensors handed back are
+read-only for the user (numpy views refuse writes). ``frame.width`` / ``frame.height`` stay the visible size."""
 
 from __future__ import annotations
 
@@ -21,31 +20,98 @@ from ..mapper import register
 from ..meter import record_copy
 from ..tensor import Tensor
 from ..tensors._fastpath import FastMapper, _new, derive_frame
-from ..tensors.ffmpeg import FFmpegTensor, is_video_frame, refuse_hardware, wrap_video_frame, writable_frame
+from ..tensors.ffmpeg import (
+    DecodedSource,
+    FFmpegTensor,
+    SourcedTensor,
+    is_video_frame,
+    refuse_hardware,
+    software_planes,
+    sourced_frame,
+    wrap_video_frame,
+    writable_frame,
+)
 from ..tensors.openvino import OpenVINOContext, OpenVINOTensor, default_context, ov_module
 from ..types import AccessMode, MemoryType
 
-_infos: dict[int, tuple[TensorInfo, TensorInfo | None]] = {}
+
+class _Shared:
+    """How OpenVINO shares one plane layout: the full-pitch TensorInfo and its ov.Shape / element type."""
+
+    __slots__ = ("full", "shape", "type")
+
+    def __init__(self, full: TensorInfo, ov: Any):
+        self.full = full
+        self.shape = ov.Shape(list(full.shape))
+        self.type = ov.Type(full.dtype)
+
+
+_shared: dict[int, tuple[TensorInfo, _Shared | None]] = {}
 
 
 def full_pitch_info(info: TensorInfo) -> TensorInfo | None:
     """(1, rows, pitch_elems, C) C-contiguous covering every row at full pitch, or None when the pitch is not a
     whole number of pixels (e.g. an RGB plane whose pitch is not a multiple of 3)."""
-    hit = _infos.get(id(info))  # TensorInfos are interned: one entry per plane layout of the stream
-    if hit is not None and hit[0] is info:
-        return hit[1]
     shape, strides = info.shape, info.strides
     channels = shape[2] if len(shape) == 3 else 1
     pixel = channels * info.itemsize
     pitch = strides[0]
     inner_ok = strides[1:] == ((pixel, info.itemsize) if len(shape) == 3 else (info.itemsize,))
-    out = None
     if len(shape) in (2, 3) and inner_ok and pitch % pixel == 0:
-        out = TensorInfo((1, shape[0], pitch // pixel, channels), info.dtype)
-    if len(_infos) > 1024:
-        _infos.clear()
-    _infos[id(info)] = (info, out)
+        return TensorInfo((1, shape[0], pitch // pixel, channels), info.dtype)
+    return None
+
+
+def shared_spec(info: TensorInfo, ov: Any) -> _Shared | None:
+    """The cached _Shared of a plane layout, or None when OpenVINO cannot share it (see full_pitch_info)."""
+    hit = _shared.get(id(info))  # TensorInfos are interned: one entry per plane layout of the stream
+    if hit is not None and hit[0] is info:
+        return hit[1]
+    full = full_pitch_info(info)
+    out = None if full is None else _Shared(full, ov)
+    if len(_shared) > 1024:
+        _shared.clear()
+    _shared[id(info)] = (info, out)
     return out
+
+
+_specs: dict[int, tuple[Any, tuple[_Shared, ...] | None]] = {}
+
+
+def _layout_specs(lay: Any, ov: Any) -> tuple[_Shared, ...] | None:
+    """shared_spec of every plane of a frame layout (cached per layout), or None if one cannot be shared."""
+    hit = _specs.get(id(lay))
+    if hit is not None and hit[0] is lay:
+        return hit[1]
+    specs = [shared_spec(info, ov) for info in lay.infos]
+    out = tuple(s for s in specs if s is not None)
+    found = out if len(out) == len(specs) else None
+    if len(_specs) > 256:
+        _specs.clear()
+    _specs[id(lay)] = (lay, found)
+    return found
+
+
+class PlaneTensor(SourcedTensor, OpenVINOTensor):
+    """An ov.Tensor over a decoded plane at full pitch (host memory; read-only for interop's users)."""
+
+    # the state every such plane starts in, as class attributes: fewer stores per plane per frame
+    _writable = False
+    _remote = False
+    _addr = None
+
+
+def _ov_plane(ov: Any, plane: Any, offset: int, spec: _Shared, ctx: OpenVINOContext, parent: Any, index: int,
+              writable: bool) -> OpenVINOTensor:
+    # ov.Tensor(array, shape, type) shares the array's memory as it is (read-only arrays too: OpenVINO never
+    # writes its inputs) and does NOT check that the shape fits the array: the caller checked the buffer size.
+    flat = frombuffer(plane, uint8, spec.full.nbytes, offset)
+    o: Any = _new(PlaneTensor)  # OpenVINOTensor._trusted, inlined: it runs for every plane of every frame
+    o._native, o._info, o._context, o._parent, o._index, o._array = ov.Tensor(flat, spec.shape, spec.type), \
+        spec.full, ctx, parent, index, flat  # the ov.Tensor keeps flat, flat keeps the plane and its AVBuffer
+    if writable:
+        o._writable = True
+    return o  # type: ignore[no-any-return]
 
 
 @register
@@ -59,6 +125,36 @@ class FFmpegToOpenVINO(FastMapper):
 
     def _wrap_input(self, obj: Any) -> Frame | None:
         return wrap_video_frame(obj) if is_video_frame(obj) else None
+
+    def map_native(self, vf: Any, mode: AccessMode, allow_copy: bool) -> Frame | None:
+        """interop.map(vf, OPENVINO) in one step for a software av.VideoFrame in READ mode whose planes OpenVINO
+        can share; None: take the general path (copies, hardware frames and their advice live there)."""
+        if mode is not AccessMode.READ:
+            return None
+        found = software_planes(vf)
+        if found is None:
+            return None
+        planes, lay = found
+        ov = ov_module()
+        specs = _layout_specs(lay, ov)
+        if specs is None:
+            return None
+        ctx = self._context()
+        src = DecodedSource(vf, planes, lay)
+        tensors = []
+        i = 0
+        Tensor = ov.Tensor
+        for p, spec in zip(planes, specs):  # _ov_plane(ov, p, 0, spec, ctx, src, i, False), inlined
+            nbytes = spec.full.nbytes
+            if nbytes > p.buffer_size:  # ov.Tensor(array, shape, type) would read past the buffer
+                return None
+            flat = frombuffer(p, uint8, nbytes)
+            o: Any = _new(PlaneTensor)
+            o._native, o._info, o._context, o._parent, o._index, o._array = Tensor(flat, spec.shape, spec.type), \
+                spec.full, ctx, src, i, flat
+            tensors.append(o)
+            i += 1
+        return sourced_frame(src, tensors, ctx)
 
     def _context(self) -> OpenVINOContext:
         ctx = self._output_context
@@ -86,17 +182,11 @@ class FFmpegToOpenVINO(FastMapper):
         if t._hardware:
             raise refuse_hardware("this frame", "OpenVINO host tensors")
         info = t._info
-        full = full_pitch_info(info)
+        spec = shared_spec(info, ov)
         plane = t._native
         offset = t._offset
-        if full is not None and offset + full.nbytes <= plane.buffer_size:
-            # private writeable alias of the whole plane: OpenVINO needs one, and never writes its inputs
-            arr = ndarray(full.shape, full.dtype, buffer=plane, offset=offset)
-            o: Any = _new(OpenVINOTensor)  # OpenVINOTensor._trusted, inlined: it runs for every plane of every frame
-            o._native, o._info, o._context, o._parent, o._writable = ov.Tensor(arr, True), full, ctx, t, t._writable
-            o._released, o._finalizer, o._hooks = False, None, None
-            o._remote, o._addr, o._array = False, None, arr
-            return o  # type: ignore[no-any-return]
+        if spec is not None and offset + spec.full.nbytes <= plane.buffer_size:
+            return _ov_plane(ov, plane, offset, spec, ctx, t, t._index, t._writable)
         self.copying(info.nbytes, allow_copy,
                      f"a plane with pitch {info.strides[0]} bytes is not a whole number of pixels, or its last row's "
                      f"padding lies outside the buffer, so OpenVINO cannot share it")
@@ -115,7 +205,8 @@ class FFmpegToOpenVINO(FastMapper):
         return out
 
 
-ndarray = np.ndarray
+frombuffer = np.frombuffer
+uint8 = np.uint8
 
 
 def plane_shapes(f: Frame) -> list[tuple[int, ...]]:

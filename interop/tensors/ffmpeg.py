@@ -266,10 +266,13 @@ def wrap_video_frame(vf: Any, *, writable: bool = False, parent: Any = None) -> 
         fmt_name = sw.name
         ctx = ffmpeg_context(f"{vf.format.name}:{int(getattr(vf, '_device_id', 0) or 0)}")
     planes = vf.planes
-    width, height = vf.width, vf.height
-    lay = _layout(fmt_name, width, height, tuple([p.line_size for p in planes]), planes)
+    lay = _layout(fmt_name, vf.width, vf.height, tuple([p.line_size for p in planes]), planes)
+    return _wrap_planes(vf, planes, lay, ctx, hardware, bool(writable), parent)
+
+
+def _wrap_planes(vf: Any, planes: Any, lay: _Layout, ctx: Context, hardware: bool, writable: bool,
+                 parent: Any) -> Frame:
     owner = vf if parent is None else parent
-    writable = bool(writable)
     tensors = []
     for i, (p, info) in enumerate(zip(planes, lay.infos)):
         t: Any = _new(FFmpegTensor)  # FFmpegTensor._trusted, inlined: this runs for every plane of every frame
@@ -277,10 +280,91 @@ def wrap_video_frame(vf: Any, *, writable: bool = False, parent: Any = None) -> 
         t._released, t._finalizer, t._hooks = False, None, None
         t._offset, t._hardware, t._frame, t._index = 0, hardware, vf, i
         tensors.append(t)
-    f = trusted_frame(tensors, lay.format, width, height, context=ctx, native=vf, colorspace=None,
+    f = trusted_frame(tensors, lay.format, vf.width, vf.height, context=ctx, native=vf, colorspace=None,
                       color_range=None, pts=None, time_base=None, metadata=None, parent=parent)
     f._attr_src = (_frame_attrs, (vf, lay.implied_range))  # read from the AVFrame on first use
     return f
+
+
+# ---- one-step mapping of decoded frames ---------------------------------------------------------------
+# interop.map(vf, CPU / OPENVINO) runs once per decoded frame. The general path wraps the frame as FFmpeg
+# tensors, then maps each; the one-step path (mappers' map_native) reads the planes once and builds the mapped
+# planes from them directly. The FFmpeg frame in between, which only `.parent` shows, is made if someone asks.
+
+
+def software_planes(vf: Any) -> tuple[Any, _Layout] | None:
+    """(planes, layout) of a software av.VideoFrame, or None for a hardware frame (the general path refuses
+    those with the right advice). An unsupported pixel format or a bad pitch raises as wrap() does."""
+    fmt_name = vf.format.name
+    if fmt_name in HARDWARE_FORMATS:
+        return None
+    planes = vf.planes
+    return planes, _layout(fmt_name, vf.width, vf.height, tuple([p.line_size for p in planes]), planes)
+
+
+class DecodedSource:
+    """A decoded av.VideoFrame, its planes and layout, shared by the frame and planes mapped from it in one
+    step; ``frame()`` is the FFmpeg Frame of read-only planes the general path would have made."""
+
+    __slots__ = ("vf", "planes", "layout", "_frame")
+
+    def __init__(self, vf: Any, planes: Any, layout: _Layout):
+        self.vf, self.planes, self.layout = vf, planes, layout
+        self._frame: Frame | None = None
+
+    def frame(self) -> Frame:
+        f = self._frame
+        if f is None:
+            f = self._frame = _wrap_planes(self.vf, self.planes, self.layout, FFMPEG_CPU, False, False, None)
+        return f
+
+
+class SourcedTensor(Tensor):
+    """Mixin for planes mapped in one step: ``_parent`` is the DecodedSource (it keeps the frame alive) and
+    ``parent`` the FFmpegTensor of plane ``_index``, made on first use."""
+
+    _index: int
+
+    @property
+    def parent(self) -> Any:
+        src = self._parent
+        return src.frame()[self._index] if type(src) is DecodedSource else src
+
+
+class SourcedFrame(Frame):
+    """A frame mapped in one step from an av.VideoFrame; ``parent`` (the FFmpeg Frame) and ``metadata`` are made
+    on first use."""
+
+    # the state every such frame starts in, as class attributes: fewer stores per frame
+    _native = None
+    _colorspace = _color_range = _pts = _time_base = None
+    _released = False
+    _metadata: dict[str, Any] | None = None
+
+    @property
+    def parent(self) -> Any:
+        src = self._parent
+        return src.frame() if type(src) is DecodedSource else src
+
+    @property  # type: ignore[override]
+    def metadata(self) -> dict[str, Any]:
+        md = self._metadata
+        if md is None:
+            md = self._metadata = {}
+        return md
+
+    @metadata.setter
+    def metadata(self, value: dict[str, Any]) -> None:
+        self._metadata = value
+
+
+def sourced_frame(src: DecodedSource, tensors: list[Any], context: Context | None) -> Frame:
+    lay, vf = src.layout, src.vf
+    f: Any = _new(SourcedFrame)  # trusted_frame's state (the rest is SourcedFrame's class defaults)
+    f._tensors, f._format, f._width, f._height, f._context, f._parent = tensors, lay.format, vf.width, vf.height, \
+        context, src
+    f._attr_src = (_frame_attrs, (vf, lay.implied_range))
+    return f  # type: ignore[no-any-return]
 
 
 def _frame_attrs(src: tuple[Any, Any]) -> tuple[Any, Any, Any, Any]:
