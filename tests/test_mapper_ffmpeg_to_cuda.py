@@ -19,6 +19,7 @@ from interop.tensors.cuda import CUDATensor
 class FakePlane:
     def __init__(self, ptr: int, line_size: int):
         self.buffer_ptr, self.line_size = ptr, line_size
+        self.buffer_size = line_size * 64  # room for the fake frames' rows
 
     def __dlpack_device__(self):
         return (2, 0)
@@ -31,7 +32,7 @@ class FakePlane:
 def fake_hw_frame(w=64, h=32, pitch=128, sw="nv12", base=0x7000_0000):
     planes = [FakePlane(base, pitch), FakePlane(base + 0x10000, pitch)]
     return SimpleNamespace(format=SimpleNamespace(name="cuda"), sw_format=SimpleNamespace(name=sw), planes=planes,
-                           width=w, height=h, pts=33, time_base=Fraction(1, 30))
+                           width=w, height=h, pts=33, time_base=Fraction(1, 30), colorspace=1, color_range=1)
 
 
 def test_hw_frame_planes_are_the_decoder_pointers_with_pitch():
@@ -62,6 +63,35 @@ def test_unsupported_sw_format_and_software_frames_are_refused():
     sw = SimpleNamespace(format=SimpleNamespace(name="yuv420p"))
     with pytest.raises(InvalidTensorError, match="HWAccel"):
         from_video_frame(sw)
+
+
+@pytest.mark.parametrize("sw", ["nv12", "p010le"])
+def test_one_step_map_gives_what_from_video_frame_gives(sw):
+    """interop.map(vf, CUDA) builds the CUDA planes straight from the NVDEC frame (map_native)."""
+    from interop.tensors.ffmpeg import SourcedFrame
+
+    vf = fake_hw_frame(sw=sw, pitch=256)
+    fast = FFmpegToCUDA().map_native(vf, AccessMode.READ, False)
+    ref = from_video_frame(vf)
+    assert isinstance(fast, SourcedFrame) and fast.native is vf
+    assert (fast.format, fast.width, fast.height, fast.context, fast.pts, fast.time_base) == \
+        (ref.format, ref.width, ref.height, ref.context, ref.pts, ref.time_base)
+    for a, b, p in zip(fast, ref, vf.planes):
+        assert isinstance(a, CUDATensor) and a.info == b.info and a.ptr == b.ptr == p.buffer_ptr
+        assert (a.device_id, a.stream, a.writable, a.native) == (b.device_id, b.stream, b.writable, b.native)
+        assert a.__dlpack__(stream=1) == b.__dlpack__(stream=1) == ("pyav capsule", p.buffer_ptr)
+        assert a.__cuda_array_interface__ == b.__cuda_array_interface__
+    # the FFmpeg frame in between, made on first ask, is the hardware one the general path makes
+    parent = fast.parent
+    assert parent.context.device == "cuda:0" and all(t.is_hardware for t in parent) and fast[1].parent is parent[1]
+    assert fast.crop(8, 4, 16, 8)[0].ptr == vf.planes[0].buffer_ptr + 4 * 256 + 8 * fast[0].info.itemsize
+    fast.release()
+    with pytest.raises(InvalidTensorError):
+        fast[0].__dlpack__(stream=1)  # a released plane exports nothing
+    ft = FFmpegToCUDA()
+    assert ft.map_native(vf, AccessMode.READ_WRITE, True) is None  # the general path refuses writes
+    assert ft.map_native(fake_hw_frame(sw="yuv444p"), AccessMode.READ, False) is None  # and names the formats
+    assert ft.map_native(SimpleNamespace(format=SimpleNamespace(name="yuv420p")), AccessMode.READ, False) is None
 
 
 def test_route_is_zero_copy_and_tier_b():
@@ -112,6 +142,27 @@ def test_nvdec_frames_map_zero_copy_and_match_cpu_decode(clip):
             assert np.array_equal(uv.cpu().numpy().reshape(h // 2, w), cpu_frames[i][h:])
             n += 1
     assert n == len(cpu_frames) and m.copies == 0
+
+
+@pytest.mark.gpu
+def test_one_step_and_general_paths_agree_on_nvdec_frames(clip):
+    torch = pytest.importorskip("torch")
+    from interop.tensors.cuda import torch_views
+    from interop.tensors.ffmpeg import SourcedFrame
+    from tests.gpu_clips import nvdec
+
+    with nvdec(clip) as c:
+        for vf in c.decode(video=0):
+            fast = FFmpegToCUDA().map_native(vf, AccessMode.READ, False)
+            slow = FFmpegToCUDA().map(interop.wrap(vf))
+            assert isinstance(fast, SourcedFrame) and type(slow) is interop.Frame
+            assert isinstance(interop.map(vf, MemoryType.CUDA), SourcedFrame)  # learned after the first map
+            for a, b, p in zip(fast, slow, vf.planes):
+                assert a.info == b.info and a.ptr == b.ptr == p.buffer_ptr and a.context is b.context
+                assert torch.from_dlpack(a).data_ptr() == torch.from_dlpack(b).data_ptr() == p.buffer_ptr
+            ys = torch_views(fast)
+            assert [v.data_ptr() for v in ys] == [p.buffer_ptr for p in vf.planes]
+            assert torch.equal(ys[0], torch.from_dlpack(slow[0]))
 
 
 @pytest.mark.gpu

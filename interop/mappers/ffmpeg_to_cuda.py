@@ -19,8 +19,16 @@ from ..errors import InvalidTensorError, UnsupportedFormatError
 from ..frame import Frame
 from ..mapper import register
 from ..tensor import Tensor
-from ..tensors._fastpath import FastMapper, trusted_frame
-from ..tensors.cuda import LEGACY_STREAM, CUDAContext, cached_info, fast_tensor, missing_array_library
+from ..tensors._fastpath import FastMapper, _new, trusted_frame
+from ..tensors.cuda import (
+    LEGACY_STREAM,
+    CUDAContext,
+    CUDATensor,
+    cached_info,
+    fast_tensor,
+    missing_array_library,
+)
+from ..tensors.ffmpeg import DecodedSource, SourcedTensor, ffmpeg_context, hardware_planes, sourced_frame
 from ..types import AccessMode, FrameFormat, MemoryType
 
 _SW_FORMATS = {"nv12": FrameFormat.NV12, "p010le": FrameFormat.P010}
@@ -144,6 +152,15 @@ def _offset(t: Tensor) -> int:
     return 0
 
 
+class NVDECPlane(SourcedTensor, CUDATensor):
+    """A CUDA plane of an NVDEC frame mapped in one step: exactly the av.VideoPlane's own DLPack view (exports
+    hand out PyAV's capsule), read-only, its writes queued on the legacy default stream."""
+
+    _writable = False
+    _stream = LEGACY_STREAM
+    _whole = True
+
+
 @register
 class FFmpegToCUDA(FastMapper):
     src = MemoryType.FFMPEG
@@ -158,6 +175,33 @@ class FFmpegToCUDA(FastMapper):
         from ..tensors.ffmpeg import is_video_frame, wrap_video_frame
 
         return wrap_video_frame(obj) if is_video_frame(obj) else None
+
+    def map_native(self, vf: Any, mode: AccessMode, allow_copy: bool) -> Frame | None:
+        """interop.map(vf, CUDA) in one step for an NVDEC frame in READ mode; None: take the general path
+        (software frames are uploads, counted there; other formats get their advice there)."""
+        if mode is not AccessMode.READ:
+            return None
+        found = hardware_planes(vf, "cuda")
+        if found is None:
+            return None
+        planes, lay = found
+        if lay.format not in _FORMATS:
+            return None
+        p0 = planes[0]
+        dev = p0.__dlpack_device__()[1]
+        ctx = CUDAContext.get(dev)
+        src = DecodedSource(vf, planes, lay, ffmpeg_context(f"cuda:{dev}"))
+        out = []
+        i = 0
+        for p, info in zip(planes, lay.infos):
+            t: Any = _new(NVDECPlane)  # fast_tensor(...), inlined; the rest is NVDECPlane's class defaults
+            t._native, t._info, t._context, t._parent, t._index, t._ptr, t._device_id = \
+                p, info, ctx, src, i, p.buffer_ptr, dev
+            out.append(t)
+            i += 1
+        f = sourced_frame(src, out, ctx)
+        f._native = vf  # as the general path: the frame's native is the av.VideoFrame
+        return f
 
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
         ts = f.tensors

@@ -25,6 +25,7 @@ from ..info import TensorInfo, packed_offsets, plane_infos, plane_layout
 from ..tensor import Tensor
 from ..types import FrameFormat, MemoryType
 from . import _cuda_native as cn
+from ._fastpath import trusted
 
 LEGACY_STREAM = cn.CU_STREAM_LEGACY
 
@@ -156,6 +157,10 @@ class CUDATensor(Tensor):
     # -- exports --------------------------------------------------------------------------------------
     def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
                    dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+        if self._whole and dl_device is None and copy is None and not self._released and \
+                (stream is None or stream == self._stream):
+            # the per-frame case (torch passes its current stream, the legacy one by default): nothing to order
+            return self._native.__dlpack__(stream=None)
         self._check()
         dev = (cn.KDL_CUDA, self._device_id)
         if dl_device is not None and tuple(dl_device) != dev:
@@ -195,8 +200,7 @@ def fast_tensor(native: Any, info: TensorInfo, ptr: int, device: int, stream: in
                 parent: Any, writable: bool, whole: bool = False) -> CUDATensor:
     """A CUDATensor without re-validation: ``info`` must be interned, ``stream`` a handle or None. ``whole``: the
     tensor is exactly what ``native.__dlpack__(stream=None)`` describes, so exports may use the producer's capsule."""
-    t: Any = CUDATensor.__new__(CUDATensor)
-    Tensor.__init__(t, native, info, context=context, parent=parent, writable=writable)
+    t: Any = trusted(CUDATensor, native, info, context, parent, writable)
     t._ptr, t._device_id, t._stream, t._whole = ptr, device, stream, whole
     return t  # type: ignore[no-any-return]
 

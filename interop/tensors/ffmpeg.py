@@ -302,20 +302,35 @@ def software_planes(vf: Any) -> tuple[Any, _Layout] | None:
     return planes, _layout(fmt_name, vf.width, vf.height, tuple([p.line_size for p in planes]), planes)
 
 
+def hardware_planes(vf: Any, hw_name: str) -> tuple[Any, _Layout] | None:
+    """(planes, layout of the sw_format) of a hardware av.VideoFrame of format ``hw_name``, or None when the
+    frame is not one (or has no supported sw_format: the general path says why)."""
+    if vf.format.name != hw_name:
+        return None
+    sw = vf.sw_format
+    if sw is None or sw.name not in PIXEL_FORMATS:
+        return None
+    planes = vf.planes
+    return planes, _layout(sw.name, vf.width, vf.height, tuple([p.line_size for p in planes]), planes)
+
+
 class DecodedSource:
     """A decoded av.VideoFrame, its planes and layout, shared by the frame and planes mapped from it in one
-    step; ``frame()`` is the FFmpeg Frame of read-only planes the general path would have made."""
+    step; ``frame()`` is the FFmpeg Frame of read-only planes the general path would have made (``context``:
+    the FFmpeg context of a hardware frame, None for software frames)."""
 
-    __slots__ = ("vf", "planes", "layout", "_frame")
+    __slots__ = ("vf", "planes", "layout", "context", "_frame")
 
-    def __init__(self, vf: Any, planes: Any, layout: _Layout):
-        self.vf, self.planes, self.layout = vf, planes, layout
+    def __init__(self, vf: Any, planes: Any, layout: _Layout, context: FFmpegContext | None = None):
+        self.vf, self.planes, self.layout, self.context = vf, planes, layout, context
         self._frame: Frame | None = None
 
     def frame(self) -> Frame:
         f = self._frame
         if f is None:
-            f = self._frame = _wrap_planes(self.vf, self.planes, self.layout, FFMPEG_CPU, False, False, None)
+            ctx = self.context
+            f = self._frame = _wrap_planes(self.vf, self.planes, self.layout, ctx or FFMPEG_CPU, ctx is not None,
+                                           False, None)
         return f
 
 
