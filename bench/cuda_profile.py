@@ -19,6 +19,7 @@ def main() -> None:
     import interop
     from interop import MemoryType
     from interop.mappers.ffmpeg_to_cuda import FFmpegToCUDA, from_video_frame, open_nvdec
+    from interop.tensors.cuda import torch_views
     from interop.tensors.ffmpeg import wrap_video_frame
 
     clip = sys.argv[1]
@@ -43,6 +44,8 @@ def main() -> None:
             "frame[0]": lambda: f[0],
             "t.__dlpack__(stream=1, max_version=(1, 0))": lambda: y.__dlpack__(stream=1, max_version=(1, 0)),
             "torch.from_dlpack(t)": lambda: torch.from_dlpack(y),
+            "torch_views(interop.map(vf, CUDA))": lambda: torch_views(interop.map(vf, MemoryType.CUDA)),
+            "torch_views(frame)": lambda: torch_views(f),
             "torch.from_dlpack(t.__dlpack__(stream=1))": lambda: torch.from_dlpack(y.__dlpack__(stream=1)),
             "torch.cuda.current_stream('cuda:0')": lambda: torch.cuda.current_stream("cuda:0"),
             "y.region(..).__dlpack__() (ctypes capsule)": lambda: y.region(0, 0, 64, 64).__dlpack__(stream=1),
@@ -50,6 +53,14 @@ def main() -> None:
         for name, fn in cases.items():
             runs = [timeit.timeit(fn, number=2000) / 2000 * 1e6 for _ in range(5)]
             print(f"{name:55s} {statistics.median(runs):7.2f} us")
+        import cProfile
+        import inspect
+        import pstats
+
+        print(inspect.getsource(torch.from_dlpack))  # what torch does before it calls __dlpack__
+        prof = cProfile.Profile()
+        prof.runcall(lambda: [torch.from_dlpack(y) for _ in range(2000)])
+        pstats.Stats(prof).sort_stats("tottime").print_stats(12)
         # colour check material for examples/cuda_infer.py
         import av
         import numpy as np

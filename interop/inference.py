@@ -470,21 +470,17 @@ class Inference:
 
     def _prepare(self, x: Any) -> tuple[_Variant, list[Any], Any]:
         """(variant, input tensors, objects to keep alive until the request completes)."""
-        from .api import wrap
-
         if isinstance(x, (list, tuple)) and not isinstance(x, Frame):
             mapped = [self._map(t) for t in x]
             return self._raw_inputs(mapped, x)
         if isinstance(x, Mapping):
             raise UnsupportedTypeError("give several inputs as a list in the model's input order, not a dict")
-        if not isinstance(x, (Tensor, Frame)):
-            x = wrap(x)
-        if isinstance(x, Frame):
-            f = self._map(x)
-            planes = [_as_4d(self._ov, _ov_native(t)) for t in f.tensors]
-            v = self._frame_variant(f.format, planes, f.width, f.height)
-            return v, planes, (x, f, planes)
-        return self._raw_inputs([self._map(x)], x)
+        m = self._map(x)  # interop.map wraps a framework's object (a decoded av.VideoFrame: in one step)
+        if isinstance(m, Frame):
+            planes = [_as_4d(self._ov, _ov_native(t)) for t in m.tensors]
+            v = self._frame_variant(m.format, planes, m.width, m.height)
+            return v, planes, (x, m, planes)
+        return self._raw_inputs([m], x)
 
     def _raw_inputs(self, mapped: list[Any], keep: Any) -> tuple[_Variant, list[Any], Any]:
         v = self._raw_variant()

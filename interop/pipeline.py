@@ -1,6 +1,6 @@
 """The main job, ``interop run``: decode a video, map each frame zero-copy into ``Inference``, report.
 
-Per frame: decode (PyAV) -> ``interop.wrap`` + ``interop.map(frame, MemoryType.OPENVINO)`` (the decoder's planes
+Per frame: decode (PyAV) -> ``interop.map(frame, MemoryType.OPENVINO)`` (the decoder's planes
 become OpenVINO tensors over the same memory) -> ``Inference.infer_async`` (colour conversion, crop, resize and
 normalisation run inside the model). The copy meter is open over the whole run: on the bundled clip it reads 0.
 """
@@ -108,7 +108,6 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
     import interop
 
     from .inference import Inference
-    from .types import MemoryType
 
     path = video or _default_clip()
     container, stream = open_video(path)
@@ -164,8 +163,7 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
                 except StopIteration:
                     break
                 t1 = perf()
-                mapped = interop.map(interop.wrap(vf), MemoryType.OPENVINO if inf.memory_type is MemoryType.OPENVINO
-                                     else inf.memory_type)
+                mapped = interop.map(vf, inf.memory_type)  # the decoded frame's planes, in one step
                 t2 = perf()
                 if i == 0:  # compile the model for this plane layout; excluded from fps and stage times
                     inf.compile_for(mapped)
