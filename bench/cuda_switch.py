@@ -18,7 +18,6 @@ def main() -> None:
     from interop.benchmarks import cuda as b
 
     reps = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    b.clip_dir().mkdir(parents=True, exist_ok=True)
     clip = b.make_clip(b.clip_dir() / "libx265_1920x1080_600.mp4", "libx265", 1920, 1080, 600)
     raw, views = b._consume_raw(torch), b._consume_interop_views(torch)
     b.loop_plain(clip, views, 30)

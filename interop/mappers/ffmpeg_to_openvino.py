@@ -144,7 +144,8 @@ class FFmpegToOpenVINO(FastMapper):
         tensors = []
         i = 0
         Tensor = ov.Tensor
-        for p, spec in zip(planes, specs):  # _ov_plane(ov, p, 0, spec, ctx, src, i, False), inlined
+        # _ov_plane(ov, p, 0, spec, ctx, src, i, False), inlined: calling it per plane cost ~3 us more per frame
+        for p, spec in zip(planes, specs):
             nbytes = spec.full.nbytes
             if nbytes > p.buffer_size:  # ov.Tensor(array, shape, type) would read past the buffer
                 return None

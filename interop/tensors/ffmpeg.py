@@ -201,7 +201,11 @@ _layouts: dict[tuple[str, int, int, tuple[int, ...]], _Layout] = {}
 _layout_lock = threading.Lock()
 
 
-def _layout(fmt_name: str, width: int, height: int, line_sizes: tuple[int, ...], planes: Any) -> _Layout:
+def _layout(fmt_name: str, vf: Any, planes: Any) -> _Layout:
+    """The layout of ``vf``'s ``planes`` read as pixel format ``fmt_name`` (its own, or a hardware frame's
+    sw_format), cached per (format, size, pitches); validated on first sight."""
+    width, height = vf.width, vf.height
+    line_sizes = tuple([p.line_size for p in planes])
     key = (fmt_name, width, height, line_sizes)
     lay = _layouts.get(key)
     if lay is not None:
@@ -266,7 +270,7 @@ def wrap_video_frame(vf: Any, *, writable: bool = False, parent: Any = None) -> 
         fmt_name = sw.name
         ctx = ffmpeg_context(f"{vf.format.name}:{int(getattr(vf, '_device_id', 0) or 0)}")
     planes = vf.planes
-    lay = _layout(fmt_name, vf.width, vf.height, tuple([p.line_size for p in planes]), planes)
+    lay = _layout(fmt_name, vf, planes)
     return _wrap_planes(vf, planes, lay, ctx, hardware, bool(writable), parent)
 
 
@@ -299,7 +303,7 @@ def software_planes(vf: Any) -> tuple[Any, _Layout] | None:
     if fmt_name in HARDWARE_FORMATS:
         return None
     planes = vf.planes
-    return planes, _layout(fmt_name, vf.width, vf.height, tuple([p.line_size for p in planes]), planes)
+    return planes, _layout(fmt_name, vf, planes)
 
 
 def hardware_planes(vf: Any, hw_name: str) -> tuple[Any, _Layout] | None:
@@ -311,7 +315,7 @@ def hardware_planes(vf: Any, hw_name: str) -> tuple[Any, _Layout] | None:
     if sw is None or sw.name not in PIXEL_FORMATS:
         return None
     planes = vf.planes
-    return planes, _layout(sw.name, vf.width, vf.height, tuple([p.line_size for p in planes]), planes)
+    return planes, _layout(sw.name, vf, planes)
 
 
 class DecodedSource:
@@ -456,7 +460,7 @@ def _layout_of(vf: Any) -> _Layout:
     fmt_name = vf.format.name
     if fmt_name in HARDWARE_FORMATS:
         fmt_name = vf.sw_format.name
-    return _layout(fmt_name, vf.width, vf.height, tuple([p.line_size for p in planes]), planes)
+    return _layout(fmt_name, vf, planes)
 
 
 # ---- CPU planes -> VideoFrame ---------------------------------------------------------------------------
