@@ -186,3 +186,12 @@ def test_interop_map_takes_the_one_step_path_only_where_it_applies() -> None:
         interop.map(av.VideoFrame(16, 16, "yuv444p"), MemoryType.CPU)
     with pytest.raises(interop.UnsupportedFormatError, match="yuv444p"):
         m.map_native(av.VideoFrame(16, 16, "yuv444p"), AccessMode.READ, False)
+
+
+def test_one_step_views_see_writes_to_the_frame() -> None:
+    vf = av.VideoFrame(40, 20, "yuv420p")
+    f = FFmpegToCPU().map_native(vf, AccessMode.READ, False)
+    assert f is not None
+    for i, p in enumerate(vf.planes):  # a write through PyAV's plane is read through the CPU view: the same bytes
+        np.frombuffer(p, np.uint8)[3 * p.line_size + 5] = 100 + i
+        assert f[i].numpy()[3, 5] == 100 + i and f[i].data_ptr == p.buffer_ptr
