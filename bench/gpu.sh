@@ -3,7 +3,7 @@
 # benchmarks, print a table, write everything under $OUT.
 #   QUICK=1      short clips, 3 runs (a check that everything works)
 #   TESTS=0      skip the GPU tests;  BENCH=0  skip the benchmarks
-#   INTEROP_BENCH_PARTS=main|extra|main,extra   which benchmark parts (see interop/benchmarks/cuda.py)
+#   INTEROP_BENCH_PARTS=main,aggregate,extra (default) or any of them: single streams, N decoders, experiments
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}

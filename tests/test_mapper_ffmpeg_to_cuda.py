@@ -66,13 +66,19 @@ def test_unsupported_sw_format_and_software_frames_are_refused():
 
 
 @pytest.mark.parametrize("sw", ["nv12", "p010le"])
-def test_one_step_map_gives_what_from_video_frame_gives(sw):
-    """interop.map(vf, CUDA) builds the CUDA planes straight from the NVDEC frame (map_native)."""
+def test_one_step_map_gives_what_the_general_path_gives(sw):
+    """interop.map(vf, CUDA) builds the CUDA planes straight from the NVDEC frame (map_native); the general path
+    maps the FFmpeg frame wrapped first. from_video_frame (nvdec_frames' frames) is the one-step map."""
     from interop.tensors.ffmpeg import SourcedFrame
 
     vf = fake_hw_frame(sw=sw, pitch=256)
     fast = FFmpegToCUDA().map_native(vf, AccessMode.READ, False)
-    ref = from_video_frame(vf)
+    ref = FFmpegToCUDA().map_frame(FFmpegToCUDA().map_native(vf, AccessMode.READ, False).parent, AccessMode.READ,
+                                   False)  # the FFmpeg frame wrap_video_frame makes (it refuses fakes)
+    via = from_video_frame(vf)
+    assert isinstance(via, SourcedFrame) and [t.ptr for t in via] == [t.ptr for t in fast]
+    keep = object()
+    assert from_video_frame(vf, parent=keep).parent is keep
     assert isinstance(fast, SourcedFrame) and fast.native is vf
     assert (fast.format, fast.width, fast.height, fast.context, fast.pts, fast.time_base) == \
         (ref.format, ref.width, ref.height, ref.context, ref.pts, ref.time_base)

@@ -5,7 +5,7 @@ Cases, each fps over a whole clip (median of interleaved runs):
   interop  the same decode + interop.map(frame, MemoryType.CUDA) + torch.from_dlpack(plane) per plane
   naive    CPU decode (PyAV's default threading) + to_ndarray('rgb24') + torch.from_numpy(...).cuda();
            also with frame threads on all cores
-  N decoders in threads (HEVC 1080p), aggregate fps, raw and interop
+  N decoders in threads (HEVC 1080p), aggregate fps, raw and interop; again with frame threads in every decoder
 Experiments to beat PyAV's own loop: demux on a separate thread, the *_cuvid decoders, frame threads.
 
 Clips are synthetic and made on the machine that runs this (PyAV's libx264 / libx265, ultrafast), cached in
@@ -75,10 +75,12 @@ def make_clip(path: Path, codec: str, width: int, height: int, frames: int) -> P
     return path
 
 
-def make_clips(quick: bool) -> dict[str, Path]:
+def make_clips(quick: bool, names: Any = None) -> dict[str, Path]:
     d = clip_dir()
     out = {}
     for name, (codec, w, h, full, short) in CLIPS.items():
+        if names is not None and name not in names:
+            continue
         n = short if quick else full
         out[name] = make_clip(d / f"{codec}_{w}x{h}_{n}.mp4", codec, w, h, n)
     return out
@@ -138,12 +140,15 @@ def loop_plain(path: Path, consume: Callable[[Any], Any], limit: int | None = No
 
 
 def loop_frame_threads(path: Path, consume: Callable[[Any], Any], limit: int | None = None) -> int:
+    """loop_plain with FFmpeg's frame threads on (thread_type AUTO), as ``open_nvdec(frame_threads=True)``."""
     n = 0
     with _nvdec(path) as c:
         c.streams.video[0].thread_type = "AUTO"
         for vf in c.decode(video=0):
             consume(vf)
             n += 1
+            if limit is not None and n >= limit:
+                break
     return n
 
 
@@ -276,25 +281,46 @@ def timed(fn: Callable[[], int], torch: Any) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def concurrent(path: Path, consume: Callable[[Any], Any], decoders: int, limit: int, torch: Any) -> float:
-    """Aggregate fps of ``decoders`` threads each decoding ``limit`` frames of its own container."""
+def concurrent(path: Path, consume: Callable[[Any], Any], decoders: int, limit: int, torch: Any,
+               loop: Callable[..., int] = loop_plain, detail: dict[str, Any] | None = None) -> float:
+    """Aggregate fps of ``decoders`` threads each decoding ``limit`` frames of its own container with ``loop``:
+    all frames over the time from the common start until every thread has closed its container.
+
+    ``detail`` (if given) receives ``to_last_frame``: the aggregate over the time until the last frame was
+    handed out (closing the last NVDEC decoder of the process sometimes takes ~250 ms instead of ~20, whatever the
+    consumer: bench/cuda_stall.py), and per thread ``last_frame`` and ``done`` (closed) in seconds from the start.
+    """
     counts = [0] * decoders
+    last = [0.0] * decoders
+    ends = [0.0] * decoders
     start = threading.Barrier(decoders + 1)
+    clock = time.perf_counter
 
     def work(i: int) -> None:
+        def timed_consume(vf: Any) -> Any:  # the same few hundred ns per frame for every consumer
+            out = consume(vf)
+            last[i] = clock()
+            return out
+
         start.wait()
-        counts[i] = loop_plain(path, consume, limit)
+        counts[i] = loop(path, timed_consume, limit)
+        ends[i] = clock()
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(decoders)]
     for t in threads:
         t.start()
     torch.cuda.synchronize()
     start.wait()
-    t0 = time.perf_counter()
+    t0 = clock()
     for t in threads:
         t.join()
     torch.cuda.synchronize()
-    return sum(counts) / (time.perf_counter() - t0)
+    wall = clock() - t0
+    if detail is not None:
+        detail["to_last_frame"] = sum(counts) / (max(last) - t0)
+        detail["last_frame"] = [x - t0 for x in last]
+        detail["done"] = [x - t0 for x in ends]
+    return sum(counts) / wall
 
 
 # ---- the benchmark --------------------------------------------------------------------------------------------
@@ -311,7 +337,8 @@ def run(quick: bool) -> list[Result]:
         return [Result(NAME, "skipped", 0.0, "", {"reason": f"needs torch with a CUDA device and PyAV: {e}"})]
     log = _log()
     runs = 3 if quick else int(os.environ.get("INTEROP_BENCH_RUNS", "5"))
-    clips = make_clips(quick)
+    parts = set(os.environ.get("INTEROP_BENCH_PARTS", "main,aggregate,extra").split(","))
+    clips = make_clips(quick, ["1080p HEVC"] if parts == {"aggregate"} else None)
     raw, via, views = _consume_raw(torch), _consume_interop(torch), _consume_interop_views(torch)
     for p in clips.values():  # warm-up: CUDA/NVDEC initialisation, interop imports
         loop_plain(p, via, 30)
@@ -325,7 +352,6 @@ def run(quick: bool) -> list[Result]:
         samples.setdefault(case, []).append(fps)
         log(f"{case:44s} {fps:8.1f} fps")
 
-    parts = set(os.environ.get("INTEROP_BENCH_PARTS", "main,extra").split(","))
     for r in range(runs if "main" in parts else 0):
         for name, p in clips.items():
             add(f"{name}: raw PyAV NVDEC + DLPack", timed(partial(loop_plain, p, raw), torch))
@@ -336,12 +362,20 @@ def run(quick: bool) -> list[Result]:
             if os.environ.get("INTEROP_BENCH_NAIVE_ALL_CORES") and ((name != "4K H.264" and r < 3) or r == 0):
                 add(f"{name}: naive, all cores (frame threads)",
                     timed(partial(loop_naive, p, torch, all_cores=True), torch))
-        hevc = clips["1080p HEVC"]
-        limit = 150 if quick else 500
+    # N decoders in threads, each decoding the whole 2000-frame HEVC clip (the issue's clip length: start-up and
+    # teardown must not dominate); every case of every N in turn, run by run
+    hevc = clips["1080p HEVC"]
+    limit = int(CLIPS["1080p HEVC"][4 if quick else 3])
+    for _r in range(runs if "aggregate" in parts else 0):
         for n in (1, 2, 4, 7):
-            add(f"1080p HEVC x{n} decoders: raw", concurrent(hevc, raw, n, limit, torch))
-            add(f"1080p HEVC x{n} decoders: interop", concurrent(hevc, via, n, limit, torch))
-            add(f"1080p HEVC x{n} decoders: interop + torch_views", concurrent(hevc, views, n, limit, torch))
+            for label, consume, nloop in (("raw", raw, loop_plain), ("interop", via, loop_plain),
+                                          ("interop + torch_views", views, loop_plain),
+                                          ("frame threads: raw", raw, loop_frame_threads),
+                                          ("frame threads: interop + torch_views", views, loop_frame_threads)):
+                detail: dict[str, Any] = {}
+                sep = ", " if label.startswith("frame threads") else ": "
+                add(f"1080p HEVC x{n} decoders{sep}{label}", concurrent(hevc, consume, n, limit, torch, nloop, detail))
+                add(f"1080p HEVC x{n} decoders to last frame{sep}{label}", detail["to_last_frame"])
     for _r in range(min(runs, 3) if "extra" in parts else 0):
         for name in clips:
             p = clips[name]
@@ -378,10 +412,12 @@ def run(quick: bool) -> list[Result]:
         ratio(f"{name}: interop / naive all cores", f"{name}: interop NVDEC -> torch",
               f"{name}: naive, all cores (frame threads)")
     for n in (1, 2, 4, 7):
-        ratio(f"1080p HEVC x{n} decoders: interop / raw", f"1080p HEVC x{n} decoders: interop",
-              f"1080p HEVC x{n} decoders: raw")
-        ratio(f"1080p HEVC x{n} decoders: interop + torch_views / raw", f"1080p HEVC x{n} decoders: interop + torch_views",
-              f"1080p HEVC x{n} decoders: raw")
+        for how in (" decoders", " decoders to last frame"):
+            for sep, label in ((": ", "interop"), (": ", "interop + torch_views"),
+                               (", ", "frame threads: interop + torch_views")):
+                raw_label = "frame threads: raw" if label.startswith("frame threads") else "raw"
+                ratio(f"1080p HEVC x{n}{how}{sep}{label} / raw", f"1080p HEVC x{n}{how}{sep}{label}",
+                      f"1080p HEVC x{n}{how}{sep}{raw_label}")
     for name in clips:
         for label in ("demux thread", "cuvid decoder", "frame threads", "decode thread", "decode thread + frame threads"):
             ratio(f"{name}: interop + {label} / raw", f"{name}: interop + {label}", f"{name}: raw PyAV NVDEC + DLPack")

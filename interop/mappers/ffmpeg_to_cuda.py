@@ -24,7 +24,6 @@ from ..tensors.cuda import (
     LEGACY_STREAM,
     CUDAContext,
     CUDATensor,
-    cached_info,
     fast_tensor,
     missing_array_library,
 )
@@ -36,30 +35,32 @@ _FORMATS = frozenset(_SW_FORMATS.values())
 _contexts: dict[Any, CUDAContext] = {}  # FFmpeg hardware context -> CUDA context of its device
 
 
-def _plane_infos(fmt: FrameFormat, width: int, height: int, pitches: list[int]) -> list[Any]:
-    h2, w2 = -(-height // 2), -(-width // 2)
-    if fmt is FrameFormat.NV12:
-        return [cached_info((height, width), "u1", (pitches[0], 1)), cached_info((h2, w2, 2), "u1", (pitches[1], 2, 1))]
-    return [cached_info((height, width), "<u2", (pitches[0], 2)), cached_info((h2, w2, 2), "<u2", (pitches[1], 4, 2))]
-
-
 def from_video_frame(vf: Any, *, parent: Any = None) -> Frame:
-    """A CUDA Frame over an NVDEC-decoded av.VideoFrame (format 'cuda'), zero-copy. ``parent`` keeps a source alive."""
+    """A CUDA Frame over an NVDEC-decoded av.VideoFrame (format 'cuda'), zero-copy: what ``interop.map(vf, CUDA)``
+    gives, with errors for frames it cannot take. ``parent`` replaces the frame's parent (by default the FFmpeg
+    frame, made on first ask), e.g. to keep a source alive."""
     if vf.format.name != "cuda":
         raise InvalidTensorError(f"this av.VideoFrame is a software frame ({vf.format.name}); decode with "
                                  f"HWAccel('cuda', is_hw_owned=True) or map it with allow_copy=True to upload it")
     sw = vf.sw_format.name
-    fmt = _SW_FORMATS.get(sw)
-    if fmt is None:
+    if sw not in _SW_FORMATS:
         raise UnsupportedFormatError(f"NVDEC frames of sw_format {sw} are not supported; nv12 and p010le are")
-    planes = vf.planes
-    dev = planes[0].__dlpack_device__()[1]
-    ctx = CUDAContext.get(dev)
-    infos = _plane_infos(fmt, vf.width, vf.height, [p.line_size for p in planes])
-    tensors = [fast_tensor(p, inf, p.buffer_ptr, dev, LEGACY_STREAM, ctx, parent, False, True)
-               for p, inf in zip(planes, infos)]
-    return trusted_frame(tensors, fmt, vf.width, vf.height, context=ctx, native=vf, colorspace=None, color_range=None,
-                         pts=vf.pts, time_base=vf.time_base, metadata=None, parent=parent)
+    f = _one_step().map_native(vf, AccessMode.READ, False)
+    if f is None:
+        raise InvalidTensorError(f"the planes of this NVDEC frame ({vf.width}x{vf.height} {sw}) do not match its "
+                                 f"size; is it a complete decoded frame?")
+    if parent is not None:
+        f._parent = parent
+    return f
+
+
+_mapper: list[FFmpegToCUDA] = []
+
+
+def _one_step() -> FFmpegToCUDA:
+    if not _mapper:
+        _mapper.append(FFmpegToCUDA())
+    return _mapper[0]
 
 
 _CU_CTX_SCHED_BLOCKING_SYNC = 4  # the primary-context flags FFmpeg insists on
