@@ -4,7 +4,10 @@ Each thread records when it opened its container, when its first frame came out,
 two frames (and at which frame), when its last frame came out and how long closing the container took. Variants: all threads open and start decoding at once (as the benchmark), and
 the same with a lock held by each thread from av.open until its first frame (decoder creation serialized).
 
-    python bench/cuda_stall.py [REPS] [N] [--keep-nvcuvid]
+    python bench/cuda_stall.py [REPS] [N] [--keep-nvcuvid] [--long] [--views]
+
+``--long``: the benchmark's 2000-frame HEVC clip, whole, per decoder (default: 500 frames of a 600-frame clip);
+``--views``: the consumer is interop.map + torch_views (default: raw PyAV capsules).
 
 ``--keep-nvcuvid`` loads libnvcuvid.so.1 once for the whole process first (as interop's open_nvdec does), so
 closing the last decoder does not unload it.
@@ -35,8 +38,11 @@ def main() -> None:
 
         keep = ctypes.CDLL("libnvcuvid.so.1")
         print(f"holding {keep._name}", flush=True)
-    clip = b.make_clip(b.clip_dir() / "libx265_1920x1080_600.mp4", "libx265", 1920, 1080, 600)
-    raw = b._consume_raw(torch)
+    if "--long" in sys.argv:
+        clip, frames = b.make_clips(False, ["1080p HEVC"])["1080p HEVC"], 2000
+    else:
+        clip, frames = b.make_clip(b.clip_dir() / "libx265_1920x1080_600.mp4", "libx265", 1920, 1080, 600), 500
+    raw = b._consume_interop_views(torch) if "--views" in sys.argv else b._consume_raw(torch)
     b.loop_plain(clip, raw, 30)
 
     def run(serial: bool) -> tuple[float, list[tuple[float, float, float, int, float, float]]]:
@@ -65,7 +71,7 @@ def main() -> None:
                     gap, at = now - last, k
                 last = now
                 k += 1
-                if k >= 500:
+                if k >= frames:
                     break
             c.close()
             rec[i] = (t_open - t0, first - t0, gap, at, last - t0, time.perf_counter() - last)
@@ -79,7 +85,7 @@ def main() -> None:
         for t in ts:
             t.join()
         torch.cuda.synchronize()
-        return n * 500 / (time.perf_counter() - t0), rec
+        return n * frames / (time.perf_counter() - t0), rec
 
     res: dict[bool, list[float]] = {False: [], True: []}
     for r in range(reps):

@@ -10,7 +10,7 @@ import pytest
 
 import interop
 from interop import AccessMode, FrameFormat, MemoryType
-from interop.errors import CopyRequiredError, InvalidTensorError, UnsupportedFormatError
+from interop.errors import CopyRequiredError, InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError
 from interop.mappers.ffmpeg_to_cuda import FFmpegToCUDA, from_video_frame
 from interop.tensors import _cuda_native as cn
 from interop.tensors.cuda import CUDATensor
@@ -100,6 +100,19 @@ def test_one_step_map_gives_what_the_general_path_gives(sw):
     assert ft.map_native(SimpleNamespace(format=SimpleNamespace(name="yuv420p")), AccessMode.READ, False) is None
 
 
+def test_torch_views_of_frames_it_cannot_take_say_what_to_do():
+    from interop.tensors.cuda import torch_views
+
+    with pytest.raises(UnsupportedFormatError, match="nv12 and p010le"):
+        torch_views(fake_hw_frame(sw="yuv444p"))
+    with pytest.raises(UnsupportedTypeError, match="NVDEC-decoded av.VideoFrame"):
+        torch_views(object())
+    av = pytest.importorskip("av")
+    vf = av.VideoFrame.from_ndarray(np.zeros((32, 64, 3), np.uint8), format="rgb24")
+    with pytest.raises(InvalidTensorError, match="allow_copy=True"):
+        torch_views(vf)
+
+
 def test_route_is_zero_copy_and_tier_b():
     chain = interop.route(MemoryType.FFMPEG, MemoryType.CUDA)
     assert chain.zero_copy and [type(m) for m in chain.mappers] == [FFmpegToCUDA] and FFmpegToCUDA.tier == "B"
@@ -169,6 +182,16 @@ def test_one_step_and_general_paths_agree_on_nvdec_frames(clip):
             ys = torch_views(fast)
             assert [v.data_ptr() for v in ys] == [p.buffer_ptr for p in vf.planes]
             assert torch.equal(ys[0], torch.from_dlpack(slow[0]))
+            # straight from the av.VideoFrame: the same tensors, on the legacy stream and on a stream of torch's
+            direct = torch_views(vf)
+            assert [(v.data_ptr(), v.shape, v.stride(), v.dtype) for v in direct] == \
+                [(v.data_ptr(), v.shape, v.stride(), v.dtype) for v in ys]
+            side = torch.cuda.Stream()
+            with torch.cuda.stream(side):
+                ordered = torch_views(vf)
+                sums = [int(v.sum()) for v in ordered]  # queued on `side`, after the decoder's copies
+            assert [v.data_ptr() for v in ordered] == [p.buffer_ptr for p in vf.planes]
+            assert sums == [int(v.sum()) for v in ys]
 
 
 @pytest.mark.gpu

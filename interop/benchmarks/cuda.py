@@ -3,9 +3,11 @@
 Cases, each fps over a whole clip (median of interleaved runs):
   raw      PyAV NVDEC (HWAccel('cuda', is_hw_owned=True)) + torch.from_dlpack(plane.__dlpack__(stream=None)) per plane
   interop  the same decode + interop.map(frame, MemoryType.CUDA) + torch.from_dlpack(plane) per plane
+  interop + torch_views   the same decode + torch_views(interop.map(frame, MemoryType.CUDA))
+  torch_views(vf)         the same decode + interop.tensors.cuda.torch_views(frame): the planes straight to torch
   naive    CPU decode (PyAV's default threading) + to_ndarray('rgb24') + torch.from_numpy(...).cuda();
            also with frame threads on all cores
-  N decoders in threads (HEVC 1080p), aggregate fps, raw and interop; again with frame threads in every decoder
+  N decoders in threads (HEVC 1080p, the whole 2000-frame clip each), aggregate fps, raw and interop
 Experiments to beat PyAV's own loop: demux on a separate thread, the *_cuvid decoders, frame threads.
 
 Clips are synthetic and made on the machine that runs this (PyAV's libx264 / libx265, ultrafast), cached in
@@ -126,6 +128,12 @@ def _consume_interop_views(torch: Any) -> Callable[[Any], Any]:
         return torch_views(interop.map(vf, cuda))
 
     return f
+
+
+def _consume_direct_views(torch: Any) -> Callable[[Any], Any]:
+    from interop.tensors.cuda import torch_views
+
+    return torch_views  # straight from the av.VideoFrame
 
 
 def loop_plain(path: Path, consume: Callable[[Any], Any], limit: int | None = None) -> int:
@@ -340,11 +348,13 @@ def run(quick: bool) -> list[Result]:
     parts = set(os.environ.get("INTEROP_BENCH_PARTS", "main,aggregate,extra").split(","))
     clips = make_clips(quick, ["1080p HEVC"] if parts == {"aggregate"} else None)
     raw, via, views = _consume_raw(torch), _consume_interop(torch), _consume_interop_views(torch)
+    direct = _consume_direct_views(torch)
     for p in clips.values():  # warm-up: CUDA/NVDEC initialisation, interop imports
         loop_plain(p, via, 30)
         loop_plain(p, raw, 30)
     samples: dict[str, list[float]] = {}
-    overhead = _per_frame_cost(clips["1080p HEVC"], {"raw": raw, "interop": via, "interop torch_views": views}, 400)
+    overhead = _per_frame_cost(clips["1080p HEVC"], {"raw": raw, "interop": via, "interop torch_views": views,
+                                                      "torch_views(vf)": direct}, 400)
     for k, v in overhead.items():
         log(f"per-frame Python cost of the consumer, {k}: {v:.1f} us")
 
@@ -357,6 +367,7 @@ def run(quick: bool) -> list[Result]:
             add(f"{name}: raw PyAV NVDEC + DLPack", timed(partial(loop_plain, p, raw), torch))
             add(f"{name}: interop NVDEC -> torch", timed(partial(loop_plain, p, via), torch))
             add(f"{name}: interop + torch_views", timed(partial(loop_plain, p, views), torch))
+            add(f"{name}: torch_views(vf)", timed(partial(loop_plain, p, direct), torch))
             if name != "4K H.264" or r == 0:
                 add(f"{name}: naive CPU decode + rgb24 + .cuda()", timed(partial(loop_naive, p, torch), torch))
             if os.environ.get("INTEROP_BENCH_NAIVE_ALL_CORES") and ((name != "4K H.264" and r < 3) or r == 0):
@@ -368,14 +379,11 @@ def run(quick: bool) -> list[Result]:
     limit = int(CLIPS["1080p HEVC"][4 if quick else 3])
     for _r in range(runs if "aggregate" in parts else 0):
         for n in (1, 2, 4, 7):
-            for label, consume, nloop in (("raw", raw, loop_plain), ("interop", via, loop_plain),
-                                          ("interop + torch_views", views, loop_plain),
-                                          ("frame threads: raw", raw, loop_frame_threads),
-                                          ("frame threads: interop + torch_views", views, loop_frame_threads)):
+            for label, consume in (("raw", raw), ("interop", via), ("interop + torch_views", views),
+                                   ("torch_views(vf)", direct)):
                 detail: dict[str, Any] = {}
-                sep = ", " if label.startswith("frame threads") else ": "
-                add(f"1080p HEVC x{n} decoders{sep}{label}", concurrent(hevc, consume, n, limit, torch, nloop, detail))
-                add(f"1080p HEVC x{n} decoders to last frame{sep}{label}", detail["to_last_frame"])
+                add(f"1080p HEVC x{n} decoders: {label}", concurrent(hevc, consume, n, limit, torch, loop_plain, detail))
+                add(f"1080p HEVC x{n} decoders to last frame: {label}", detail["to_last_frame"])
     for _r in range(min(runs, 3) if "extra" in parts else 0):
         for name in clips:
             p = clips[name]
@@ -407,17 +415,16 @@ def run(quick: bool) -> list[Result]:
         ratio(f"{name}: interop / raw", f"{name}: interop NVDEC -> torch", f"{name}: raw PyAV NVDEC + DLPack")
         ratio(f"{name}: interop / naive", f"{name}: interop NVDEC -> torch", f"{name}: naive CPU decode + rgb24 + .cuda()")
         ratio(f"{name}: interop + torch_views / raw", f"{name}: interop + torch_views", f"{name}: raw PyAV NVDEC + DLPack")
+        ratio(f"{name}: torch_views(vf) / raw", f"{name}: torch_views(vf)", f"{name}: raw PyAV NVDEC + DLPack")
         ratio(f"{name}: interop + torch_views / naive", f"{name}: interop + torch_views",
               f"{name}: naive CPU decode + rgb24 + .cuda()")
         ratio(f"{name}: interop / naive all cores", f"{name}: interop NVDEC -> torch",
               f"{name}: naive, all cores (frame threads)")
     for n in (1, 2, 4, 7):
         for how in (" decoders", " decoders to last frame"):
-            for sep, label in ((": ", "interop"), (": ", "interop + torch_views"),
-                               (", ", "frame threads: interop + torch_views")):
-                raw_label = "frame threads: raw" if label.startswith("frame threads") else "raw"
-                ratio(f"1080p HEVC x{n}{how}{sep}{label} / raw", f"1080p HEVC x{n}{how}{sep}{label}",
-                      f"1080p HEVC x{n}{how}{sep}{raw_label}")
+            for label in ("interop", "interop + torch_views", "torch_views(vf)"):
+                ratio(f"1080p HEVC x{n}{how}: {label} / raw", f"1080p HEVC x{n}{how}: {label}",
+                      f"1080p HEVC x{n}{how}: raw")
     for name in clips:
         for label in ("demux thread", "cuvid decoder", "frame threads", "decode thread", "decode thread + frame threads"):
             ratio(f"{name}: interop + {label} / raw", f"{name}: interop + {label}", f"{name}: raw PyAV NVDEC + DLPack")

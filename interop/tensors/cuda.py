@@ -19,7 +19,7 @@ import numpy as np
 
 from ..backends import BackendReport, Wrapper, class_in, module_available, register_probe, register_wrapper
 from ..context import Context, register_default_context
-from ..errors import BackendUnavailableError, InvalidTensorError, UnsupportedTypeError
+from ..errors import BackendUnavailableError, InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError
 from ..frame import Frame
 from ..info import TensorInfo, packed_offsets, plane_infos, plane_layout
 from ..tensor import Tensor
@@ -310,9 +310,18 @@ def _torch_stream(torch: Any, device: int) -> int:
     return LEGACY_STREAM if h == 0 else h
 
 
-def torch_views(obj: Tensor | Frame) -> list[Any]:
+def torch_views(obj: Any) -> list[Any]:
     """torch tensors over a CUDA tensor or each plane of a CUDA frame, ordered after the producer on torch's current
-    stream: what ``torch.from_dlpack(plane)`` gives, for less per-frame overhead (one stream query per frame)."""
+    stream: what ``torch.from_dlpack(plane)`` gives, for less per-frame overhead (one stream query per frame).
+
+    ``obj`` may also be an NVDEC-decoded av.VideoFrame (format ``cuda``, sw_format nv12 or p010le): its planes go
+    to torch the shortest way, PyAV's own DLPack capsules, when torch's current stream is the legacy default
+    stream FFmpeg decodes on (nothing to order), and through ``interop.map(vf, CUDA)`` otherwise. The tensors are
+    the ones ``torch_views(interop.map(vf, MemoryType.CUDA))`` gives, with no interop objects made per frame:
+    for many concurrent decoders in one process, where every µs of Python per frame is shared through the GIL.
+    """
+    if not isinstance(obj, (Tensor, Frame)):
+        return _nvdec_views(obj)
     planes = [p for p in (obj.tensors if isinstance(obj, Frame) else [obj]) if isinstance(p, CUDATensor)]
     if not planes or len(planes) != (len(obj) if isinstance(obj, Frame) else 1):
         raise UnsupportedTypeError("torch_views() takes a CUDA tensor or frame: interop.map(x, MemoryType.CUDA) first")
@@ -320,6 +329,33 @@ def torch_views(obj: Tensor | Frame) -> list[Any]:
 
     stream = _torch_stream(torch, planes[0].device_id)
     return [torch.from_dlpack(p.__dlpack__(stream=stream)) for p in planes]
+
+
+_NVDEC_SW = frozenset(("nv12", "p010le"))  # the sw_formats whose planes PyAV's capsules describe as interop does
+
+
+def _nvdec_views(vf: Any) -> list[Any]:
+    fmt = getattr(vf, "format", None)
+    if getattr(fmt, "name", None) != "cuda" or not hasattr(vf, "planes"):
+        from .ffmpeg import is_video_frame
+
+        if is_video_frame(vf):
+            raise InvalidTensorError(f"torch_views() got a software av.VideoFrame ({vf.format.name}): decode with "
+                                     f"HWAccel('cuda', is_hw_owned=True) (interop.mappers.ffmpeg_to_cuda.open_nvdec), or "
+                                     f"upload it with interop.map(vf, MemoryType.CUDA, allow_copy=True)")
+        raise UnsupportedTypeError(f"torch_views() takes a CUDA tensor or frame, or an NVDEC-decoded av.VideoFrame, "
+                                   f"not {type(vf).__name__}: interop.map(x, MemoryType.CUDA) first")
+    sw = vf.sw_format.name
+    if sw not in _NVDEC_SW:
+        raise UnsupportedFormatError(f"NVDEC frames of sw_format {sw} are not supported; nv12 and p010le are")
+    planes = vf.planes
+    import torch
+
+    if _torch_stream(torch, planes[0].__dlpack_device__()[1]) == LEGACY_STREAM:
+        return [torch.from_dlpack(p.__dlpack__(stream=None)) for p in planes]
+    from ..api import map as imap
+
+    return torch_views(imap(vf, MemoryType.CUDA))
 
 
 # ---- array libraries (torch or CuPy, whichever is installed) for device allocations ---------------------------
