@@ -4,6 +4,7 @@
 #   QUICK=1      short clips, 3 runs (a check that everything works)
 #   TESTS=0      skip the GPU tests;  BENCH=0  skip the benchmarks
 #   INTEROP_BENCH_PARTS=main,aggregate,extra (default) or any of them: single streams, N decoders, experiments
+#   INTEROP_BENCH_DECODERS=1,2,4,7 (default)   the decoder counts of the aggregate part
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}

@@ -377,8 +377,9 @@ def run(quick: bool) -> list[Result]:
     # teardown must not dominate); every case of every N in turn, run by run
     hevc = clips["1080p HEVC"]
     limit = int(CLIPS["1080p HEVC"][4 if quick else 3])
+    decoder_counts = [int(x) for x in os.environ.get("INTEROP_BENCH_DECODERS", "1,2,4,7").split(",")]
     for _r in range(runs if "aggregate" in parts else 0):
-        for n in (1, 2, 4, 7):
+        for n in decoder_counts:
             for label, consume in (("raw", raw), ("interop", via), ("interop + torch_views", views),
                                    ("torch_views(vf)", direct)):
                 detail: dict[str, Any] = {}

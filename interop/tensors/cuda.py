@@ -336,7 +336,8 @@ _NVDEC_SW = frozenset(("nv12", "p010le"))  # the sw_formats whose planes PyAV's 
 
 def _nvdec_views(vf: Any) -> list[Any]:
     fmt = getattr(vf, "format", None)
-    if getattr(fmt, "name", None) != "cuda" or not hasattr(vf, "planes"):
+    planes = getattr(vf, "planes", None) if getattr(fmt, "name", None) == "cuda" else None  # PyAV makes them per call
+    if planes is None:
         from .ffmpeg import is_video_frame
 
         if is_video_frame(vf):
@@ -348,7 +349,6 @@ def _nvdec_views(vf: Any) -> list[Any]:
     sw = vf.sw_format.name
     if sw not in _NVDEC_SW:
         raise UnsupportedFormatError(f"NVDEC frames of sw_format {sw} are not supported; nv12 and p010le are")
-    planes = vf.planes
     import torch
 
     if _torch_stream(torch, planes[0].__dlpack_device__()[1]) == LEGACY_STREAM:
