@@ -9,36 +9,19 @@
 
 from __future__ import annotations
 
-import ctypes
 from typing import Any
 
-from ..errors import InteropError
 from ..frame import Frame
 from ..mapper import MemoryMapper, register
+from ..native.opencl_external import CL_EXTERNAL_MEMORY_HANDLE_DMA_BUF_KHR, import_fd
 from ..tensor import Tensor
 from ..types import AccessMode, MemoryType
 from .dma_to_cpu import map_dma_to_host
 
-CL_EXTERNAL_MEMORY_HANDLE_DMA_BUF_KHR = 0x2067
-CL_MEM_READ_WRITE, CL_MEM_READ_ONLY = 1, 4
-
 
 def import_dma_buf(ctx: Any, fd: int, size: int, read_only: bool) -> Any:
     """clCreateBufferWithProperties(ctx, {DMA_BUF_KHR: fd, 0}, flags, size, NULL): a cl.Buffer over the dma-buf."""
-    import pyopencl as cl
-
-    lib = ctypes.CDLL("libOpenCL.so.1")
-    fn = lib.clCreateBufferWithProperties
-    fn.restype = ctypes.c_void_p
-    fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_uint64, ctypes.c_size_t,
-                   ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32)]
-    props = (ctypes.c_uint64 * 3)(CL_EXTERNAL_MEMORY_HANDLE_DMA_BUF_KHR, fd, 0)
-    err = ctypes.c_int32(0)
-    mem = fn(ctypes.c_void_p(ctx.native.int_ptr), props, CL_MEM_READ_ONLY if read_only else CL_MEM_READ_WRITE,
-             size, None, ctypes.byref(err))
-    if err.value != 0 or not mem:
-        raise InteropError(f"importing dma-buf fd {fd} into OpenCL failed (error {err.value})")
-    return cl.Buffer.from_int_ptr(mem, retain=False)
+    return import_fd(ctx.native, CL_EXTERNAL_MEMORY_HANDLE_DMA_BUF_KHR, fd, size, read_only=read_only)
 
 
 def _has_dmabuf_import(ctx: Any) -> bool:

@@ -45,6 +45,19 @@ class OpenCLCallError(InteropError):
         self.code = code
 
 
+def _pyopencl_loaders() -> list[str]:
+    """The ICD loader a pyopencl wheel bundles (pyopencl.libs/libOpenCL-*.so*): machines with a vendor ICD but no
+    system loader have only that one."""
+    import glob
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyopencl")
+    if spec is None or not spec.origin:
+        return []
+    site = os.path.dirname(os.path.dirname(spec.origin))
+    return sorted(glob.glob(os.path.join(site, "pyopencl.libs", "libOpenCL*.so*")))
+
+
 @functools.lru_cache(maxsize=1)
 def loader() -> ctypes.CDLL:
     """An OpenCL ICD loader: the one interop's runtime set-up preloaded, else the system's."""
@@ -57,6 +70,7 @@ def loader() -> ctypes.CDLL:
     if found:
         candidates.append(found)
     candidates.append("libOpenCL.so.1")
+    candidates += _pyopencl_loaders()
     for path in candidates:
         try:
             lib = ctypes.CDLL(path)

@@ -393,6 +393,18 @@ def device_empty(shape: tuple[int, ...], dtype: np.dtype, device: int) -> tuple[
                                   backend="cuda")
 
 
+def exportable_empty(shape: tuple[int, ...], dtype: Any = np.uint8, device: int = 0) -> CUDATensor:
+    """A new C-contiguous CUDA tensor in memory other APIs can import: CUDA virtual-memory allocations exportable
+    as an opaque fd (``interop.native.cuda_export``). ``cuda_to_opencl`` maps these to OpenCL without a copy;
+    memory from torch, CuPy or NVDEC (``cuMemAlloc``) has no handle to export. torch and CuPy take the tensor
+    through DLPack like any other; ``native`` is the ``ExportableAllocation`` (``close()`` frees it)."""
+    from ..native.cuda_export import ExportableAllocation
+
+    info = TensorInfo(tuple(int(n) for n in shape), np.dtype(dtype))
+    alloc = ExportableAllocation(max(info.nbytes, 1), device)
+    return CUDATensor(alloc, info, ptr=alloc.ptr, device=device, stream=None)
+
+
 def missing_array_library() -> str | None:
     return None if array_library() else "needs torch or CuPy for device allocations: pip install torch (or cupy-cuda12x)"
 
