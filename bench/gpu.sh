@@ -15,13 +15,20 @@ t0=$(date +%s)
 if ls .whl/*.whl >/dev/null 2>&1; then
     $PY -m pip install -q --no-deps --no-index .whl/*.whl 2>&1 | tail -3
 fi
+if ls .whl/opencl/*.whl >/dev/null 2>&1; then  # pyopencl and its pure-Python dependencies, for cuda_to_opencl
+    $PY -m pip install -q --no-deps --no-index .whl/opencl/*.whl 2>&1 | tail -3
+fi
+# NVIDIA's OpenCL driver is often installed without its ICD file; register it for this run
+if [ -z "${OCL_ICD_VENDORS:-}" ] && ! grep -qs nvidia /etc/OpenCL/vendors/*.icd && ldconfig -p | grep -q libnvidia-opencl.so.1; then
+    mkdir -p "$OUT/icd" && echo libnvidia-opencl.so.1 > "$OUT/icd/nvidia.icd" && export OCL_ICD_VENDORS="$OUT/icd"
+fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 $PY -c "import torch, av, numpy; print('torch', torch.__version__, 'PyAV', av.__version__, 'numpy', numpy.__version__, 'cuda', torch.cuda.is_available())"
 $PY -c "import interop.benchmarks.cuda as b, time; t=time.time(); b.make_clips('${QUICK:-}' == '1'); print(f'clips ready in {time.time()-t:.0f} s')"
 rc=0
 if [ "${TESTS:-1}" = 1 ]; then
     $PY -m pytest -q -p no:cacheprovider -m gpu tests/test_tensor_cuda.py tests/test_mapper_ffmpeg_to_cuda.py \
-        tests/test_mapper_cuda_to_cpu.py tests/test_mapper_cpu_to_cuda.py 2>&1 | tee "$OUT/pytest.log" | tail -40
+        tests/test_mapper_cuda_to_cpu.py tests/test_mapper_cpu_to_cuda.py tests/test_mapper_cuda_to_opencl.py 2>&1 | tee "$OUT/pytest.log" | tail -40
     rc=${PIPESTATUS[0]}
     $PY examples/cuda_infer.py --frames 300 --check 2>&1 | tee "$OUT/example.log" | tail -4
     [ "${EXAMPLE2:-0}" = 1 ] && $PY examples/cuda_infer.py --frames 300 --check --no-frame-threads 2>&1 | tee -a "$OUT/example.log" | tail -4

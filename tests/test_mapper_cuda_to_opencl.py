@@ -172,13 +172,14 @@ def test_exportable_tensor_is_the_same_memory_in_opencl_both_ways(nvidia_cl):
         cl.enqueue_copy(nvidia_cl.queue, host, o.native).wait()
         assert np.array_equal(host, tv.cpu().numpy())  # CUDA's writes, read by OpenCL
         cl.enqueue_copy(nvidia_cl.queue, o.native, np.full((64, 256), 7, np.uint8)).wait()  # OpenCL writes
+        cl_mem = o.cl_mem
         o.release()
         assert int(tv.sum()) == 7 * 64 * 256 and meter.copies == 0  # seen by torch, nothing copied
         again = CUDAToOpenCL().map(t)
-        assert again.native.int_ptr == o.native.int_ptr  # imported once per context
+        assert again.cl_mem == cl_mem  # imported once per context
         again.release()
         region = CUDAToOpenCL().map(t.region(0, 3, 256, 2))  # a view: the same buffer at its offset
-        assert region.offset == 3 * 256 and region.native.int_ptr == o.native.int_ptr
+        assert region.offset == 3 * 256 and region.cl_mem == cl_mem
         region.release()
     t.native.close()
 

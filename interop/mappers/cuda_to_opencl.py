@@ -70,10 +70,24 @@ def import_context(given: Any = None) -> Any:
             dev = next((d for d in devices if EXTENSION in d.extensions.split()), None)
             if dev is None:
                 raise BackendUnavailableError(f"no OpenCL device with {EXTENSION} (NVIDIA's OpenCL has it): CUDA memory "
-                                              f"reaches OpenCL through the CPU, with allow_copy=True",
+                                              f"reaches OpenCL through the CPU, with allow_copy=True{_icd_hint()}",
                                               backend="opencl", extra="opencl")
             _found.append(context_for(cl_.Context([dev])))
         return _found[0]
+
+
+def _icd_hint() -> str:
+    """Advice when NVIDIA's OpenCL driver is installed but the ICD loader was not told about it (containers often
+    ship libnvidia-opencl.so.1 without /etc/OpenCL/vendors/nvidia.icd)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libnvidia-opencl.so.1")
+    except OSError:
+        return ""
+    return ("; NVIDIA's OpenCL driver (libnvidia-opencl.so.1) is installed but not registered with the ICD loader: "
+            "start Python with OCL_ICD_VENDORS set to a folder holding a file nvidia.icd whose one line is "
+            "libnvidia-opencl.so.1")
 
 
 def _sync_device(t: Any) -> None:
