@@ -201,3 +201,37 @@ def test_torch_memory_is_copied_on_the_gpu_only_when_allowed_and_written_back(nv
         cl.enqueue_copy(nvidia_cl.queue, o.native, np.full((32, 128), 3, np.uint8), dst_offset=o.offset).wait()
         o.release()
         assert meter.copies == 2 and int(src.sum()) == 3 * 32 * 128  # the write-back, counted
+    # the staging buffer went back to its pool with its import: the next copy of that size reuses both
+    from interop.mappers import cuda_to_opencl as m
+
+    pooled = m._pool[(0, 32 * 128)][-1]
+    imported = pooled.imports[nvidia_cl.cl_context].int_ptr
+    kept = m.staging_count()
+    o2 = interop.map(t, MemoryType.OPENCL, allow_copy=True)
+    assert m.staging_count() == kept - 1 and o2.cl_mem == imported
+    o2.release()
+    assert m.staging_count() == kept
+
+
+@pytest.mark.gpu
+def test_nvdec_frames_reach_opencl_through_pooled_gpu_copies(nvidia_cl, tmp_path):
+    import pyopencl as cl
+    import torch
+
+    from interop.mappers import cuda_to_opencl as m
+    from tests.gpu_clips import make_clip, nvdec
+
+    clip = make_clip(tmp_path / "c.mp4", frames=12)
+    frames = 0
+    with nvdec(clip) as c, interop.copy_meter() as meter:
+        for vf in c.decode(video=0):
+            frames += 1
+            f = interop.map(interop.map(vf, MemoryType.CUDA), MemoryType.OPENCL, allow_copy=True)
+            for plane, o in zip(vf.planes, f):
+                want = torch.from_dlpack(plane.__dlpack__(stream=None)).cpu().numpy()
+                got = np.empty(want.shape, want.dtype)
+                cl.enqueue_copy(nvidia_cl.queue, got, o.native, src_offset=o.offset).wait()
+                assert np.array_equal(got, want)  # the decoder's pixels, pitch dropped
+            f.release()
+        assert frames == 12 and meter.copies == 2 * frames  # one GPU copy per plane per frame, counted
+    assert m.staging_count() >= 2  # the two planes' buffers came back to the pool

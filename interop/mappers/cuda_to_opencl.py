@@ -5,7 +5,8 @@ NVIDIA's OpenCL 3.0 implements ``cl_khr_external_memory_opaque_fd``: a buffer ma
 kernels, torch and CuPy see. Only CUDA virtual-memory allocations have such an fd: make them with
 ``interop.tensors.cuda.exportable_empty()``. Memory from ``cuMemAlloc`` (torch's and CuPy's allocators, NVDEC
 surfaces) cannot be exported: mapping it copies on the GPU into an exportable buffer, refused unless
-``allow_copy=True`` and then counted (and copied back at release for writing modes). Because of that worst case
+``allow_copy=True`` and then counted (and copied back at release for writing modes); the exportable buffers of
+that path are pooled, each with its OpenCL import. Because of that worst case
 the route asks for ``allow_copy=True`` (``interop.map(t, MemoryType.OPENCL, allow_copy=True)``); the copy meter
 shows that exportable tensors were not copied. ``CUDAToOpenCL().map(t)`` maps without asking and refuses copies.
 
@@ -194,17 +195,52 @@ class CUDAToOpenCL(MemoryMapper):
                 if mode.writes and src.writable:
                     _copy_2d(staged, src)
                     record_copy(name, src.info.nbytes)
-                staged.native.close()
+                _give_back(staged.native)
 
         return release
 
     @staticmethod
     def _copy(t: Any) -> Any:
-        from ..tensors.cuda import exportable_empty
+        from ..info import TensorInfo
+        from ..tensors.cuda import CUDATensor
 
-        dst = exportable_empty(t.info.shape, t.info.dtype, t.device_id)
+        info = TensorInfo(t.info.shape, t.info.dtype)  # C-contiguous: the pitch is dropped
+        alloc = _take_staging(max(info.nbytes, 1), t.device_id)
+        dst = CUDATensor(alloc, info, ptr=alloc.ptr, device=t.device_id, stream=None)
         _copy_2d(t, dst)
         return dst
+
+
+# Exportable buffers for the copying path, reused once their mapping is released: each keeps its OpenCL import,
+# so a stream of frames (NVDEC surfaces, torch outputs) costs a GPU copy per map, not an allocation and an import.
+_POOL_MAX = 8  # free buffers kept per (device, size)
+_pool: dict[tuple[int, int], list[Any]] = {}
+_pool_lock = threading.Lock()
+
+
+def _take_staging(nbytes: int, device: int) -> Any:
+    from ..native.cuda_export import ExportableAllocation
+
+    with _pool_lock:
+        free = _pool.get((device, nbytes))
+        if free:
+            return free.pop()
+    return ExportableAllocation(nbytes, device)
+
+
+def _give_back(alloc: Any) -> None:
+    with _pool_lock:
+        free = _pool.setdefault((alloc.device, alloc.nbytes), [])
+        if len(free) < _POOL_MAX and not alloc.closed:
+            free.append(alloc)
+            return
+    alloc.close()
+
+
+def staging_count() -> int:
+    """Free exportable buffers kept for the copying path (for tests and leak checks)."""
+    with _pool_lock:
+        return sum(len(v) for v in _pool.values())
 
 
 def _copy_2d(src: Any, dst: Any) -> None:
