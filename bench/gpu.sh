@@ -31,6 +31,7 @@ if [ "${TESTS:-1}" = 1 ]; then
         tests/test_mapper_cuda_to_cpu.py tests/test_mapper_cpu_to_cuda.py tests/test_mapper_cuda_to_opencl.py 2>&1 | tee "$OUT/pytest.log" | tail -40
     rc=${PIPESTATUS[0]}
     $PY examples/cuda_infer.py --frames 300 --check 2>&1 | tee "$OUT/example.log" | tail -4
+    $PY examples/cuda_opencl.py --frames 60 2>&1 | tee -a "$OUT/example.log" | tail -2
     [ "${EXAMPLE2:-0}" = 1 ] && $PY examples/cuda_infer.py --frames 300 --check --no-frame-threads 2>&1 | tee -a "$OUT/example.log" | tail -4
 fi
 if [ "${BENCH:-1}" = 1 ]; then

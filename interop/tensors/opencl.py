@@ -89,7 +89,12 @@ class OpenCLContext(Context):
 
                 with warnings.catch_warnings():  # the Intel compiler's informational build log is not a problem
                     warnings.simplefilter("ignore", cl().CompilerWarning)
-                    prg = cl().Program(self._native, source).build()
+                    try:
+                        prg = cl().Program(self._native, source).build()
+                    except cl().Error:
+                        raise
+                    except Exception:  # pyopencl's on-disk binary cache is unusable (seen: a corrupt sqlite file)
+                        prg = cl().Program(self._native, source).build(cache_dir=False)
                 self._programs[source] = prg
             return prg
 
