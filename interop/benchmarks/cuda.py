@@ -346,7 +346,9 @@ def run(quick: bool) -> list[Result]:
     log = _log()
     runs = 3 if quick else int(os.environ.get("INTEROP_BENCH_RUNS", "5"))
     parts = set(os.environ.get("INTEROP_BENCH_PARTS", "main,aggregate,extra").split(","))
-    clips = make_clips(quick, ["1080p HEVC"] if parts == {"aggregate"} else None)
+    only = os.environ.get("INTEROP_BENCH_CLIPS_ONLY")  # e.g. "1080p H.264": the single-stream part on those clips
+    names = ["1080p HEVC"] if parts == {"aggregate"} else (only.split(",") + ["1080p HEVC"] if only else None)
+    clips = make_clips(quick, names)
     raw, via, views = _consume_raw(torch), _consume_interop(torch), _consume_interop_views(torch)
     direct = _consume_direct_views(torch)
     for p in clips.values():  # warm-up: CUDA/NVDEC initialisation, interop imports
@@ -364,6 +366,8 @@ def run(quick: bool) -> list[Result]:
 
     for r in range(runs if "main" in parts else 0):
         for name, p in clips.items():
+            if only and name not in only.split(","):
+                continue
             add(f"{name}: raw PyAV NVDEC + DLPack", timed(partial(loop_plain, p, raw), torch))
             add(f"{name}: interop NVDEC -> torch", timed(partial(loop_plain, p, via), torch))
             add(f"{name}: interop + torch_views", timed(partial(loop_plain, p, views), torch))

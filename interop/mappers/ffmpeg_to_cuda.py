@@ -33,6 +33,7 @@ from ..types import AccessMode, FrameFormat, MemoryType
 _SW_FORMATS = {"nv12": FrameFormat.NV12, "p010le": FrameFormat.P010}
 _FORMATS = frozenset(_SW_FORMATS.values())
 _contexts: dict[Any, CUDAContext] = {}  # FFmpeg hardware context -> CUDA context of its device
+_device_contexts: dict[int, tuple[CUDAContext, Any]] = {}  # device -> (its CUDA context, its FFmpeg context)
 
 
 def from_video_frame(vf: Any, *, parent: Any = None) -> Frame:
@@ -188,10 +189,12 @@ class FFmpegToCUDA(FastMapper):
         planes, lay = found
         if lay.format not in _FORMATS:
             return None
-        p0 = planes[0]
-        dev = p0.__dlpack_device__()[1]
-        ctx = CUDAContext.get(dev)
-        src = DecodedSource(vf, planes, lay, ffmpeg_context(f"cuda:{dev}"))
+        dev = planes[0].__dlpack_device__()[1]
+        ctxs = _device_contexts.get(dev)
+        if ctxs is None:
+            ctxs = _device_contexts[dev] = (CUDAContext.get(dev), ffmpeg_context(f"cuda:{dev}"))
+        ctx = ctxs[0]
+        src = DecodedSource(vf, planes, lay, ctxs[1])
         out = []
         i = 0
         for p, info in zip(planes, lay.infos):

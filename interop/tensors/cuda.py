@@ -105,6 +105,7 @@ class CUDATensor(Tensor):
 
     memory_type = MemoryType.CUDA
     HANDLE_KEYS = {"cuda_ptr": "ptr", "cuda_device": "device_id", "cuda_stream": "stream"}
+    _whole = False  # True: exactly the producer's own DLPack view (a whole PyAV plane)
 
     def __init__(self, native: Any, info: TensorInfo, *, ptr: int, device: int = 0, stream: Any = LEGACY_STREAM,
                  context: Context | None = None, parent: Any = None, writable: bool = True):
@@ -304,8 +305,19 @@ register_wrapper(Wrapper("CUDA producers (__cuda_array_interface__ / CUDA __dlpa
 # ---- torch views of CUDA tensors and frames ------------------------------------------------------------------
 
 
+_torch: list[Any] = []  # [torch module, its current-raw-stream function or None], filled on first use
+
+
+def _torch_mod() -> list[Any]:
+    if not _torch:
+        import torch
+
+        _torch[:] = [torch, getattr(torch._C, "_cuda_getCurrentRawStream", None)]
+    return _torch
+
+
 def _torch_stream(torch: Any, device: int) -> int:
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    raw = _torch_mod()[1]
     h = int(raw(device)) if raw is not None else int(torch.cuda.current_stream(device).cuda_stream)
     return LEGACY_STREAM if h == 0 else h
 
@@ -325,10 +337,14 @@ def torch_views(obj: Any) -> list[Any]:
     planes = [p for p in (obj.tensors if isinstance(obj, Frame) else [obj]) if isinstance(p, CUDATensor)]
     if not planes or len(planes) != (len(obj) if isinstance(obj, Frame) else 1):
         raise UnsupportedTypeError("torch_views() takes a CUDA tensor or frame: interop.map(x, MemoryType.CUDA) first")
-    import torch
-
+    torch = _torch_mod()[0]
     stream = _torch_stream(torch, planes[0].device_id)
-    return [torch.from_dlpack(p.__dlpack__(stream=stream)) for p in planes]
+    from_dlpack = torch.from_dlpack
+    if stream == LEGACY_STREAM and all(p._whole and p._stream == LEGACY_STREAM and not p._released for p in planes):
+        # whole decoded planes on the stream torch uses: nothing to order, the producers' own capsules (what
+        # __dlpack__ would return, without its per-call checks)
+        return [from_dlpack(p._native.__dlpack__(stream=None)) for p in planes]
+    return [from_dlpack(p.__dlpack__(stream=stream)) for p in planes]
 
 
 _NVDEC_SW = frozenset(("nv12", "p010le"))  # the sw_formats whose planes PyAV's capsules describe as interop does
@@ -349,8 +365,7 @@ def _nvdec_views(vf: Any) -> list[Any]:
     sw = vf.sw_format.name
     if sw not in _NVDEC_SW:
         raise UnsupportedFormatError(f"NVDEC frames of sw_format {sw} are not supported; nv12 and p010le are")
-    import torch
-
+    torch = _torch_mod()[0]
     if _torch_stream(torch, planes[0].__dlpack_device__()[1]) == LEGACY_STREAM:
         return [torch.from_dlpack(p.__dlpack__(stream=None)) for p in planes]
     from ..api import map as imap
