@@ -5,6 +5,7 @@
 #   TESTS=0      skip the GPU tests;  BENCH=0  skip the benchmarks
 #   INTEROP_BENCH_PARTS=main,aggregate,extra (default) or any of them: single streams, N decoders, experiments
 #   INTEROP_BENCH_DECODERS=1,2,4,7 (default)   the decoder counts of the aggregate part
+#   INTEROP_BENCH_RUNS_MANY_DECODERS=15 (default)   runs at 7 decoders (their figures take a few values run by run)
 #   INTEROP_BENCH_CLIPS_ONLY='1080p H.264'      the single-stream part on those clips only
 set -u
 cd "$(dirname "$0")/.."
