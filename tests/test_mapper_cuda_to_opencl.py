@@ -14,7 +14,7 @@ import pytest
 
 import interop
 from interop import AccessMode, MemoryType
-from interop.errors import BackendUnavailableError, CopyRequiredError, InteropError
+from interop.errors import BackendUnavailableError, CopyRequiredError, InteropError, InvalidTensorError
 from interop.mappers.cuda_to_opencl import EXTENSION, CUDAToOpenCL
 from interop.native import cuda_export as ce
 from tests.cuda_fakes import FakeDevice
@@ -118,6 +118,17 @@ def test_cumemalloc_memory_is_refused_without_allow_copy():
     t = interop.wrap(FakeDevice(np.zeros((4, 8), np.uint8)))
     with pytest.raises(CopyRequiredError, match="exportable_empty"):
         CUDAToOpenCL().map(t)
+
+
+def test_a_tensor_over_a_closed_allocation_is_refused():
+    from interop.info import TensorInfo
+    from interop.tensors.cuda import CUDATensor
+
+    a = ce.ExportableAllocation(4096, driver=FakeVMM())
+    t = CUDATensor(a, TensorInfo((64, 64), np.uint8), ptr=a.ptr, stream=None)
+    a.close()
+    with pytest.raises(InvalidTensorError, match="closed"):
+        CUDAToOpenCL().map(t, allow_copy=True)
 
 
 def test_without_an_importing_device_the_error_says_where_to_go():

@@ -162,7 +162,10 @@ class CUDAToOpenCL(MemoryMapper):
             if not isinstance(t, CUDATensor):
                 raise InvalidTensorError(f"{self.name} maps CUDATensors, not {type(t).__name__}")
             t._check()
-            alloc = t.native if isinstance(t.native, ExportableAllocation) and not t.native.closed else None
+            alloc = t.native if isinstance(t.native, ExportableAllocation) else None
+            if alloc is not None and alloc.closed:
+                raise InvalidTensorError("this CUDA tensor's exportable allocation was closed (its memory is freed); "
+                                         "allocate a new one with interop.tensors.cuda.exportable_empty()")
             if alloc is None and not allow_copy:
                 self.copying(t.info.nbytes, False, _WHY)
             allocs.append(alloc)
