@@ -140,3 +140,29 @@ def test_doctor_shows_one_shared_context(ctx):
     shared = row.details["shared context"]
     assert shared.startswith("OpenCV == pyopencl == dpctl: True") or shared.startswith("OpenCV == pyopencl: True")
     assert f"{ctx.cl_context:#x}" in shared and row.details["platforms"] >= 1
+
+
+def test_build_survives_an_unusable_binary_cache(ctx, monkeypatch):
+    """pyopencl's on-disk cache failing (seen on the GPU machine: sqlite 'file is not a database') costs the cache,
+    not the build; compiler errors still surface as they are."""
+    import sqlite3
+
+    import pyopencl as cl
+
+    from interop.tensors.opencl import OpenCLContext
+
+    real = cl.Program.build
+    calls = []
+
+    def build(self, options=[], devices=None, cache_dir=None):  # noqa: B006 (pyopencl's own signature)
+        calls.append(cache_dir)
+        if cache_dir is not False:
+            raise sqlite3.DatabaseError("file is not a database")
+        return real(self, options, devices, cache_dir)
+
+    monkeypatch.setattr(cl.Program, "build", build)
+    c = OpenCLContext(ctx.native)  # a fresh context object: no program cached yet
+    prg = c.build("__kernel void one(__global uchar *p) { p[get_global_id(0)] = 1; }")
+    assert calls == [None, False] and prg.one is not None
+    with pytest.raises(cl.Error):
+        c.build("__kernel void broken(")
