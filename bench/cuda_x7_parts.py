@@ -28,7 +28,7 @@ def main() -> None:
     raw = b._consume_raw(torch)
 
     def with_stream(vf: Any) -> Any:
-        _torch_stream(torch, 0)
+        _torch_stream(0)
         return raw(vf)
 
     def with_checks(vf: Any) -> Any:

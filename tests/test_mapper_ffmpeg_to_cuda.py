@@ -307,3 +307,32 @@ def test_nvdec_frames_decodes_ahead_and_stops_cleanly(clip):
     next(it)
     it.close()  # the worker is unblocked and joined
     assert not [t for t in threading.enumerate() if t.name == "interop-nvdec"]
+
+
+def test_torch_views_hand_out_pyav_capsules_on_the_legacy_stream_and_order_other_streams(monkeypatch):
+    """torch_views on fakes (a stand-in torch whose from_dlpack returns what it is given): on torch's legacy stream
+    the planes' own PyAV capsules, for the mapped frame and for the av.VideoFrame alike; on another stream each
+    plane is ordered after the decoder's stream first."""
+    from interop.tensors import cuda as cu
+    from tests.cuda_fakes import FakeDriver
+
+    current = {"stream": 0}
+    fake_torch = SimpleNamespace(from_dlpack=lambda cap: cap)
+    monkeypatch.setattr(cu, "_torch", [fake_torch, lambda device: current["stream"]])
+    vf = fake_hw_frame(pitch=256)
+    caps = [("pyav capsule", p.buffer_ptr) for p in vf.planes]
+    f = FFmpegToCUDA().map_native(vf, AccessMode.READ, False)
+    assert cu.torch_views(f) == caps and cu.torch_views(vf) == caps
+    d = FakeDriver()
+    old = cn._driver
+    cn.set_driver(d)
+    try:
+        current["stream"] = 0x5000
+        assert cu.torch_views(f) == caps  # whole planes still hand out PyAV's capsules...
+        assert [c for c in d.calls if c[0] == "order"] == [("order", 0, 1, 0x5000)] * 2  # ...after ordering
+    finally:
+        cn.set_driver(old)
+    f.release()
+    current["stream"] = 0
+    with pytest.raises(InvalidTensorError):
+        cu.torch_views(f)  # released planes export nothing

@@ -136,9 +136,11 @@ def _consume_direct_views(torch: Any) -> Callable[[Any], Any]:
     return torch_views  # straight from the av.VideoFrame
 
 
-def loop_plain(path: Path, consume: Callable[[Any], Any], limit: int | None = None) -> int:
+def loop_plain(path: Path, consume: Callable[[Any], Any], limit: int | None = None, frame_threads: bool = False) -> int:
     n = 0
     with _nvdec(path) as c:
+        if frame_threads:
+            c.streams.video[0].thread_type = "AUTO"
         for vf in c.decode(video=0):
             consume(vf)
             n += 1
@@ -149,15 +151,7 @@ def loop_plain(path: Path, consume: Callable[[Any], Any], limit: int | None = No
 
 def loop_frame_threads(path: Path, consume: Callable[[Any], Any], limit: int | None = None) -> int:
     """loop_plain with FFmpeg's frame threads on (thread_type AUTO), as ``open_nvdec(frame_threads=True)``."""
-    n = 0
-    with _nvdec(path) as c:
-        c.streams.video[0].thread_type = "AUTO"
-        for vf in c.decode(video=0):
-            consume(vf)
-            n += 1
-            if limit is not None and n >= limit:
-                break
-    return n
+    return loop_plain(path, consume, limit, frame_threads=True)
 
 
 def loop_decode_thread(path: Path, consume: Callable[[Any], Any], limit: int | None = None,

@@ -123,12 +123,6 @@ def _imported(alloc: Any, ctx: Any) -> Any:
     return buf
 
 
-def _pitch_rows(info: Any) -> tuple[int, int, int]:
-    from ..tensors.cuda import rows_of
-
-    return rows_of(info)
-
-
 @register
 class CUDAToOpenCL(MemoryMapper):
     src = MemoryType.CUDA
@@ -249,9 +243,10 @@ def staging_count() -> int:
 def _copy_2d(src: Any, dst: Any) -> None:
     """A synchronous device-to-device copy between two CUDA tensors of one shape whose rows are contiguous."""
     from ..tensors._cuda_native import driver
+    from ..tensors.cuda import rows_of
 
-    rows, width, src_pitch = _pitch_rows(src.info)
-    _, _, dst_pitch = _pitch_rows(dst.info)
+    rows, width, src_pitch = rows_of(src.info)
+    _, _, dst_pitch = rows_of(dst.info)
     stream = src.stream if src.stream is not None else 1
     driver().copy2d(src.device_id, stream, dst=dst.ptr, dst_pitch=dst_pitch, dst_host=False, src=src.ptr,
                     src_pitch=src_pitch, src_host=False, width=width, height=rows, sync=True)

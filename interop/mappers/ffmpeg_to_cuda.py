@@ -15,23 +15,24 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import InvalidTensorError, UnsupportedFormatError
+from ..errors import InvalidTensorError
 from ..frame import Frame
 from ..mapper import register
 from ..tensor import Tensor
 from ..tensors._fastpath import FastMapper, _new, trusted_frame
 from ..tensors.cuda import (
     LEGACY_STREAM,
+    NVDEC_SW_FORMATS,
     CUDAContext,
     CUDATensor,
     fast_tensor,
     missing_array_library,
+    unsupported_nvdec_format,
 )
 from ..tensors.ffmpeg import DecodedSource, SourcedTensor, ffmpeg_context, hardware_planes, sourced_frame
-from ..types import AccessMode, FrameFormat, MemoryType
+from ..types import AccessMode, MemoryType
 
-_SW_FORMATS = {"nv12": FrameFormat.NV12, "p010le": FrameFormat.P010}
-_FORMATS = frozenset(_SW_FORMATS.values())
+_FORMATS = frozenset(NVDEC_SW_FORMATS.values())
 _contexts: dict[Any, CUDAContext] = {}  # FFmpeg hardware context -> CUDA context of its device
 _device_contexts: dict[int, tuple[CUDAContext, Any]] = {}  # device -> (its CUDA context, its FFmpeg context)
 
@@ -44,8 +45,8 @@ def from_video_frame(vf: Any, *, parent: Any = None) -> Frame:
         raise InvalidTensorError(f"this av.VideoFrame is a software frame ({vf.format.name}); decode with "
                                  f"HWAccel('cuda', is_hw_owned=True) or map it with allow_copy=True to upload it")
     sw = vf.sw_format.name
-    if sw not in _SW_FORMATS:
-        raise UnsupportedFormatError(f"NVDEC frames of sw_format {sw} are not supported; nv12 and p010le are")
+    if sw not in NVDEC_SW_FORMATS:
+        raise unsupported_nvdec_format(sw)
     f = _one_step().map_native(vf, AccessMode.READ, False)
     if f is None:
         raise InvalidTensorError(f"the planes of this NVDEC frame ({vf.width}x{vf.height} {sw}) do not match its "

@@ -316,8 +316,8 @@ def _torch_mod() -> list[Any]:
     return _torch
 
 
-def _torch_stream(torch: Any, device: int) -> int:
-    raw = _torch_mod()[1]
+def _torch_stream(device: int) -> int:
+    torch, raw = _torch_mod()
     h = int(raw(device)) if raw is not None else int(torch.cuda.current_stream(device).cuda_stream)
     return LEGACY_STREAM if h == 0 else h
 
@@ -337,9 +337,8 @@ def torch_views(obj: Any) -> list[Any]:
     planes = [p for p in (obj.tensors if isinstance(obj, Frame) else [obj]) if isinstance(p, CUDATensor)]
     if not planes or len(planes) != (len(obj) if isinstance(obj, Frame) else 1):
         raise UnsupportedTypeError("torch_views() takes a CUDA tensor or frame: interop.map(x, MemoryType.CUDA) first")
-    torch = _torch_mod()[0]
-    stream = _torch_stream(torch, planes[0].device_id)
-    from_dlpack = torch.from_dlpack
+    stream = _torch_stream(planes[0].device_id)
+    from_dlpack = _torch_mod()[0].from_dlpack
     if stream == LEGACY_STREAM and all(p._whole and p._stream == LEGACY_STREAM and not p._released for p in planes):
         # whole decoded planes on the stream torch uses: nothing to order, the producers' own capsules (what
         # __dlpack__ would return, without its per-call checks)
@@ -347,7 +346,13 @@ def torch_views(obj: Any) -> list[Any]:
     return [from_dlpack(p.__dlpack__(stream=stream)) for p in planes]
 
 
-_NVDEC_SW = frozenset(("nv12", "p010le"))  # the sw_formats whose planes PyAV's capsules describe as interop does
+# The sw_formats of NVDEC frames interop takes (their planes are what PyAV's capsules describe), and the refusal of
+# the others: shared by the FFMPEG -> CUDA mapper and torch_views(vf).
+NVDEC_SW_FORMATS = {"nv12": FrameFormat.NV12, "p010le": FrameFormat.P010}
+
+
+def unsupported_nvdec_format(sw: str) -> UnsupportedFormatError:
+    return UnsupportedFormatError(f"NVDEC frames of sw_format {sw} are not supported; nv12 and p010le are")
 
 
 def _nvdec_views(vf: Any) -> list[Any]:
@@ -363,10 +368,10 @@ def _nvdec_views(vf: Any) -> list[Any]:
         raise UnsupportedTypeError(f"torch_views() takes a CUDA tensor or frame, or an NVDEC-decoded av.VideoFrame, "
                                    f"not {type(vf).__name__}: interop.map(x, MemoryType.CUDA) first")
     sw = vf.sw_format.name
-    if sw not in _NVDEC_SW:
-        raise UnsupportedFormatError(f"NVDEC frames of sw_format {sw} are not supported; nv12 and p010le are")
-    torch = _torch_mod()[0]
-    if _torch_stream(torch, planes[0].__dlpack_device__()[1]) == LEGACY_STREAM:
+    if sw not in NVDEC_SW_FORMATS:
+        raise unsupported_nvdec_format(sw)
+    if _torch_stream(planes[0].__dlpack_device__()[1]) == LEGACY_STREAM:
+        torch = _torch_mod()[0]
         return [torch.from_dlpack(p.__dlpack__(stream=None)) for p in planes]
     from ..api import map as imap
 
