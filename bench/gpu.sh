@@ -3,7 +3,9 @@
 # benchmarks, print a table, write everything under $OUT.
 #   QUICK=1      short clips, 3 runs (a check that everything works)
 #   TESTS=0      skip the GPU tests;  BENCH=0  skip the benchmarks
-#   INTEROP_BENCH_PARTS=main,aggregate,extra (default) or any of them: single streams, N decoders, experiments
+#   INTEROP_BENCH_PARTS=main,aggregate_warm,aggregate,files,extra (default) or any: single streams, N decoders
+#       with one idle NVDEC decoder held in the process (every case alike) and without, files one after another
+#       (raw against open_nvdec kept warm), experiments
 #   INTEROP_BENCH_DECODERS=1,2,4,7 (default)   the decoder counts of the aggregate part
 #   INTEROP_BENCH_RUNS_MANY_DECODERS=15 (default)   runs at 7 decoders (their figures take a few values run by run)
 #   INTEROP_BENCH_CLIPS_ONLY='1080p H.264'      the single-stream part on those clips only
@@ -30,7 +32,7 @@ $PY -c "import interop.benchmarks.cuda as b, time; t=time.time(); b.make_clips('
 rc=0
 if [ "${TESTS:-1}" = 1 ]; then
     $PY -m pytest -q -p no:cacheprovider -m gpu tests/test_tensor_cuda.py tests/test_mapper_ffmpeg_to_cuda.py \
-        tests/test_mapper_cuda_to_cpu.py tests/test_mapper_cpu_to_cuda.py tests/test_mapper_cuda_to_opencl.py 2>&1 | tee "$OUT/pytest.log" | tail -40
+        tests/test_mapper_cuda_to_cpu.py tests/test_mapper_cpu_to_cuda.py tests/test_mapper_cuda_to_opencl.py tests/test_nvdec_warm.py 2>&1 | tee "$OUT/pytest.log" | tail -40
     rc=${PIPESTATUS[0]}
     $PY examples/cuda_infer.py --frames 300 --check 2>&1 | tee "$OUT/example.log" | tail -4
     $PY examples/cuda_opencl.py --frames 60 2>&1 | tee -a "$OUT/example.log" | tail -2

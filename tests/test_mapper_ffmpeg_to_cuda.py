@@ -283,7 +283,7 @@ def test_open_nvdec_copes_with_a_primary_context_made_by_torch(monkeypatch, prim
 
     monkeypatch.setattr(av, "open", fake_open)
     try:
-        c = open_nvdec("clip.mp4", frame_threads=True)
+        c = open_nvdec("clip.mp4", frame_threads=True, keep_warm=False)  # keeping warm: tests/test_nvdec_warm.py
     finally:
         cn.set_driver(old)
     assert seen["options"] == options and seen["owned"] is True

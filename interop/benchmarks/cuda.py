@@ -7,7 +7,10 @@ Cases, each fps over a whole clip (median of interleaved runs):
   torch_views(vf)         the same decode + interop.tensors.cuda.torch_views(frame): the planes straight to torch
   naive    CPU decode (PyAV's default threading) + to_ndarray('rgb24') + torch.from_numpy(...).cuda();
            also with frame threads on all cores
-  N decoders in threads (HEVC 1080p, the whole 2000-frame clip each), aggregate fps, raw and interop
+  N decoders in threads (HEVC 1080p, the whole 2000-frame clip each), aggregate fps, raw and interop; once with
+           one idle NVDEC decoder held in the process for every case (interop.nvdec_warm: no close waits for the
+           driver's teardown tick) and once without
+  files in turn    one decoder at a time, 10 files one after another: raw PyAV against open_nvdec (kept warm)
 Experiments to beat PyAV's own loop: demux on a separate thread, the *_cuvid decoders, frame threads.
 
 Clips are synthetic and made on the machine that runs this (PyAV's libx264 / libx265, ultrafast), cached in
@@ -28,6 +31,7 @@ from typing import Any
 from . import Result, median
 
 NAME = "cuda"
+WARM = ", NVDEC kept warm"  # the aggregate cases run with one idle NVDEC decoder held in the process
 
 CLIPS = {  # name: (codec, width, height, frames full, frames quick)
     "1080p H.264": ("libx264", 1920, 1080, 2000, 300),
@@ -149,6 +153,21 @@ def loop_plain(path: Path, consume: Callable[[Any], Any], limit: int | None = No
     return n
 
 
+def files_in_turn(path: Path, files: int, frames: int, consume: Callable[[Any], Any],
+                  opener: Callable[..., Any]) -> int:
+    """``files`` videos decoded one after another (the same clip reopened), ``frames`` of each, by one decoder at
+    a time opened with ``opener``: the frames decoded."""
+    n = 0
+    for _ in range(files):
+        with opener(str(path)) as c:
+            for k, vf in enumerate(c.decode(video=0)):
+                consume(vf)
+                n += 1
+                if k + 1 >= frames:
+                    break
+    return n
+
+
 def loop_frame_threads(path: Path, consume: Callable[[Any], Any], limit: int | None = None) -> int:
     """loop_plain with FFmpeg's frame threads on (thread_type AUTO), as ``open_nvdec(frame_threads=True)``."""
     return loop_plain(path, consume, limit, frame_threads=True)
@@ -161,7 +180,8 @@ def loop_decode_thread(path: Path, consume: Callable[[Any], Any], limit: int | N
     from interop.tensors.cuda import torch_views
 
     n = 0
-    for f in nvdec_frames(str(path), frame_threads=frame_threads):
+    # not kept warm: the experiments compare decode strategies, every one closing its decoder cold like raw
+    for f in nvdec_frames(str(path), frame_threads=frame_threads, keep_warm=False):
         torch_views(f)
         n += 1
     return n
@@ -339,9 +359,9 @@ def run(quick: bool) -> list[Result]:
         return [Result(NAME, "skipped", 0.0, "", {"reason": f"needs torch with a CUDA device and PyAV: {e}"})]
     log = _log()
     runs = 3 if quick else int(os.environ.get("INTEROP_BENCH_RUNS", "5"))
-    parts = set(os.environ.get("INTEROP_BENCH_PARTS", "main,aggregate,extra").split(","))
+    parts = set(os.environ.get("INTEROP_BENCH_PARTS", "main,aggregate_warm,aggregate,files,extra").split(","))
     only = os.environ.get("INTEROP_BENCH_CLIPS_ONLY")  # e.g. "1080p H.264": the single-stream part on those clips
-    names = ["1080p HEVC"] if parts == {"aggregate"} else (only.split(",") + ["1080p HEVC"] if only else None)
+    names = ["1080p HEVC"] if parts <= {"aggregate", "aggregate_warm", "files"} else (only.split(",") + ["1080p HEVC"] if only else None)
     clips = make_clips(quick, names)
     raw, via, views = _consume_raw(torch), _consume_interop(torch), _consume_interop_views(torch)
     direct = _consume_direct_views(torch)
@@ -376,18 +396,48 @@ def run(quick: bool) -> list[Result]:
     hevc = clips["1080p HEVC"]
     limit = int(CLIPS["1080p HEVC"][4 if quick else 3])
     decoder_counts = [int(x) for x in os.environ.get("INTEROP_BENCH_DECODERS", "1,2,4,7").split(",")]
-    # At 7 decoders the process is GIL-bound and every consumer's aggregate takes one of a few values run by run
-    # (raw alike), so 7 runs can put two equal consumers' medians on different values: 15 runs there.
+    # At 7 decoders the wall figure takes a few values ~0.25 s apart (the driver's teardown tick, below), so 7
+    # runs can put two equal consumers' medians on different values: 15 runs there.
     many = int(os.environ.get("INTEROP_BENCH_RUNS_MANY_DECODERS", "3" if quick else "15"))
-    for r in range(max(runs, many) if "aggregate" in parts else 0):
-        for n in decoder_counts:
-            if r >= (max(runs, many) if n >= 7 else runs):
-                continue
-            for label, consume in (("raw", raw), ("interop", via), ("interop + torch_views", views),
-                                   ("torch_views(vf)", direct)):
-                detail: dict[str, Any] = {}
-                add(f"1080p HEVC x{n} decoders: {label}", concurrent(hevc, consume, n, limit, torch, loop_plain, detail))
-                add(f"1080p HEVC x{n} decoders to last frame: {label}", detail["to_last_frame"])
+
+    def aggregates(tag: str) -> None:
+        for r in range(max(runs, many)):
+            for n in decoder_counts:
+                if r >= (max(runs, many) if n >= 7 else runs):
+                    continue
+                for label, consume in (("raw", raw), ("interop", via), ("interop + torch_views", views),
+                                       ("torch_views(vf)", direct)):
+                    detail: dict[str, Any] = {}
+                    add(f"1080p HEVC x{n} decoders{tag}: {label}",
+                        concurrent(hevc, consume, n, limit, torch, loop_plain, detail))
+                    add(f"1080p HEVC x{n} decoders{tag} to last frame: {label}", detail["to_last_frame"])
+
+    if "aggregate_warm" in parts:
+        # The same with one idle NVDEC decoder held through every case (raw too): closing the process's last
+        # decoder then never waits for the driver's ~250 ms teardown tick (interop.nvdec_warm,
+        # bench/cuda_teardown.py), which otherwise rounds each run's wall time up to the next tick.
+        from interop.nvdec_warm import keep_nvdec_warm, release_nvdec_warm
+
+        keep_nvdec_warm(0)
+        try:
+            aggregates(WARM)
+        finally:
+            release_nvdec_warm(0)
+    if "aggregate" in parts:
+        aggregates("")
+    # One decoder at a time, file after file (a pipeline taking videos in turn): every close is the process's
+    # last unless NVDEC is kept warm. interop's open_nvdec makes its idle decoder in every run (a process pays
+    # that once) and lets it go after, so the raw runs stay cold.
+    files, frames_per_file = (4, 100) if quick else (10, 300)
+    for _r in range(runs if "files" in parts else 0):
+        from interop.mappers.ffmpeg_to_cuda import open_nvdec
+        from interop.nvdec_warm import release_nvdec_warm
+
+        add(f"1080p HEVC, {files} files in turn: raw PyAV NVDEC + DLPack",
+            timed(partial(files_in_turn, hevc, files, frames_per_file, raw, _nvdec), torch))
+        add(f"1080p HEVC, {files} files in turn: open_nvdec (kept warm) + torch_views(vf)",
+            timed(partial(files_in_turn, hevc, files, frames_per_file, direct, open_nvdec), torch))
+        release_nvdec_warm()
     for _r in range(min(runs, 3) if "extra" in parts else 0):
         for name in clips:
             p = clips[name]
@@ -425,10 +475,12 @@ def run(quick: bool) -> list[Result]:
         ratio(f"{name}: interop / naive all cores", f"{name}: interop NVDEC -> torch",
               f"{name}: naive, all cores (frame threads)")
     for n in (1, 2, 4, 7):
-        for how in (" decoders", " decoders to last frame"):
+        for how in (" decoders", " decoders to last frame", f" decoders{WARM}", f" decoders{WARM} to last frame"):
             for label in ("interop", "interop + torch_views", "torch_views(vf)"):
                 ratio(f"1080p HEVC x{n}{how}: {label} / raw", f"1080p HEVC x{n}{how}: {label}",
                       f"1080p HEVC x{n}{how}: raw")
+    for name in [k for k in med if " files in turn: open_nvdec" in k]:
+        ratio(f"{name.split(':')[0]}: open_nvdec kept warm / raw", name, name.split(":")[0] + ": raw PyAV NVDEC + DLPack")
     for name in clips:
         for label in ("demux thread", "cuvid decoder", "frame threads", "decode thread", "decode thread + frame threads"):
             ratio(f"{name}: interop + {label} / raw", f"{name}: interop + {label}", f"{name}: raw PyAV NVDEC + DLPack")

@@ -68,7 +68,7 @@ def _one_step() -> FFmpegToCUDA:
 _CU_CTX_SCHED_BLOCKING_SYNC = 4  # the primary-context flags FFmpeg insists on
 
 
-def open_nvdec(file: Any, *, device: int = 0, frame_threads: bool = False, **kw: Any) -> Any:
+def open_nvdec(file: Any, *, device: int = 0, frame_threads: bool = False, keep_warm: bool = True, **kw: Any) -> Any:
     """``av.open(file)`` decoding on NVDEC with frames kept on the GPU (``HWAccel('cuda', is_hw_owned=True)``).
 
     FFmpeg wants the device's primary CUDA context with blocking-sync flags; when torch or CuPy made it first
@@ -76,11 +76,19 @@ def open_nvdec(file: Any, *, device: int = 0, frame_threads: bool = False, **kw:
     here and FFmpeg is told to use the current context: the frames land in the same context torch uses.
     ``frame_threads=True`` turns on FFmpeg's frame threads, which overlap the CPU side of several pictures (H.264
     1080p on an H100: about 1.4x the plain loop; see bench/results/cuda.md).
+    ``keep_warm=True`` first holds one idle NVDEC decoder on the device for the process (``interop.nvdec_warm``),
+    so closing this container never waits for the driver's ~250 ms teardown tick; where that cannot be done the
+    open goes on without it.
     """
     import av
     from av.codec.hwaccel import HWAccel
 
     from ..tensors._cuda_native import driver
+
+    if keep_warm:
+        from ..nvdec_warm import try_keep_nvdec_warm
+
+        try_keep_nvdec_warm(device)
 
     dev = None if device == 0 else str(device)
     d = driver()
