@@ -140,9 +140,10 @@ def _consume_direct_views(torch: Any) -> Callable[[Any], Any]:
     return torch_views  # straight from the av.VideoFrame
 
 
-def loop_plain(path: Path, consume: Callable[[Any], Any], limit: int | None = None, frame_threads: bool = False) -> int:
+def loop_plain(path: Path, consume: Callable[[Any], Any], limit: int | None = None, frame_threads: bool = False,
+               opener: Callable[[Path], Any] = _nvdec) -> int:
     n = 0
-    with _nvdec(path) as c:
+    with opener(path) as c:
         if frame_threads:
             c.streams.video[0].thread_type = "AUTO"
         for vf in c.decode(video=0):
@@ -400,39 +401,42 @@ def run(quick: bool) -> list[Result]:
     # runs can put two equal consumers' medians on different values: 15 runs there.
     many = int(os.environ.get("INTEROP_BENCH_RUNS_MANY_DECODERS", "3" if quick else "15"))
 
-    def aggregates(tag: str) -> None:
+    from interop.mappers.ffmpeg_to_cuda import open_nvdec
+    from interop.nvdec_warm import keep_nvdec_warm, release_nvdec_warm
+
+    same_decode = [("raw", raw, loop_plain), ("interop", via, loop_plain),
+                   ("interop + torch_views", views, loop_plain), ("torch_views(vf)", direct, loop_plain)]
+    # as a user of interop decodes: open_nvdec, which makes the idle decoder in the run (timed) and keeps it
+    by_open_nvdec = ("open_nvdec + torch_views(vf)", direct, partial(loop_plain, opener=lambda p: open_nvdec(str(p))))
+
+    def aggregates(tag: str, cases: list[tuple[str, Callable[[Any], Any], Callable[..., int]]]) -> None:
         for r in range(max(runs, many)):
             for n in decoder_counts:
                 if r >= (max(runs, many) if n >= 7 else runs):
                     continue
-                for label, consume in (("raw", raw), ("interop", via), ("interop + torch_views", views),
-                                       ("torch_views(vf)", direct)):
+                for label, consume, loop in cases:
                     detail: dict[str, Any] = {}
-                    add(f"1080p HEVC x{n} decoders{tag}: {label}",
-                        concurrent(hevc, consume, n, limit, torch, loop_plain, detail))
+                    add(f"1080p HEVC x{n} decoders{tag}: {label}", concurrent(hevc, consume, n, limit, torch, loop, detail))
                     add(f"1080p HEVC x{n} decoders{tag} to last frame: {label}", detail["to_last_frame"])
+                    if loop is not loop_plain:
+                        release_nvdec_warm()  # the next cases start cold again
 
     if "aggregate_warm" in parts:
         # The same with one idle NVDEC decoder held through every case (raw too): closing the process's last
         # decoder then never waits for the driver's ~250 ms teardown tick (interop.nvdec_warm,
         # bench/cuda_teardown.py), which otherwise rounds each run's wall time up to the next tick.
-        from interop.nvdec_warm import keep_nvdec_warm, release_nvdec_warm
-
         keep_nvdec_warm(0)
         try:
-            aggregates(WARM)
+            aggregates(WARM, same_decode)
         finally:
             release_nvdec_warm(0)
     if "aggregate" in parts:
-        aggregates("")
+        aggregates("", [*same_decode, by_open_nvdec])
     # One decoder at a time, file after file (a pipeline taking videos in turn): every close is the process's
     # last unless NVDEC is kept warm. interop's open_nvdec makes its idle decoder in every run (a process pays
     # that once) and lets it go after, so the raw runs stay cold.
     files, frames_per_file = (4, 100) if quick else (10, 300)
     for _r in range(runs if "files" in parts else 0):
-        from interop.mappers.ffmpeg_to_cuda import open_nvdec
-        from interop.nvdec_warm import release_nvdec_warm
-
         add(f"1080p HEVC, {files} files in turn: raw PyAV NVDEC + DLPack",
             timed(partial(files_in_turn, hevc, files, frames_per_file, raw, _nvdec), torch))
         add(f"1080p HEVC, {files} files in turn: open_nvdec (kept warm) + torch_views(vf)",
@@ -476,7 +480,7 @@ def run(quick: bool) -> list[Result]:
               f"{name}: naive, all cores (frame threads)")
     for n in (1, 2, 4, 7):
         for how in (" decoders", " decoders to last frame", f" decoders{WARM}", f" decoders{WARM} to last frame"):
-            for label in ("interop", "interop + torch_views", "torch_views(vf)"):
+            for label in ("interop", "interop + torch_views", "torch_views(vf)", "open_nvdec + torch_views(vf)"):
                 ratio(f"1080p HEVC x{n}{how}: {label} / raw", f"1080p HEVC x{n}{how}: {label}",
                       f"1080p HEVC x{n}{how}: raw")
     for name in [k for k in med if " files in turn: open_nvdec" in k]:
