@@ -3,7 +3,8 @@
 # benchmarks, print a table, write everything under $OUT.
 #   QUICK=1      short clips, 3 runs (a check that everything works)
 #   TESTS=0      skip the GPU tests;  BENCH=0  skip the benchmarks
-#   INTEROP_BENCH_PARTS=main,aggregate_warm,aggregate,files,extra (default) or any: single streams, N decoders
+#   INTEROP_BENCH_PARTS=main,main_warm,aggregate_warm,aggregate,files,extra (default) or any: single streams
+#       (cold, and with one idle NVDEC decoder held in the process for every case), N decoders
 #       with one idle NVDEC decoder held in the process (every case alike) and without, files one after another
 #       (raw against open_nvdec kept warm), experiments
 #   INTEROP_BENCH_DECODERS=1,2,4,7 (default)   the decoder counts of the aggregate part

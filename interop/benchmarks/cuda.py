@@ -360,7 +360,7 @@ def run(quick: bool) -> list[Result]:
         return [Result(NAME, "skipped", 0.0, "", {"reason": f"needs torch with a CUDA device and PyAV: {e}"})]
     log = _log()
     runs = 3 if quick else int(os.environ.get("INTEROP_BENCH_RUNS", "5"))
-    parts = set(os.environ.get("INTEROP_BENCH_PARTS", "main,aggregate_warm,aggregate,files,extra").split(","))
+    parts = set(os.environ.get("INTEROP_BENCH_PARTS", "main,main_warm,aggregate_warm,aggregate,files,extra").split(","))
     only = os.environ.get("INTEROP_BENCH_CLIPS_ONLY")  # e.g. "1080p H.264": the single-stream part on those clips
     names = ["1080p HEVC"] if parts <= {"aggregate", "aggregate_warm", "files"} else (only.split(",") + ["1080p HEVC"] if only else None)
     clips = make_clips(quick, names)
@@ -379,19 +379,34 @@ def run(quick: bool) -> list[Result]:
         samples.setdefault(case, []).append(fps)
         log(f"{case:44s} {fps:8.1f} fps")
 
-    for r in range(runs if "main" in parts else 0):
-        for name, p in clips.items():
-            if only and name not in only.split(","):
-                continue
-            add(f"{name}: raw PyAV NVDEC + DLPack", timed(partial(loop_plain, p, raw), torch))
-            add(f"{name}: interop NVDEC -> torch", timed(partial(loop_plain, p, via), torch))
-            add(f"{name}: interop + torch_views", timed(partial(loop_plain, p, views), torch))
-            add(f"{name}: torch_views(vf)", timed(partial(loop_plain, p, direct), torch))
-            if name != "4K H.264" or r == 0:
-                add(f"{name}: naive CPU decode + rgb24 + .cuda()", timed(partial(loop_naive, p, torch), torch))
-            if os.environ.get("INTEROP_BENCH_NAIVE_ALL_CORES") and ((name != "4K H.264" and r < 3) or r == 0):
-                add(f"{name}: naive, all cores (frame threads)",
-                    timed(partial(loop_naive, p, torch, all_cores=True), torch))
+    def single_streams(tag: str, naive: bool) -> None:
+        for r in range(runs):
+            for name, p in clips.items():
+                if only and name not in only.split(","):
+                    continue
+                add(f"{name}{tag}: raw PyAV NVDEC + DLPack", timed(partial(loop_plain, p, raw), torch))
+                add(f"{name}{tag}: interop NVDEC -> torch", timed(partial(loop_plain, p, via), torch))
+                add(f"{name}{tag}: interop + torch_views", timed(partial(loop_plain, p, views), torch))
+                add(f"{name}{tag}: torch_views(vf)", timed(partial(loop_plain, p, direct), torch))
+                if naive and (name != "4K H.264" or r == 0):
+                    add(f"{name}: naive CPU decode + rgb24 + .cuda()", timed(partial(loop_naive, p, torch), torch))
+                if naive and os.environ.get("INTEROP_BENCH_NAIVE_ALL_CORES") and ((name != "4K H.264" and r < 3) or r == 0):
+                    add(f"{name}: naive, all cores (frame threads)",
+                        timed(partial(loop_naive, p, torch, all_cores=True), torch))
+
+    from interop.mappers.ffmpeg_to_cuda import open_nvdec
+    from interop.nvdec_warm import keep_nvdec_warm, release_nvdec_warm
+
+    if "main" in parts:
+        single_streams("", naive=True)
+    if "main_warm" in parts:
+        # every case with one idle NVDEC decoder held: no run's close waits for the driver's ~250 ms teardown
+        # tick, which otherwise rounds each run's time up to the next tick (the 1080p H.264 "speed steps")
+        keep_nvdec_warm(0)
+        try:
+            single_streams(WARM, naive="main" not in parts)
+        finally:
+            release_nvdec_warm(0)
     # N decoders in threads, each decoding the whole 2000-frame HEVC clip (the issue's clip length: start-up and
     # teardown must not dominate); every case of every N in turn, run by run
     hevc = clips["1080p HEVC"]
@@ -400,9 +415,6 @@ def run(quick: bool) -> list[Result]:
     # At 7 decoders the wall figure takes a few values ~0.25 s apart (the driver's teardown tick, below), so 7
     # runs can put two equal consumers' medians on different values: 15 runs there.
     many = int(os.environ.get("INTEROP_BENCH_RUNS_MANY_DECODERS", "3" if quick else "15"))
-
-    from interop.mappers.ffmpeg_to_cuda import open_nvdec
-    from interop.nvdec_warm import keep_nvdec_warm, release_nvdec_warm
 
     same_decode = [("raw", raw, loop_plain), ("interop", via, loop_plain),
                    ("interop + torch_views", views, loop_plain), ("torch_views(vf)", direct, loop_plain)]
@@ -469,13 +481,17 @@ def run(quick: bool) -> list[Result]:
         if med.get(a) and med.get(b):
             results.append(Result(NAME, case, round(med[a] / med[b], 3), "x", {"of": a, "over": b}))
 
+    for clip in clips:
+        naive_case = f"{clip}: naive CPU decode + rgb24 + .cuda()"
+        for name in (clip, clip + WARM):
+            ratio(f"{name}: interop / raw", f"{name}: interop NVDEC -> torch", f"{name}: raw PyAV NVDEC + DLPack")
+            ratio(f"{name}: interop / naive", f"{name}: interop NVDEC -> torch", naive_case)
+            ratio(f"{name}: interop + torch_views / raw", f"{name}: interop + torch_views",
+                  f"{name}: raw PyAV NVDEC + DLPack")
+            ratio(f"{name}: torch_views(vf) / raw", f"{name}: torch_views(vf)", f"{name}: raw PyAV NVDEC + DLPack")
+            ratio(f"{name}: torch_views(vf) / naive", f"{name}: torch_views(vf)", naive_case)
+            ratio(f"{name}: interop + torch_views / naive", f"{name}: interop + torch_views", naive_case)
     for name in clips:
-        ratio(f"{name}: interop / raw", f"{name}: interop NVDEC -> torch", f"{name}: raw PyAV NVDEC + DLPack")
-        ratio(f"{name}: interop / naive", f"{name}: interop NVDEC -> torch", f"{name}: naive CPU decode + rgb24 + .cuda()")
-        ratio(f"{name}: interop + torch_views / raw", f"{name}: interop + torch_views", f"{name}: raw PyAV NVDEC + DLPack")
-        ratio(f"{name}: torch_views(vf) / raw", f"{name}: torch_views(vf)", f"{name}: raw PyAV NVDEC + DLPack")
-        ratio(f"{name}: interop + torch_views / naive", f"{name}: interop + torch_views",
-              f"{name}: naive CPU decode + rgb24 + .cuda()")
         ratio(f"{name}: interop / naive all cores", f"{name}: interop NVDEC -> torch",
               f"{name}: naive, all cores (frame threads)")
     for n in (1, 2, 4, 7):
