@@ -10,6 +10,8 @@
 #   INTEROP_BENCH_DECODERS=1,2,4,7 (default)   the decoder counts of the aggregate part
 #   INTEROP_BENCH_RUNS_MANY_DECODERS=15 (default)   runs at 7 decoders (their figures take a few values run by run)
 #   INTEROP_BENCH_CLIPS_ONLY='1080p H.264'      the single-stream part on those clips only
+# A full run takes ~25 min on the H100 (main ~6, main_warm ~5, aggregate_warm ~5, aggregate ~6, files ~1, extra);
+# where one command may run 10 min at most, run the parts in turn.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
