@@ -8,7 +8,8 @@ idle decoder held in the process, no close is the last one and each takes ~22 ms
 
 ``open_nvdec()`` calls ``keep_nvdec_warm(device)`` first (``keep_warm=False`` opts out). The idle decoder decodes
 one 256x144 H.264 picture (made in memory by libx264 once per process) and keeps its container open until
-``release_nvdec_warm()`` or exit. It costs one NVDEC session and a few MiB of GPU memory per device.
+``release_nvdec_warm()`` or exit. It costs one NVDEC session and ~8 MiB of GPU memory per device, and ~0.15 s
+once per process to make (H100: clip 46 ms, decoder 104 ms).
 """
 
 from __future__ import annotations
