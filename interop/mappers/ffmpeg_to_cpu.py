@@ -17,12 +17,12 @@ from ..errors import InvalidTensorError
 from ..frame import Frame
 from ..mapper import register
 from ..tensor import Tensor
-from ..tensors._fastpath import CPUView, FastMapper, _new, derive_frame
+from ..tensors._fastpath import CPUView, _new, derive_frame
 from ..tensors.ffmpeg import (
     DecodedSource,
+    FFmpegMapper,
     FFmpegTensor,
     SourcedTensor,
-    is_video_frame,
     refuse_hardware,
     software_planes,
     sourced_frame,
@@ -33,16 +33,12 @@ from ..types import AccessMode, MemoryType
 
 
 @register
-class FFmpegToCPU(FastMapper):
-    src = MemoryType.FFMPEG
+class FFmpegToCPU(FFmpegMapper):
     dst = MemoryType.CPU
     zero_copy = True  # READ is always zero-copy; WRITE of a read-only frame copies, only with allow_copy
     requires = ("av",)
     extra = "ffmpeg"
     tier = "A"
-
-    def _wrap_input(self, obj: Any) -> Frame | None:
-        return wrap_video_frame(obj) if is_video_frame(obj) else None
 
     def map_native(self, vf: Any, mode: AccessMode, allow_copy: bool) -> Frame | None:
         """interop.map(vf, CPU) in one step for a software av.VideoFrame in READ mode; None: take the general

@@ -19,7 +19,7 @@ from ..errors import InvalidTensorError
 from ..frame import Frame
 from ..mapper import register
 from ..tensor import Tensor
-from ..tensors._fastpath import FastMapper, _new, trusted_frame
+from ..tensors._fastpath import _new, trusted_frame
 from ..tensors.cuda import (
     LEGACY_STREAM,
     NVDEC_SW_FORMATS,
@@ -29,7 +29,14 @@ from ..tensors.cuda import (
     missing_array_library,
     unsupported_nvdec_format,
 )
-from ..tensors.ffmpeg import DecodedSource, SourcedTensor, ffmpeg_context, hardware_planes, sourced_frame
+from ..tensors.ffmpeg import (
+    DecodedSource,
+    FFmpegMapper,
+    SourcedTensor,
+    ffmpeg_context,
+    hardware_planes,
+    sourced_frame,
+)
 from ..types import AccessMode, MemoryType
 
 _FORMATS = frozenset(NVDEC_SW_FORMATS.values())
@@ -173,19 +180,13 @@ class NVDECPlane(SourcedTensor, CUDATensor):
 
 
 @register
-class FFmpegToCUDA(FastMapper):
-    src = MemoryType.FFMPEG
+class FFmpegToCUDA(FFmpegMapper):
     dst = MemoryType.CUDA
     zero_copy = True  # NVDEC frames; software frames are an upload that is refused unless allow_copy=True
     first_only = True  # only NVDEC frames are CUDA memory: never a hop after cpu_to_ffmpeg made a software frame
     requires = ("av",)
     extra = "ffmpeg"
     tier = "B"
-
-    def _wrap_input(self, obj: Any) -> Frame | None:
-        from ..tensors.ffmpeg import is_video_frame, wrap_video_frame
-
-        return wrap_video_frame(obj) if is_video_frame(obj) else None
 
     def map_native(self, vf: Any, mode: AccessMode, allow_copy: bool) -> Frame | None:
         """interop.map(vf, CUDA) in one step for an NVDEC frame in READ mode; None: take the general path

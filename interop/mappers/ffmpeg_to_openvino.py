@@ -19,16 +19,15 @@ from ..info import TensorInfo, plane_layout
 from ..mapper import register
 from ..meter import record_copy
 from ..tensor import Tensor
-from ..tensors._fastpath import FastMapper, _new, derive_frame
+from ..tensors._fastpath import _new, derive_frame
 from ..tensors.ffmpeg import (
     DecodedSource,
+    FFmpegMapper,
     FFmpegTensor,
     SourcedTensor,
-    is_video_frame,
     refuse_hardware,
     software_planes,
     sourced_frame,
-    wrap_video_frame,
     writable_frame,
 )
 from ..tensors.openvino import OpenVINOContext, OpenVINOTensor, default_context, ov_module
@@ -115,16 +114,12 @@ def _ov_plane(ov: Any, plane: Any, offset: int, spec: _Shared, ctx: OpenVINOCont
 
 
 @register
-class FFmpegToOpenVINO(FastMapper):
-    src = MemoryType.FFMPEG
+class FFmpegToOpenVINO(FFmpegMapper):
     dst = MemoryType.OPENVINO
     zero_copy = True  # a plane whose pitch is not whole pixels is copied, only with allow_copy, and counted
     requires = ("av", "openvino")
     extra = "openvino"
     tier = "A"
-
-    def _wrap_input(self, obj: Any) -> Frame | None:
-        return wrap_video_frame(obj) if is_video_frame(obj) else None
 
     def map_native(self, vf: Any, mode: AccessMode, allow_copy: bool) -> Frame | None:
         """interop.map(vf, OPENVINO) in one step for a software av.VideoFrame in READ mode whose planes OpenVINO

@@ -31,7 +31,7 @@ from ..frame import Frame
 from ..info import TensorInfo, contiguous_strides, plane_layout
 from ..tensor import Tensor
 from ..types import ColorRange, ColorSpace, FrameFormat, MemoryType
-from ._fastpath import _new, trusted, trusted_frame
+from ._fastpath import FastMapper, _new, trusted, trusted_frame
 
 # FFmpeg pixel format name -> (FrameFormat, range implied by the format or None)
 PIXEL_FORMATS: dict[str, tuple[FrameFormat, ColorRange | None]] = {
@@ -316,6 +316,15 @@ def hardware_planes(vf: Any, hw_name: str) -> tuple[Any, _Layout] | None:
         return None
     planes = vf.planes
     return planes, _layout(sw.name, vf, planes)
+
+
+class FFmpegMapper(FastMapper):
+    """A mapper from FFMPEG memory: it takes av.VideoFrames as they are (wrapped here, not by interop.wrap())."""
+
+    src = MemoryType.FFMPEG
+
+    def _wrap_input(self, obj: Any) -> Frame | None:
+        return wrap_video_frame(obj) if is_video_frame(obj) else None
 
 
 class DecodedSource:
