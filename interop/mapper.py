@@ -110,8 +110,13 @@ class MemoryMapper:
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         raise UnsupportedTypeError(f"{self.name} maps frames only")
 
+    def map_planes(self, tensors: list[Tensor], mode: AccessMode, allow_copy: bool) -> list[Tensor]:
+        """A frame's planes mapped, in order: one by one through ``map_tensor`` unless a mapper whose planes must
+        be mapped together (one buffer, one import, one sync) overrides this."""
+        return [self.map_tensor(t, mode, allow_copy) for t in tensors]
+
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
-        planes = [self.map_tensor(t, mode, allow_copy) for t in f.tensors]
+        planes = self.map_planes(f.tensors, mode, allow_copy)
         return f.derive(planes, context=planes[0].context)
 
     def copying(self, nbytes: int, allow_copy: bool, why: str = "") -> None:

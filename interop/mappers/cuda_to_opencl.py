@@ -23,7 +23,6 @@ import threading
 from typing import Any
 
 from ..errors import BackendUnavailableError, ContextMismatchError, InvalidTensorError
-from ..frame import Frame
 from ..mapper import MemoryMapper, register
 from ..meter import record_copy
 from ..tensor import Tensor
@@ -139,13 +138,9 @@ class CUDAToOpenCL(MemoryMapper):
     tier = "B"
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
-        return self._map([t], mode, allow_copy)[0]
+        return self.map_planes([t], mode, allow_copy)[0]
 
-    def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
-        planes = self._map(f.tensors, mode, allow_copy)
-        return f.derive(planes, context=planes[0].context)
-
-    def _map(self, tensors: list[Any], mode: AccessMode, allow_copy: bool) -> list[Tensor]:
+    def map_planes(self, tensors: list[Any], mode: AccessMode, allow_copy: bool) -> list[Tensor]:
         from ..native.cuda_export import ExportableAllocation
         from ..native.opencl_external import enqueue_external
         from ..tensors.cuda import CUDATensor

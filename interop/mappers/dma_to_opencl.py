@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..frame import Frame
 from ..mapper import MemoryMapper, register
 from ..native.opencl_external import CL_EXTERNAL_MEMORY_HANDLE_DMA_BUF_KHR, import_fd
 from ..tensor import Tensor
@@ -65,13 +64,9 @@ class DMAToOpenCL(MemoryMapper):
         return clbuf, [host]
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
-        return self._map([t], mode, allow_copy)[0]
+        return self.map_planes([t], mode, allow_copy)[0]
 
-    def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
-        planes = self._map(f.tensors, mode, allow_copy)
-        return f.derive(planes, context=planes[0].context)
-
-    def _map(self, tensors: list[Any], mode: AccessMode, allow_copy: bool) -> list[Tensor]:
+    def map_planes(self, tensors: list[Any], mode: AccessMode, allow_copy: bool) -> list[Tensor]:
         from ..tensors.opencl import OpenCLTensor
 
         ctx = self._context()

@@ -8,7 +8,6 @@ allocation share one fd. USM of a SYCL/OpenCL context is refused with ContextMis
 
 from __future__ import annotations
 
-from ..frame import Frame
 from ..mapper import MemoryMapper, register
 from ..tensor import Tensor
 from ..types import AccessMode, MemoryType
@@ -22,13 +21,9 @@ class USMToDMA(MemoryMapper):
     tier = "C"
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
-        return self._export([t])[0]
+        return self.map_planes([t], mode, allow_copy)[0]
 
-    def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
-        planes = self._export(f.tensors)
-        return f.derive(planes, context=planes[0].context)
-
-    def _export(self, planes: list[Tensor]) -> list[Tensor]:
+    def map_planes(self, planes: list[Tensor], mode: AccessMode, allow_copy: bool) -> list[Tensor]:
         from ..native import level_zero as ze
         from ..tensors.dma import DMATensor, buffer_from_fd
         from ..tensors.level_zero import level_zero_context_of, usm_address

@@ -52,5 +52,5 @@ class USMToNPU(MemoryMapper):
             return out
         from .usm_to_dma import USMToDMA
 
-        dma = USMToDMA()._export(planes)
+        dma = USMToDMA().map_planes(planes, AccessMode.READ, False)  # an export: each plane keeps its writability
         return npu_planes(dma, ctx, image=image, parents=dma)  # type: ignore[return-value]
