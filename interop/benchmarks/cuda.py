@@ -102,6 +102,13 @@ def _nvdec(path: Path) -> Any:
     return av.open(str(path), hwaccel=HWAccel("cuda", allow_software_fallback=False, is_hw_owned=True))
 
 
+def _open_nvdec(path: Path) -> Any:
+    """interop's open_nvdec (NVDEC kept warm by default)."""
+    from interop.mappers.ffmpeg_to_cuda import open_nvdec
+
+    return open_nvdec(str(path))
+
+
 def _consume_raw(torch: Any) -> Callable[[Any], Any]:
     def f(vf: Any) -> Any:
         p = vf.planes
@@ -155,18 +162,10 @@ def loop_plain(path: Path, consume: Callable[[Any], Any], limit: int | None = No
 
 
 def files_in_turn(path: Path, files: int, frames: int, consume: Callable[[Any], Any],
-                  opener: Callable[..., Any]) -> int:
+                  opener: Callable[[Path], Any]) -> int:
     """``files`` videos decoded one after another (the same clip reopened), ``frames`` of each, by one decoder at
     a time opened with ``opener``: the frames decoded."""
-    n = 0
-    for _ in range(files):
-        with opener(str(path)) as c:
-            for k, vf in enumerate(c.decode(video=0)):
-                consume(vf)
-                n += 1
-                if k + 1 >= frames:
-                    break
-    return n
+    return sum(loop_plain(path, consume, frames, opener=opener) for _ in range(files))
 
 
 def loop_frame_threads(path: Path, consume: Callable[[Any], Any], limit: int | None = None) -> int:
@@ -394,7 +393,6 @@ def run(quick: bool) -> list[Result]:
                     add(f"{name}: naive, all cores (frame threads)",
                         timed(partial(loop_naive, p, torch, all_cores=True), torch))
 
-    from interop.mappers.ffmpeg_to_cuda import open_nvdec
     from interop.nvdec_warm import keep_nvdec_warm, release_nvdec_warm
 
     if "main" in parts:
@@ -419,7 +417,7 @@ def run(quick: bool) -> list[Result]:
     same_decode = [("raw", raw, loop_plain), ("interop", via, loop_plain),
                    ("interop + torch_views", views, loop_plain), ("torch_views(vf)", direct, loop_plain)]
     # as a user of interop decodes: open_nvdec, which makes the idle decoder in the run (timed) and keeps it
-    by_open_nvdec = ("open_nvdec + torch_views(vf)", direct, partial(loop_plain, opener=lambda p: open_nvdec(str(p))))
+    by_open_nvdec = ("open_nvdec + torch_views(vf)", direct, partial(loop_plain, opener=_open_nvdec))
 
     def aggregates(tag: str, cases: list[tuple[str, Callable[[Any], Any], Callable[..., int]]]) -> None:
         for r in range(max(runs, many)):
@@ -452,7 +450,7 @@ def run(quick: bool) -> list[Result]:
         add(f"1080p HEVC, {files} files in turn: raw PyAV NVDEC + DLPack",
             timed(partial(files_in_turn, hevc, files, frames_per_file, raw, _nvdec), torch))
         add(f"1080p HEVC, {files} files in turn: open_nvdec (kept warm) + torch_views(vf)",
-            timed(partial(files_in_turn, hevc, files, frames_per_file, direct, open_nvdec), torch))
+            timed(partial(files_in_turn, hevc, files, frames_per_file, direct, _open_nvdec), torch))
         release_nvdec_warm()
     for _r in range(min(runs, 3) if "extra" in parts else 0):
         for name in clips:
@@ -499,8 +497,9 @@ def run(quick: bool) -> list[Result]:
             for label in ("interop", "interop + torch_views", "torch_views(vf)", "open_nvdec + torch_views(vf)"):
                 ratio(f"1080p HEVC x{n}{how}: {label} / raw", f"1080p HEVC x{n}{how}: {label}",
                       f"1080p HEVC x{n}{how}: raw")
-    for name in [k for k in med if " files in turn: open_nvdec" in k]:
-        ratio(f"{name.split(':')[0]}: open_nvdec kept warm / raw", name, name.split(":")[0] + ": raw PyAV NVDEC + DLPack")
+    in_turn = f"1080p HEVC, {files} files in turn"
+    ratio(f"{in_turn}: open_nvdec kept warm / raw", f"{in_turn}: open_nvdec (kept warm) + torch_views(vf)",
+          f"{in_turn}: raw PyAV NVDEC + DLPack")
     for name in clips:
         for label in ("demux thread", "cuvid decoder", "frame threads", "decode thread", "decode thread + frame threads"):
             ratio(f"{name}: interop + {label} / raw", f"{name}: interop + {label}", f"{name}: raw PyAV NVDEC + DLPack")
