@@ -20,9 +20,11 @@ from interop.benchmarks.ffmpeg_map import SIZES, run  # noqa: E402
 
 def markdown(results: list, seconds: float, quick: bool) -> str:
     per = {r.case: r for r in results if r.unit == "us/frame"}
-    cases = ["raw views", "raw dlpack", "raw openvino", "map cpu", "map cpu + numpy", "map openvino", "to_ndarray", "to_ndarray rgb"]
+    cases = ["raw views", "raw dlpack", "raw openvino", "map cpu", "map cpu + numpy", "map openvino",
+             "map openvino + native", "to_ndarray", "to_ndarray rgb", "feed raw openvino", "feed interop"]
     lines = [f"Machine: {machine()}; {'quick' if quick else 'full'} run, {seconds:.0f} s.", "",
-             "Median microseconds per frame (each decoded frame handled once by each method, methods in turns):", "",
+             "Median microseconds per frame (each decoded frame handled once by each method, methods in turns; "
+             "the feed columns on frames decoded one by one, as a decode loop has them):", "",
              "| size | frames | Y pitch | " + " | ".join(cases) + " |", "|---|---|---|" + "---|" * len(cases)]
     for label in SIZES:
         first = per[f"{label} raw views"].details

@@ -63,6 +63,62 @@ def _as_4d(ov: Any, nat: Any) -> Any:
     raise InvalidTensorError(f"a frame plane shaped {shape} cannot be fed to the model: expected (1, rows, pitch, C)")
 
 
+class _Ownerless:
+    """Read-only bytes at an address, for numpy (``np.asarray``), owning nothing: see _PlaneInputs."""
+
+    __slots__ = ("__array_interface__",)
+
+    def __init__(self, address: int, nbytes: int):
+        self.__array_interface__ = {"version": 3, "shape": (nbytes,), "typestr": "|u1", "data": (address, True)}
+
+
+class _PlaneInputs:
+    """Request inputs for decoded planes mapped to OpenVINO, one ov.Tensor per (address, plane layout), reused.
+
+    A decoder hands out frames from a small pool of buffers, so the same few addresses come back frame after
+    frame; making an ov.Tensor per plane per frame (OpenVINO's constructor: 1.1 µs) is the largest cost of
+    feeding a frame. These tensors own nothing, so they are safe only as Inference uses them: a request reads
+    one while the job keeps the mapped frame (and so that buffer) alive, and they never leave Inference. A
+    tensor is (address, shape, type) and nothing else, so one made for an earlier buffer at the same address
+    and layout is exactly the tensor a new one would be (the map checked that the layout fits the buffer)."""
+
+    LIMIT = 1024  # entries (a few pools of tens of buffers); past it the cache starts again
+
+    def __init__(self, ov: Any):
+        self._tensor = ov.Tensor
+        self._cache: dict[tuple[int, Any], Any] = {}
+        self.made = 0
+
+    def get(self, t: Any) -> Any:
+        """The request input for PlaneTensor ``t`` (its address and layout, the same memory as ``t.native``)."""
+        spec = t._spec
+        addr = t._plane.buffer_ptr + t._offset
+        key = (addr, spec)
+        nat = self._cache.get(key)
+        if nat is None:
+            nat = self._tensor(np.asarray(_Ownerless(addr, spec.full.nbytes)), spec.shape, spec.type)
+            if len(self._cache) >= self.LIMIT:
+                self._cache.clear()
+            self._cache[key] = nat
+            self.made += 1
+        return nat
+
+    def clear(self) -> None:
+        self._cache.clear()
+
+
+_plane_tensor: type | None = None
+
+
+def _plane_tensor_class() -> type:
+    global _plane_tensor
+    if _plane_tensor is None:
+        from .mappers.ffmpeg_to_openvino import PlaneTensor
+
+        _plane_tensor = PlaneTensor
+    return _plane_tensor
+
+
 _live: weakref.WeakSet[Inference] = weakref.WeakSet()
 
 
@@ -173,6 +229,7 @@ class Inference:
             raise InvalidTensorError("scale must not contain 0 (the input is divided by it)")
         self._rgb = bool(rgb)
         self._variants: dict[Any, _Variant] = {}
+        self._plane_inputs = _PlaneInputs(ov)
         self._variants_lock = threading.Lock()
         self._cond = threading.Condition()
         self._pending = 0
@@ -329,19 +386,18 @@ class Inference:
         size = None if self._input_size is None else (self._input_size[1], self._input_size[0])
         return self._variant("raw", lambda: self._static_model(size) if size is not None else self._model)
 
-    def _frame_variant(self, fmt: FrameFormat, planes: list[Any], width: int, height: int) -> _Variant:
-        key = (fmt, tuple(tuple(int(d) for d in p.shape) for p in planes), width, height)
-        return self._variant(key, lambda: self._ppp_model(fmt, planes, width, height))
+    def _frame_variant(self, fmt: FrameFormat, shapes: list[tuple[int, ...]], width: int, height: int) -> _Variant:
+        key = (fmt, tuple(shapes), width, height)
+        return self._variant(key, lambda: self._ppp_model(fmt, shapes, width, height))
 
-    def _ppp_model(self, fmt: FrameFormat, planes: list[Any], width: int, height: int) -> Any:
-        """The model with pre-processing for frames laid out as ``planes`` (shapes (1, rows, pitch, C))."""
+    def _ppp_model(self, fmt: FrameFormat, shapes: list[tuple[int, ...]], width: int, height: int) -> Any:
+        """The model with pre-processing for frames whose planes are shaped ``shapes`` ((1, rows, pitch, C))."""
         ov = self._ov
         from openvino.preprocess import ColorFormat, PrePostProcessor, ResizeAlgorithm
 
         if len(self._model.inputs) != 1:
             raise UnsupportedFormatError(f"{self.model_name} has {len(self._model.inputs)} inputs: frames feed "
                                          f"single-input image models; feed a list of Tensors instead")
-        shapes = [tuple(int(d) for d in p.shape) for p in planes]
         if any(len(s) != 4 or s[0] != 1 for s in shapes):
             raise InvalidTensorError(f"frame planes must be shaped (1, rows, pitch, C), got {shapes}")
         rows, pitch = shapes[0][1], shapes[0][2]
@@ -477,10 +533,25 @@ class Inference:
             raise UnsupportedTypeError("give several inputs as a list in the model's input order, not a dict")
         m = self._map(x)  # interop.map wraps a framework's object (a decoded av.VideoFrame: in one step)
         if isinstance(m, Frame):
-            planes = [_as_4d(self._ov, _ov_native(t)) for t in m.tensors]
-            v = self._frame_variant(m.format, planes, m.width, m.height)
+            planes, shapes = self._frame_inputs(m)
+            v = self._frame_variant(m.format, shapes, m.width, m.height)
             return v, planes, (x, m, planes)
         return self._raw_inputs([m], x)
+
+    def _frame_inputs(self, m: Frame) -> tuple[list[Any], list[tuple[int, ...]]]:
+        """The ov.Tensors a request reads for the planes of mapped frame ``m``, and their shapes."""
+        planes, shapes = [], []
+        plane_cls = _plane_tensor_class()
+        for t in m.tensors:
+            if type(t) is plane_cls and t._native is None:  # a decoded plane: a reused tensor (see _PlaneInputs)
+                t._check()
+                planes.append(self._plane_inputs.get(t))
+                shapes.append(t._info.shape)
+            else:
+                nat = _as_4d(self._ov, _ov_native(t))
+                planes.append(nat)
+                shapes.append(tuple(int(d) for d in nat.get_shape()))
+        return planes, shapes
 
     def _raw_inputs(self, mapped: list[Any], keep: Any) -> tuple[_Variant, list[Any], Any]:
         v = self._raw_variant()
@@ -597,6 +668,7 @@ class Inference:
         for v in variants:
             v.queue.wait_all()
         variants.clear()
+        self._plane_inputs.clear()
 
     def __enter__(self) -> Inference:
         return self

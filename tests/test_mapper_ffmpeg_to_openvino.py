@@ -177,6 +177,22 @@ def test_one_step_planes_see_writes_and_keep_the_frame_alive() -> None:
     np.testing.assert_array_equal(t.data, want)  # the ov.Tensor still holds the plane's buffer
 
 
+@pytest.mark.parametrize("one_step", [True, False])
+def test_the_ov_tensor_is_made_on_first_use_and_exports_need_none(one_step: bool) -> None:
+    vf = av.VideoFrame(40, 20, "yuv420p")
+    o = FFmpegToOpenVINO().map_native(vf, AccessMode.READ, False) if one_step else \
+        FFmpegToOpenVINO().map(interop.wrap(vf), AccessMode.READ)
+    t = o[1]
+    assert t.data_ptr == vf.planes[1].buffer_ptr and np.asarray(t).ctypes.data == vf.planes[1].buffer_ptr
+    assert np.from_dlpack(t).ctypes.data == vf.planes[1].buffer_ptr
+    assert t._native is None  # numpy and DLPack read the address: no ov.Tensor made for them
+    n = t.native
+    assert n is t.native and n.data.ctypes.data == vf.planes[1].buffer_ptr  # made once, over the plane
+    o.release()
+    with pytest.raises(interop.InvalidTensorError, match="released"):
+        o[2].native  # noqa: B018 - never made, and now refused: the mapping is over
+
+
 def test_a_plane_openvino_cannot_share_takes_the_general_path() -> None:
     buf = np.zeros((4, 32), np.uint8)  # 32-byte rows: 10 RGB pixels and 2 bytes of padding
     rgb = np.lib.stride_tricks.as_strided(buf, (4, 10, 3), (32, 3, 1))

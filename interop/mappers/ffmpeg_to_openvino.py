@@ -5,7 +5,8 @@ neither (a read-only reference frame with padded rows). So each plane goes to Op
 shaped ``(1, rows, pitch_in_elements, C)`` (C = 1 for Y/U/V, 2 for UV, 3/4 for packed RGB), through
 ``ov.Tensor(array, shape, type)``, which shares the plane's bytes as they are: nothing is copied, the padding
 is cropped inside the model, and OpenVINO never writes its inputs. The OpenVINOTensors handed back are
-read-only for the user (numpy views refuse writes). ``frame.width`` / ``frame.height`` stay the visible size."""
+read-only for the user (numpy views refuse writes). ``frame.width`` / ``frame.height`` stay the visible size.
+Each plane's ``ov.Tensor`` is made when ``native`` is first read (see PlaneTensor)."""
 
 from __future__ import annotations
 
@@ -77,14 +78,18 @@ def shared_spec(info: TensorInfo, ov: Any) -> _Shared | None:
 _specs: dict[int, tuple[Any, tuple[_Shared, ...] | None]] = {}
 
 
-def _layout_specs(lay: Any, ov: Any) -> tuple[_Shared, ...] | None:
-    """shared_spec of every plane of a frame layout (cached per layout), or None if one cannot be shared."""
+def _layout_specs(lay: Any, planes: Any) -> tuple[_Shared, ...] | None:
+    """shared_spec of every plane of a frame layout (cached per layout), or None if one cannot be shared: a
+    pitch that is not whole pixels, or a full-pitch plane longer than its buffer (PyAV's ``buffer_size`` is
+    line_size x plane rows, both fixed by the layout, so ``planes`` of any frame of the layout decide it)."""
     hit = _specs.get(id(lay))
     if hit is not None and hit[0] is lay:
         return hit[1]
+    ov = ov_module()
     specs = [shared_spec(info, ov) for info in lay.infos]
-    out = tuple(s for s in specs if s is not None)
-    found = out if len(out) == len(specs) else None
+    found = tuple(s for s in specs if s is not None)
+    if len(found) != len(specs) or any(s.full.nbytes > p.buffer_size for s, p in zip(found, planes)):
+        found = None  # type: ignore[assignment]
     if len(_specs) > 256:
         _specs.clear()
     _specs[id(lay)] = (lay, found)
@@ -92,22 +97,51 @@ def _layout_specs(lay: Any, ov: Any) -> tuple[_Shared, ...] | None:
 
 
 class PlaneTensor(SourcedTensor, OpenVINOTensor):
-    """An ov.Tensor over a decoded plane at full pitch (host memory; read-only for interop's users)."""
+    """An ov.Tensor over a decoded plane at full pitch (host memory; read-only for interop's users).
 
+    The ov.Tensor is made on first use of ``native``, as CPU plane views make their arrays: OpenVINO's
+    constructor costs more than the rest of the map (1.1 µs a plane), numpy and DLPack exports work from the
+    address alone, and interop.Inference feeds requests from its own ov.Tensors over the same addresses (see
+    inference.py). ``_plane`` (the av.VideoPlane), ``_offset`` and ``_spec`` (full-pitch shape and element type)
+    are set at the map; the plane is kept alive by ``_parent`` until then and by the ov.Tensor's array after."""
+
+    _plane: Any
+    _spec: _Shared
     # the state every such plane starts in, as class attributes: fewer stores per plane per frame
     _writable = False
     _remote = False
-    _addr = None
+    _native = None
+    _offset = 0
+    _addr = None  # OpenVINOTensor's state; a plane's address is read from the plane (_host_address)
+    _array = None  # the array under the ov.Tensor is the ov.Tensor's to keep
+
+    @property
+    def native(self) -> Any:
+        """The ov.Tensor over the plane (made once; it keeps the plane's memory alive as long as it lives)."""
+        self._check()
+        n = self._native
+        if n is None:  # two threads may both make one: either is the same view of the same memory
+            spec = self._spec
+            flat = frombuffer(self._plane, uint8, spec.full.nbytes, self._offset)  # keeps the plane's AVBuffer
+            n = self._native = ov_module().Tensor(flat, spec.shape, spec.type)
+        return n
+
+    def _host_address(self) -> int | None:
+        return self._plane.buffer_ptr + self._offset  # type: ignore[no-any-return]
+
+    @property
+    def shared_spec(self) -> _Shared:
+        """The plane's shape and element type as OpenVINO takes them (what ``native`` is made from)."""
+        return self._spec
 
 
-def _ov_plane(ov: Any, plane: Any, offset: int, spec: _Shared, ctx: OpenVINOContext, parent: Any, index: int,
+def _ov_plane(plane: Any, offset: int, spec: _Shared, ctx: OpenVINOContext, parent: Any, index: int,
               writable: bool) -> OpenVINOTensor:
     # ov.Tensor(array, shape, type) shares the array's memory as it is (read-only arrays too: OpenVINO never
     # writes its inputs) and does NOT check that the shape fits the array: the caller checked the buffer size.
-    flat = frombuffer(plane, uint8, spec.full.nbytes, offset)
     o: Any = _new(PlaneTensor)  # OpenVINOTensor._trusted, inlined: it runs for every plane of every frame
-    o._native, o._info, o._context, o._parent, o._index, o._array = ov.Tensor(flat, spec.shape, spec.type), \
-        spec.full, ctx, parent, index, flat  # the ov.Tensor keeps flat, flat keeps the plane and its AVBuffer
+    o._info, o._context, o._parent, o._index, o._plane, o._offset, o._spec = \
+        spec.full, ctx, parent, index, plane, offset, spec
     if writable:
         o._writable = True
     return o  # type: ignore[no-any-return]
@@ -130,24 +164,17 @@ class FFmpegToOpenVINO(FFmpegMapper):
         if found is None:
             return None
         planes, lay = found
-        ov = ov_module()
-        specs = _layout_specs(lay, ov)
+        specs = _layout_specs(lay, planes)
         if specs is None:
             return None
         ctx = self._context()
         src = DecodedSource(vf, planes, lay)
         tensors = []
         i = 0
-        Tensor = ov.Tensor
-        # _ov_plane(ov, p, 0, spec, ctx, src, i, False), inlined: calling it per plane cost ~3 us more per frame
+        # _ov_plane(p, 0, spec, ctx, src, i, False), inlined: calling it per plane cost ~3 us more per frame
         for p, spec in zip(planes, specs):
-            nbytes = spec.full.nbytes
-            if nbytes > p.buffer_size:  # ov.Tensor(array, shape, type) would read past the buffer
-                return None
-            flat = frombuffer(p, uint8, nbytes)
             o: Any = _new(PlaneTensor)
-            o._native, o._info, o._context, o._parent, o._index, o._array = Tensor(flat, spec.shape, spec.type), \
-                spec.full, ctx, src, i, flat
+            o._info, o._context, o._parent, o._index, o._plane, o._spec = spec.full, ctx, src, i, p, spec
             tensors.append(o)
             i += 1
         return sourced_frame(src, tensors, ctx)
@@ -182,7 +209,7 @@ class FFmpegToOpenVINO(FFmpegMapper):
         plane = t._native
         offset = t._offset
         if spec is not None and offset + spec.full.nbytes <= plane.buffer_size:
-            return _ov_plane(ov, plane, offset, spec, ctx, t, t._index, t._writable)
+            return _ov_plane(plane, offset, spec, ctx, t, t._index, t._writable)
         self.copying(info.nbytes, allow_copy,
                      f"a plane with pitch {info.strides[0]} bytes is not a whole number of pixels, or its last row's "
                      f"padding lies outside the buffer, so OpenVINO cannot share it")
