@@ -1,6 +1,6 @@
 """Benchmark (b): `interop run` vs decode-only, infer-only, their serial bound, and the naive CPU loop.
 
-    python bench/pipeline.py [--quick] [--precision f32] [--json]
+    python bench/pipeline.py [--quick] [--precision f32] [--reps N] [--json]
 
 Same as `interop bench --only pipeline`; results with the machine named go to bench/results/pipeline.md.
 """
@@ -20,9 +20,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--precision", default=None, help="INFERENCE_PRECISION_HINT for every case (e.g. f32)")
+    ap.add_argument("--reps", type=int, default=None, help="interleaved repetitions (default 3): more on a noisy machine")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    res = run(quick=args.quick, precision=args.precision)
+    res = run(quick=args.quick, precision=args.precision, reps=args.reps)
     if args.json:
         print(json.dumps({"machine": machine(), "results": [asdict(r) for r in res]}, default=str))
         return 0

@@ -138,12 +138,13 @@ def naive(inf: Any, path: str, frames: int) -> dict[str, float]:
     return st
 
 
-def run(quick: bool = False, precision: str | None = None) -> list[Result]:
+def run(quick: bool = False, precision: str | None = None, reps: int | None = None) -> list[Result]:
+    """All cases, ``reps`` interleaved repetitions (default 3; 1 when ``quick``): more on a noisy machine."""
     from ..pipeline import run as run_pipeline
 
     path = clip_path()
     frames = 120 if quick else CLIP["frames"]
-    reps = 1 if quick else 3
+    reps = reps or (1 if quick else 3)
     inf = _inference(precision)
     try:
         used = str(inf.compiled_property("INFERENCE_PRECISION_HINT"))

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Issue 3 on the device machine's 16-core Xeon: the OpenVINO tests and benchmark (b), from carried packages.
+# Nothing can be installed there from a registry, and PyAV + OpenVINO wheels are over the 64 MiB a call may
+# carry, so the command carries (here, in folders .git/info/exclude ignores):
+#   .whl/av-*.whl                 PyAV
+#   .ovpkg/ov.tar.xz              the openvino wheel's files for Python 3.12 without the GPU/NPU plugins, the
+#                                 non-ONNX frontends, headers and the GPU kernel cache (CPU inference only)
+#   .ovpkg/rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx   the model of `interop run`
+# OpenCV, numpy and pytest are already there. Run with the device tool: carry [".whl", ".ovpkg"], command
+#   bash bench/xeon_pipeline.sh
+# Writes $OUT/pytest.log and $OUT/pipeline_{default,f32}.txt.
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT" /tmp/site
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/av-*.whl || exit 1
+tar -C /tmp/site -xJf .ovpkg/ov.tar.xz || exit 1
+export PYTHONPATH=$PWD:/tmp/site:$PWD/.ovpkg PYTHONUNBUFFERED=1
+lscpu | grep -E "Model name|^CPU\(s\)" | tee "$OUT/cpu.txt"
+python3 -c "import interop, openvino as ov, av, cv2; print('openvino', ov.get_version(), 'PyAV', av.__version__, 'cv2', cv2.__version__)"
+python3 -m pytest -q -p no:cacheprovider tests/test_inference.py tests/test_mapper_ffmpeg_to_openvino.py \
+    tests/test_accuracy.py tests/test_pipeline.py 2>&1 | tee "$OUT/pytest.log" | tail -15
+python3 bench/pipeline.py 2>&1 | tee "$OUT/pipeline_default.txt"
+python3 bench/pipeline.py --precision f32 2>&1 | tee "$OUT/pipeline_f32.txt"
