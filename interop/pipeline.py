@@ -8,10 +8,14 @@ normalisation run inside the model). The copy meter is open over the whole run: 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import queue
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -98,12 +102,72 @@ def open_video(path: str) -> Any:
     return container, stream
 
 
+class _ResultWorker:
+    """Turns outputs into results (text boxes, the progress bar) on a thread of its own. OpenVINO calls a request's
+    callback on the thread of the inference stream that ran it, and that stream takes no new request until the
+    callback returns: a callback that only queues the outputs gives the stream back at once, where making boxes
+    there (Python, under the GIL the other streams' callbacks and the decode loop want too) held it ~1-7 ms a frame.
+    ``close()`` waits for every queued result and re-raises the first error."""
+
+    BACKLOG = 64  # outputs queued at most
+
+    def __init__(self, work: Any):
+        self._work = work
+        # bounded: a worker slower than the device (a fast NPU) makes the callbacks wait, not memory grow
+        self._queue: queue.Queue[tuple[Any, int] | None] = queue.Queue(maxsize=self.BACKLOG)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, name="interop-run-results", daemon=True)
+        self._thread.start()
+
+    def put(self, outputs: Any, i: int) -> None:
+        self._queue.put((outputs, i))
+
+    def _loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if self._error is None:  # after an error the rest is drained, not worked on
+                try:
+                    self._work(*item)
+                except BaseException as e:  # noqa: B036 - re-raised by close() on the caller's thread
+                    self._error = e
+
+    def close(self, raise_error: bool = True) -> None:
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        err, self._error = self._error, None
+        if err is not None and raise_error:
+            raise err
+
+
+@contextlib.contextmanager
+def _opencv_single_threaded(on: bool) -> Iterator[None]:
+    """OpenCV without its thread pool for the block (then as it was). The run's parallelism is OpenVINO's streams;
+    the text-box post-processing makes a few small OpenCV calls per frame, and OpenCV's pool threads spin after
+    each one: on the 16-core Xeon a call took 4.4-4.7 ms of CPU for 1.5 ms of wall time (1.5 ms single-threaded),
+    spinning on cores the inference streams need (bench/postprocess_threads.py)."""
+    if not on:
+        yield
+        return
+    import cv2
+
+    before = cv2.getNumThreads()
+    cv2.setNumThreads(1)
+    try:
+        yield
+    finally:
+        cv2.setNumThreads(before)
+
+
 def run(video: str | None = None, model: str | None = None, device: str | None = None, frames: int | None = None,
         precision: str | None = None, progress: bool = False, keep_last: bool = False,
         input_size: tuple[int, int] | None = None, postprocess: bool = True) -> RunResult:
     """Decode -> map -> infer over a video; returns the measurements (see RunResult).
 
-    ``postprocess=False`` skips turning outputs into results (text boxes) on OpenVINO's threads (benchmarks).
+    ``postprocess=False`` skips turning outputs into results (text boxes; done on a thread of their own, see
+    _ResultWorker) (benchmarks).
     """
     import interop
 
@@ -138,7 +202,7 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
         except ImportError:
             bar = None
 
-    def on_result(outputs: dict[Any, np.ndarray], i: int) -> None:  # OpenVINO's thread
+    def on_result(outputs: dict[Any, np.ndarray], i: int) -> None:  # the result worker's thread
         if not postprocess:
             pass
         elif is_textdet:
@@ -148,12 +212,13 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
         if bar is not None:
             bar.update(1)
 
-    callback = on_result if (postprocess or bar is not None) else None
+    worker = _ResultWorker(on_result) if (postprocess or bar is not None) else None
+    callback = worker.put if worker is not None else None  # on OpenVINO's thread: queue the outputs, nothing more
     perf = time.perf_counter
     last_vf = None
     it = container.decode(stream)
     try:
-        with interop.copy_meter() as meter:
+        with interop.copy_meter() as meter, _opencv_single_threaded(postprocess and is_textdet):
             t_start = perf()
             i = 0
             while frames is None or i < frames:
@@ -179,10 +244,14 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
                 i += 1
             t0 = perf()
             inf.wait_all()
+            if worker is not None:
+                worker.close()  # the last results made: part of the run's time
             t_end = perf()
             res.infer += t_end - t0
             res.wall = t_end - t_start - res.compile
     finally:
+        if worker is not None:
+            worker.close(raise_error=False)  # stopped on every path (after an error of the run's own, quietly)
         if bar is not None:
             bar.close()
         container.close()

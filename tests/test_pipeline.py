@@ -92,3 +92,64 @@ def test_example_decode_infer() -> None:
     assert p.returncode == 0, p.stderr
     assert "copies 0 (0 bytes)" in p.stdout
     assert p.stdout.count("text boxes") == 4
+
+
+def test_result_worker_does_every_item_in_order_and_waits_at_close() -> None:
+    import threading
+
+    from interop.pipeline import _ResultWorker
+
+    done: list[int] = []
+    threads: set[int] = set()
+    w = _ResultWorker(lambda out, i: (done.append(i), threads.add(threading.get_ident())))
+    for i in range(3 * _ResultWorker.BACKLOG):  # more than the queue holds: put waits for the worker
+        w.put({"x": i}, i)
+    w.close()
+    assert done == list(range(3 * _ResultWorker.BACKLOG))
+    assert threading.get_ident() not in threads  # made on the worker's thread, not the caller's
+
+
+def test_result_worker_reraises_the_first_error_once() -> None:
+    from interop.pipeline import _ResultWorker
+
+    done: list[int] = []
+
+    def work(out: dict, i: int) -> None:
+        if i in (2, 4):
+            raise ValueError(f"bad output {i}")
+        done.append(i)
+
+    w = _ResultWorker(work)
+    for i in range(6):
+        w.put({}, i)
+    with pytest.raises(ValueError, match="bad output 2"):
+        w.close()
+    assert done == [0, 1]  # after the first error the rest is drained, not worked on
+    w.close()  # closed, its error already raised: nothing more
+    quiet = _ResultWorker(work)
+    quiet.put({}, 2)
+    quiet.close(raise_error=False)  # a run failing on its own stops the worker without a second error
+
+
+def test_run_leaves_opencv_threads_as_they_were() -> None:
+    import cv2
+
+    from interop.pipeline import run
+
+    _model_or_skip()
+    before = cv2.getNumThreads()
+    seen: list[int] = []
+    real = cv2.findContours
+
+    def spy(*a, **k):  # noqa: ANN002, ANN003 - cv2's own signature
+        seen.append(cv2.getNumThreads())
+        return real(*a, **k)
+
+    cv2.findContours = spy
+    try:
+        res = run(frames=3)
+    finally:
+        cv2.findContours = real
+    assert res.frames == 3 and len(res.boxes) == 3 and res.copies == 0
+    assert seen and set(seen) == {1}  # post-processing ran with OpenCV's pool off (bench/postprocess_threads.py)
+    assert cv2.getNumThreads() == before
