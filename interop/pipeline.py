@@ -116,11 +116,13 @@ class _ResultWorker:
         # bounded: a worker slower than the device (a fast NPU) makes the callbacks wait, not memory grow
         self._queue: queue.Queue[tuple[Any, int] | None] = queue.Queue(maxsize=self.BACKLOG)
         self._error: BaseException | None = None
+        self._closed = False
         self._thread = threading.Thread(target=self._loop, name="interop-run-results", daemon=True)
         self._thread.start()
 
     def put(self, outputs: Any, i: int) -> None:
-        self._queue.put((outputs, i))
+        if not self._closed:  # requests still running after a failed run are dropped, never left waiting
+            self._queue.put((outputs, i))
 
     def _loop(self) -> None:
         while True:
@@ -134,6 +136,7 @@ class _ResultWorker:
                     self._error = e
 
     def close(self, raise_error: bool = True) -> None:
+        self._closed = True
         if self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()

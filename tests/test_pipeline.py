@@ -129,6 +129,8 @@ def test_result_worker_reraises_the_first_error_once() -> None:
     quiet = _ResultWorker(work)
     quiet.put({}, 2)
     quiet.close(raise_error=False)  # a run failing on its own stops the worker without a second error
+    for i in range(2 * _ResultWorker.BACKLOG):
+        quiet.put({}, i)  # requests finishing after the run failed: dropped, the callback never waits
 
 
 def test_run_leaves_opencv_threads_as_they_were() -> None:
