@@ -106,7 +106,7 @@ class _ResultWorker:
     """Turns outputs into results (text boxes, the progress bar) on a thread of its own. OpenVINO calls a request's
     callback on the thread of the inference stream that ran it, and that stream takes no new request until the
     callback returns: a callback that only queues the outputs gives the stream back at once, where making boxes
-    there (Python, under the GIL the other streams' callbacks and the decode loop want too) held it ~1-7 ms a frame.
+    there held it ~1.5-2 ms a frame, longer while waiting for the GIL the other callbacks and the decode loop want.
     ``close()`` waits for every queued result and re-raises the first error."""
 
     BACKLOG = 64  # outputs queued at most
