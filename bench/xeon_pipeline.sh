@@ -6,8 +6,17 @@
 #   .ovpkg/ov.tar.xz              the openvino wheel's files for Python 3.12 without the GPU/NPU plugins, the
 #                                 non-ONNX frontends, headers and the GPU kernel cache (CPU inference only)
 #   .ovpkg/rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx   the model of `interop run`
+# Made here once (from the repo root; ".whl/" and ".ovpkg/" listed in .git/info/exclude):
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#       --platform manylinux_2_28_x86_64 -d /tmp/ovw openvino==2026.4.1
+#   mkdir -p /tmp/ovw/x && (cd /tmp/ovw/x && unzip -q ../openvino-*.whl && cd openvino && rm -rf include cmake \
+#       libs/cache.json libs/libopenvino_intel_{gpu,npu}_plugin.so \
+#       libs/libopenvino_{tensorflow,tensorflow_lite,paddle,pytorch,jax,gguf}_frontend.so.*)
+#   tar -C /tmp/ovw/x -cJf .ovpkg/ov.tar.xz openvino openvino-2026.4.1.dist-info          (~21 MB)
+#   mkdir -p .ovpkg/rapidocr_onnxruntime/models && cp .venv/lib/python3.*/site-packages/rapidocr_onnxruntime/models/\
+#       ch_PP-OCRv4_det_infer.onnx .ovpkg/rapidocr_onnxruntime/models/
 # OpenCV, numpy and pytest are already there. Run with the device tool: carry [".whl", ".ovpkg"], command
-#   bash bench/xeon_pipeline.sh
+#   bash bench/xeon_pipeline.sh   (add --reps to bench/pipeline.py below on a noisy lease)
 # Writes $OUT/pytest.log and $OUT/pipeline_{default,f32}.txt.
 set -u
 cd "$(dirname "$0")/.."
