@@ -92,7 +92,7 @@ class _PlaneInputs:
     def get(self, t: Any) -> Any:
         """The request input for PlaneTensor ``t`` (its address and layout, the same memory as ``t.native``)."""
         spec = t._spec
-        addr = t._plane.buffer_ptr + t._offset
+        addr = t._host_address()
         key = (addr, spec)
         nat = self._cache.get(key)
         if nat is None:

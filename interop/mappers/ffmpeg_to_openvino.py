@@ -129,11 +129,6 @@ class PlaneTensor(SourcedTensor, OpenVINOTensor):
     def _host_address(self) -> int | None:
         return self._plane.buffer_ptr + self._offset  # type: ignore[no-any-return]
 
-    @property
-    def shared_spec(self) -> _Shared:
-        """The plane's shape and element type as OpenVINO takes them (what ``native`` is made from)."""
-        return self._spec
-
 
 def _ov_plane(plane: Any, offset: int, spec: _Shared, ctx: OpenVINOContext, parent: Any, index: int,
               writable: bool) -> OpenVINOTensor:
