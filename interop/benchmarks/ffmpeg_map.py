@@ -87,6 +87,20 @@ def decode_all(path: Path, limit: int) -> list[Any]:
     return out
 
 
+def raw_openvino() -> Callable[[Any], Any]:
+    """Planes handed to OpenVINO by hand, zero-copy, at full pitch: one ov.Tensor per plane."""
+    import numpy as np
+
+    from interop.tensors.openvino import ov_module
+
+    ov = ov_module()
+
+    def fn(vf: Any) -> Any:
+        return [ov.Tensor(np.frombuffer(p, np.uint8).reshape(1, p.height, p.line_size, 1), shared_memory=True)
+                for p in vf.planes]
+    return fn
+
+
 def methods() -> dict[str, Callable[[Any], Any]]:
     import numpy as np
 
@@ -98,12 +112,6 @@ def methods() -> dict[str, Callable[[Any], Any]]:
 
     def raw_dlpack(vf: Any) -> Any:
         return [np.from_dlpack(p) for p in vf.planes]
-
-    ov = interop.tensors.openvino.ov_module()
-
-    def raw_openvino(vf: Any) -> Any:  # planes handed to OpenVINO by hand, zero-copy, at full pitch
-        return [ov.Tensor(np.frombuffer(p, np.uint8).reshape(1, p.height, p.line_size, 1), shared_memory=True)
-                for p in vf.planes]
 
     def map_cpu(vf: Any) -> None:
         interop.map(vf, MemoryType.CPU).release()
@@ -119,7 +127,7 @@ def methods() -> dict[str, Callable[[Any], Any]]:
         with interop.map(vf, MemoryType.OPENVINO) as f:
             return [t.native for t in f.tensors]  # type: ignore[union-attr]
 
-    return {"raw views": raw_views, "raw dlpack": raw_dlpack, "raw openvino": raw_openvino, "map cpu": map_cpu,
+    return {"raw views": raw_views, "raw dlpack": raw_dlpack, "raw openvino": raw_openvino(), "map cpu": map_cpu,
             "map cpu + numpy": map_cpu_numpy, "map openvino": map_openvino, "map openvino + native": map_openvino_native}
 
 
@@ -137,15 +145,11 @@ def feed_methods() -> dict[str, Callable[[Any], Any]]:
     x = ops.parameter([1, 3, -1, -1], np.float32, name="image")
     inf = interop.Inference(ov.Model([ops.relu(x)], [x], "relu"), "CPU")  # never compiled: inputs only
 
-    def feed_raw(vf: Any) -> Any:
-        return [ov.Tensor(np.frombuffer(p, np.uint8).reshape(1, p.height, p.line_size, 1), shared_memory=True)
-                for p in vf.planes]
-
     def feed_interop(vf: Any) -> Any:
         with interop.map(vf, MemoryType.OPENVINO) as f:
             return inf._frame_inputs(f)  # type: ignore[arg-type]
 
-    return {"feed raw openvino": feed_raw, "feed interop": feed_interop}
+    return {"feed raw openvino": raw_openvino(), "feed interop": feed_interop}
 
 
 def measure_stream(path: Path, limit: int, fns: dict[str, Callable[[Any], Any]]) -> dict[str, float]:
@@ -153,22 +157,15 @@ def measure_stream(path: Path, limit: int, fns: dict[str, Callable[[Any], Any]])
     decoder's buffer pool hands the same buffers out again (decoding is not timed)."""
     import av
 
-    names = list(fns)
-    times: dict[str, list[float]] = {n: [] for n in names}
-    clock = time.perf_counter_ns
+    times: dict[str, list[float]] = {n: [] for n in fns}
     with av.open(str(path)) as c:
         for i, vf in enumerate(c.decode(video=0)):
             if i == limit:
                 break
-            k = i % len(names)
-            for n in names[k:] + names[:k]:
-                fn = fns[n]
-                t0 = clock()
-                out = fn(vf)
-                del out
-                t1 = clock()
-                if i >= 8:  # the first frames fill the pool (and interop's per-buffer tensors): not the loop's cost
-                    times[n].append((t1 - t0) / 1000)
+            took = turn(i, vf, fns)
+            if i >= 8:  # the first frames fill the pool (and interop's per-buffer tensors): not the loop's cost
+                for n, us in took.items():
+                    times[n].append(us)
             del vf
     return {n: median(v) for n, v in times.items()}
 
@@ -177,20 +174,28 @@ def copies() -> dict[str, Callable[[Any], Any]]:
     return {"to_ndarray": lambda vf: vf.to_ndarray(), "to_ndarray rgb": lambda vf: vf.to_ndarray(format="rgb24")}
 
 
+def turn(i: int, vf: Any, fns: dict[str, Callable[[Any], Any]]) -> dict[str, float]:
+    """Microseconds each method takes on frame ``vf``, the ``i``-th: the methods take turns going first."""
+    names = list(fns)
+    k = i % len(names)
+    clock = time.perf_counter_ns
+    out: dict[str, float] = {}
+    for n in names[k:] + names[:k]:
+        fn = fns[n]
+        t0 = clock()
+        made = fn(vf)
+        del made  # freeing what a method made is part of its cost (the map's release frees its views)
+        t1 = clock()
+        out[n] = (t1 - t0) / 1000
+    return out
+
+
 def measure(frames: list[Any], fns: dict[str, Callable[[Any], Any]]) -> dict[str, float]:
     """Median microseconds per frame of each method; each frame goes through each method once, in turns."""
-    names = list(fns)
-    times: dict[str, list[float]] = {n: [] for n in names}
-    clock = time.perf_counter_ns
+    times: dict[str, list[float]] = {n: [] for n in fns}
     for i, vf in enumerate(frames):
-        k = i % len(names)
-        for n in names[k:] + names[:k]:  # rotate who goes first
-            fn = fns[n]
-            t0 = clock()
-            out = fn(vf)
-            del out  # freeing what a method made is part of its cost (the map's release frees its views)
-            t1 = clock()
-            times[n].append((t1 - t0) / 1000)
+        for n, us in turn(i, vf, fns).items():
+            times[n].append(us)
     return {n: median(v) for n, v in times.items()}
 
 
