@@ -115,6 +115,16 @@ def test_decoded_planes_reuse_request_inputs_yet_each_frame_is_read(tmp_path) ->
     assert len({float(g[0, 1]) for g in got}) > n // 2  # frames differ: a stale input would show
 
 
+def test_a_released_mapping_is_refused_not_fed(inf: interop.Inference, frames: list) -> None:
+    f = ov_frame(frames[0])
+    f[1].release()  # one plane: the frame itself is still open, so the plane's own check must refuse it
+    with pytest.raises(InvalidTensorError, match="OPENVINO tensor was released; map or wrap the source again"):
+        inf.infer(f)
+    f.release()
+    with pytest.raises(InvalidTensorError, match="frame was released"):
+        inf.infer(f)  # its planes' memory may be back in the decoder's pool: no request may read it
+
+
 def test_reused_inputs_under_async_requests(tmp_path) -> None:
     import av
 
