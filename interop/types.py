@@ -14,6 +14,7 @@ class MemoryType(enum.Enum):
 
     CPU = "cpu"
     FFMPEG = "ffmpeg"
+    GST = "gst"
     OPENCV = "opencv"
     OPENCV_UMAT = "opencv_umat"
     OPENCL = "opencl"
