@@ -9,28 +9,44 @@ mid-frame returns all its buffers to the producer's pool. Pool buffers carry a c
 after the planes; the consumer checks it on receipt and drops (never delivers) a frame whose writer did not
 finish (``torn`` counts them). A producer killed mid-write never sends; the consumer sees EOF (``recv`` -> None).
 Memfds must be sealed against shrinking (``require_sealed``) so a peer cannot SIGBUS us by truncating them.
+
+Everything a peer sends is untrusted: every field of a FRAME message (sizes, offsets, pitches, shapes, dtype,
+plane and fd counts, the commit-marker offset, width/height against the planes) is checked before any of it is
+used, and a bad message is a ProtocolError. A bad DONE message is logged and ignored.
+
+Every call that can wait takes a timeout (None waits for ever) and raises TransportTimeoutError (an InteropError and a
+TimeoutError) when it runs out; ``timeout=0`` polls. Releasing a received frame never blocks: see FrameReceiver.
 """
 
 from __future__ import annotations
 
 import array
+import collections
 import errno
 import logging
+import math
 import os
 import select
 import socket
+import stat
 import struct
 import threading
 import time
+import weakref
+from dataclasses import dataclass
 from fractions import Fraction
 from types import TracebackType
 
-from .errors import InteropError, InvalidTensorError
+import numpy as np
+
+from .errors import InteropError, InvalidTensorError, UnsupportedTypeError
 from .frame import Frame
-from .info import TensorInfo
+from .info import TensorInfo, contiguous_strides, plane_layout
 from .tensors.dma import (
+    DRM_FOURCC,
     MARKER_COMMITTED,
     MARKER_MAGIC,
+    MARKER_SIZE,
     DMABuffer,
     DMATensor,
     buffer_from_fd,
@@ -51,16 +67,48 @@ NO_MARKER = (1 << 64) - 1
 _HEAD = struct.Struct("<4sHHQQQ")  # magic, version, type, frame_id, seq, marker_offset
 _FRAME = struct.Struct("<8sIIIBBBBqqqB")  # format, w, h, fourcc, planes, fds, colorspace, range, pts, tb num, den, flags
 _PLANE = struct.Struct("<BB4s2xQQQ4Q4Q")  # fd index, ndim, dtype, offset, buffer size, modifier, shape[4], strides[4]
-_CS = [None, *ColorSpace]
-_CR = [None, *ColorRange]
+FLAG_PTS, FLAG_TIME_BASE = 1, 2
+# Wire codes are fixed numbers, never derived from the order in which the enums are declared: adding a member to
+# ColorSpace must not change what a peer running the previous version reads.
+_CS_CODE: dict[ColorSpace | None, int] = {None: 0, ColorSpace.BT601: 1, ColorSpace.BT709: 2, ColorSpace.BT2020: 3,
+                                          ColorSpace.SRGB: 4}
+_CR_CODE: dict[ColorRange | None, int] = {None: 0, ColorRange.LIMITED: 1, ColorRange.FULL: 2}
+_CS_OF = {v: k for k, v in _CS_CODE.items()}
+_CR_OF = {v: k for k, v in _CR_CODE.items()}
+_RECV_BYTES = 4096  # larger than any valid FRAME message (MSG_TRUNC tells a longer one)
 
 
-class PeerClosedError(InteropError):
-    """The process at the other end of the socket is gone (closed, crashed or killed)."""
+class PeerClosedError(InteropError, ConnectionError):
+    """The process at the other end of the socket is gone (closed, crashed or killed), or never listened."""
 
 
-class ProtocolError(InteropError):
-    """A message that is not an interop frame transport message (wrong magic/version, truncated, too many fds)."""
+class ProtocolError(InteropError, ValueError):
+    """A message that is not a valid interop frame transport message: wrong magic/version, truncated, too many fds,
+    or a field (size, offset, pitch, shape, dtype, plane count, commit-marker offset ...) out of range."""
+
+
+class TransportTimeoutError(InteropError, TimeoutError):
+    """A transport call (send, recv, wait_returned, accept, connect) ran out of its ``timeout``."""
+
+
+class InvalidTimeoutError(InteropError, ValueError):
+    """A timeout that is not a number of seconds >= 0 (NaN, negative)."""
+
+
+def _deadline(timeout: object, what: str) -> float | None:
+    """The monotonic deadline of ``timeout`` seconds from now (None: no deadline); refuses NaN, negatives, non-numbers."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float, np.integer, np.floating)):
+        raise UnsupportedTypeError(f"{what}: timeout must be a number of seconds or None, not {type(timeout).__name__}")
+    t = float(timeout)
+    if math.isnan(t) or t < 0:
+        raise InvalidTimeoutError(f"{what}: timeout must be >= 0 seconds (0 polls, None waits for ever), got {timeout!r}")
+    return None if math.isinf(t) else time.monotonic() + t
+
+
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 # ---- encoding ------------------------------------------------------------------------------------------
@@ -70,12 +118,15 @@ def _encode_frame(frame_id: int, frame: Frame, bufs: list[DMABuffer], seq: int, 
     planes = [t for t in frame.tensors if isinstance(t, DMATensor)]
     if len(bufs) > MAX_FDS:
         raise InvalidTensorError(f"a frame over {len(bufs)} buffers cannot be sent (at most {MAX_FDS})")
+    if frame.colorspace not in _CS_CODE or frame.color_range not in _CR_CODE:
+        raise InvalidTensorError(f"colorspace {frame.colorspace!r} / color range {frame.color_range!r} cannot be sent: "
+                                 f"use an interop.ColorSpace / interop.ColorRange or None")
     pts = frame.pts if frame.pts is not None else 0
     tb = frame.time_base
-    flags = (frame.pts is not None) | (tb is not None) << 1
+    flags = (FLAG_PTS if frame.pts is not None else 0) | (FLAG_TIME_BASE if tb is not None else 0)
     out = [_HEAD.pack(MAGIC, VERSION, MSG_FRAME, frame_id, seq, marker),
            _FRAME.pack(frame.format.value.encode(), frame.width, frame.height, planes[0].drm_fourcc, len(planes),
-                       len(bufs), _CS.index(frame.colorspace), _CR.index(frame.color_range), pts,
+                       len(bufs), _CS_CODE[frame.colorspace], _CR_CODE[frame.color_range], pts,
                        tb.numerator if tb else 0, tb.denominator if tb else 1, flags)]
     for t in planes:
         info = t.info
@@ -89,12 +140,132 @@ def _encode_frame(frame_id: int, frame: Frame, bufs: list[DMABuffer], seq: int, 
     return b"".join(out)
 
 
-def _send_done(sock: socket.socket, lock: threading.Lock, frame_id: int) -> None:
-    with lock:
+def _done_message(frame_id: int) -> bytes:
+    return _HEAD.pack(MAGIC, VERSION, MSG_DONE, frame_id, 0, NO_MARKER)
+
+
+# ---- decoding: every field checked before use ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Plane:
+    fd_index: int
+    info: TensorInfo
+    offset: int
+    modifier: int
+
+
+@dataclass(frozen=True)
+class _Header:
+    frame_id: int
+    seq: int
+    marker: int
+    format: FrameFormat
+    width: int
+    height: int
+    fourcc: int
+    colorspace: ColorSpace | None
+    color_range: ColorRange | None
+    pts: int | None
+    time_base: Fraction | None
+    planes: tuple[_Plane, ...]
+    sizes: tuple[int, ...]  # announced size of each fd's buffer
+
+
+def _parse_frame(msg: bytes, n_fds: int) -> _Header:
+    """Decode and check a FRAME message that came with ``n_fds`` fds. Raises ProtocolError; uses no fd."""
+    if len(msg) < _HEAD.size + _FRAME.size:
+        raise ProtocolError(f"a message of {len(msg)} bytes is too short for a frame header")
+    magic, ver, kind, fid, seq, marker = _HEAD.unpack_from(msg)
+    if magic != MAGIC or ver != VERSION or kind != MSG_FRAME:
+        raise ProtocolError(f"not an interop frame message (magic {magic!r}, version {ver}, type {kind}): "
+                            f"is the peer an interop FrameSender of the same version?")
+    if fid == 0:
+        raise ProtocolError("a frame message has frame id 0 (ids start at 1)")
+    fmt_b, w, h, code, n_planes, n_fd_hdr, cs, cr, pts, tb_n, tb_d, fl = _FRAME.unpack_from(msg, _HEAD.size)
+    try:
+        fmt = FrameFormat(fmt_b.rstrip(b"\0").decode("ascii"))
+        specs = plane_layout(fmt)
+    except (ValueError, UnicodeDecodeError, InteropError):
+        raise ProtocolError(f"unknown frame format {fmt_b!r} in a frame message") from None
+    if n_planes != len(specs):
+        raise ProtocolError(f"a {fmt.name} frame has {len(specs)} planes; the message announces {n_planes}")
+    if len(msg) != _HEAD.size + _FRAME.size + n_planes * _PLANE.size:
+        raise ProtocolError(f"a frame message of {len(msg)} bytes does not hold {n_planes} plane records")
+    if n_fd_hdr != n_fds or not 1 <= n_fds <= min(MAX_FDS, n_planes):
+        raise ProtocolError(f"frame header announces {n_fd_hdr} fds for {n_planes} planes; got {n_fds} fds")
+    if not 0 < w < 1 << 31 or not 0 < h < 1 << 31:
+        raise ProtocolError(f"frame size {w}x{h} in a frame message is not a positive size")
+    if code not in (0, DRM_FOURCC.get(fmt, 0)):
+        raise ProtocolError(f"DRM fourcc {code:#x} does not describe a {fmt.name} frame")
+    if cs not in _CS_OF or cr not in _CR_OF:
+        raise ProtocolError(f"unknown colorspace {cs} or color range {cr} in a frame message")
+    if fl & ~(FLAG_PTS | FLAG_TIME_BASE):
+        raise ProtocolError(f"unknown flags {fl:#x} in a frame message")
+    if not fl & FLAG_PTS and pts != 0:
+        raise ProtocolError("a frame message without a pts carries one")
+    if fl & FLAG_TIME_BASE:
+        if tb_d == 0:
+            raise ProtocolError("a frame message has a time base with a zero denominator")
+        if tb_n <= 0 or tb_d < 0:
+            raise ProtocolError(f"a frame message has a time base {tb_n}/{tb_d} that is not positive")
+    elif (tb_n, tb_d) != (0, 1):
+        raise ProtocolError("a frame message without a time base carries one")
+    records = [_PLANE.unpack_from(msg, _HEAD.size + _FRAME.size + i * _PLANE.size) for i in range(n_planes)]
+    sizes: dict[int, int] = {}
+    for i, (idx, _ndim, _dt, _off, size, _mod, *_rest) in enumerate(records):
+        if idx >= n_fds:
+            raise ProtocolError(f"plane {i} names fd {idx}; the message carries {n_fds}")
+        if size == 0 or sizes.setdefault(idx, size) != size:
+            raise ProtocolError(f"plane {i} announces a buffer size of {size} for fd {idx} (0, or not what another "
+                                f"plane of the same fd says)")
+    if len(sizes) != n_fds:
+        raise ProtocolError(f"the message carries {n_fds} fds but its planes use {len(sizes)}")
+    planes = []
+    for i, ((idx, ndim, dt, off, size, mod, *rest), spec) in enumerate(zip(records, specs)):
+        shape, strides = spec.shape(w, h), contiguous_strides(spec.shape(w, h), spec.dtype.itemsize)
+        where = f"plane {i} ({spec.name}) of a {w}x{h} {fmt.name} frame"
+        if dt != spec.dtype.str.encode().ljust(4, b"\0"):
+            raise ProtocolError(f"{where} has dtype {dt!r}; the format needs {spec.dtype.str}")
+        if ndim != len(shape) or tuple(rest[:ndim]) != shape or any(rest[ndim:4]):
+            raise ProtocolError(f"{where} has shape {tuple(rest[:min(ndim, 4)])} (ndim {ndim}); the format needs {shape}: "
+                                f"width/height and planes disagree")
+        pitch, inner = rest[4], tuple(rest[5:4 + ndim])
+        if inner != strides[1:] or any(rest[4 + ndim:]):
+            raise ProtocolError(f"{where} has strides {tuple(rest[4:4 + ndim])}; only the row pitch may differ from {strides}")
+        if not spec.row_bytes(w) <= pitch <= size or pitch % spec.dtype.itemsize:
+            raise ProtocolError(f"{where} has a row pitch of {pitch} bytes: it must hold a row of {spec.row_bytes(w)} "
+                                f"bytes, be a multiple of {spec.dtype.itemsize} and fit the buffer of {size}")
+        extent = pitch * (shape[0] - 1) + spec.row_bytes(w)
+        if off >= size or extent > size - off:
+            raise ProtocolError(f"{where} at offset {off} spans {extent} bytes: beyond its buffer of {size} bytes")
         try:
-            sock.send(_HEAD.pack(MAGIC, VERSION, MSG_DONE, frame_id, 0, NO_MARKER), socket.MSG_NOSIGNAL)
-        except OSError:  # the producer is gone: nothing to return the buffer to
-            pass
+            info = TensorInfo(shape, spec.dtype, (pitch, *inner))
+        except InteropError as e:
+            raise ProtocolError(f"{where} has a layout interop refuses: {e}") from None
+        planes.append(_Plane(idx, info, off, mod))
+    if marker != NO_MARKER:
+        if n_fds != 1:
+            raise ProtocolError("a frame message over several buffers carries a commit marker (pool frames have one buffer)")
+        if marker % 8 or marker > sizes[0] - MARKER_SIZE:
+            raise ProtocolError(f"commit marker offset {marker} is not inside the buffer of {sizes[0]} bytes "
+                                f"(or not 8-byte aligned)")
+        for p in planes:
+            if marker < p.offset + p.info.extent and p.offset < marker + MARKER_SIZE:
+                raise ProtocolError(f"commit marker offset {marker} overlaps a plane at offset {p.offset}")
+    return _Header(fid, seq, marker, fmt, w, h, code, _CS_OF[cs], _CR_OF[cr], pts if fl & FLAG_PTS else None,
+                   Fraction(tb_n, tb_d) if fl & FLAG_TIME_BASE else None, tuple(planes),
+                   tuple(sizes[i] for i in range(n_fds)))
+
+
+def _parse_done(msg: bytes) -> int | None:
+    """The frame id of a valid DONE message, else None."""
+    if len(msg) != _HEAD.size:
+        return None
+    magic, ver, kind, fid, seq, marker = _HEAD.unpack(msg)
+    if magic != MAGIC or ver != VERSION or kind != MSG_DONE or seq != 0 or marker != NO_MARKER or fid == 0:
+        return None
+    return int(fid)
 
 
 def seqpacket_pair() -> tuple[socket.socket, socket.socket]:
@@ -105,25 +276,37 @@ def seqpacket_pair() -> tuple[socket.socket, socket.socket]:
 # ---- producer side -------------------------------------------------------------------------------------
 
 
+def _frame_id_of(msg: bytes) -> int:
+    """The frame id of a message whose header reads as a FRAME message, else 0 (nothing to answer)."""
+    if len(msg) < _HEAD.size:
+        return 0
+    magic, ver, kind, fid, _, _ = _HEAD.unpack_from(msg)
+    return int(fid) if (magic, ver, kind) == (MAGIC, VERSION, MSG_FRAME) else 0
+
+
 class FrameSender:
     """Sends DMA frames to one consumer over a connected SOCK_SEQPACKET socket (this object owns the socket).
 
     Every buffer sent is held (kept out of its pool) until the consumer's DONE, or until the consumer is gone:
     a background thread reads DONE messages and notices a dead consumer, then returns everything it held.
+    A DONE message that is not valid (or names a frame not in flight) is logged and ignored; fds a consumer
+    attaches to one are closed.
     """
 
     def __init__(self, sock: socket.socket):
-        if sock.type != socket.SOCK_SEQPACKET or sock.family != socket.AF_UNIX:
+        if not isinstance(sock, socket.socket) or sock.type != socket.SOCK_SEQPACKET or sock.family != socket.AF_UNIX:
             raise InvalidTensorError("FrameSender needs a connected AF_UNIX SOCK_SEQPACKET socket "
                                      "(interop.transport.seqpacket_pair() or FrameServer.accept())")
+        sock.setblocking(True)  # the reader thread blocks in recvmsg; sends never block (MSG_DONTWAIT + select)
         self._sock = sock
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the state below; never held while waiting on the socket
         self._returned = threading.Condition(self._lock)
         self._in_flight: dict[int, list[DMABuffer]] = {}
         self._next_id = 1
         self._closed = threading.Event()
         self.sent = 0
         self.returned = 0
+        self.bad_messages = 0  # messages from the consumer that were not valid DONEs
         self._reader = threading.Thread(target=self._read_loop, name="interop-frame-sender", daemon=True)
         self._reader.start()
 
@@ -134,20 +317,23 @@ class FrameSender:
 
     @property
     def in_flight(self) -> int:
-        """Frames sent and not yet released by the consumer."""
+        """Frames sent and not yet released by the consumer (never waits on a send in progress)."""
         with self._lock:
             return len(self._in_flight)
 
-    def send(self, frame: Frame, *, commit: bool = True) -> int:
+    def send(self, frame: Frame, *, commit: bool = True, timeout: float | None = None) -> int:
         """Send a DMA frame; returns its id. Its buffers stay held until the consumer releases the frame.
 
         ``commit=True`` (the usual case: this process wrote the frame) marks a pool frame complete first;
         with ``commit=False`` the commit marker is left as the writer set it (a writer in another process that
         died mid-write leaves WRITING, and the consumer then drops the frame).
-        Raises PeerClosedError when the consumer is gone.
+        ``timeout``: seconds to wait while the consumer's socket is full (it stopped reading); None waits for ever,
+        0 sends only if that needs no wait. Raises TransportTimeoutError (a TimeoutError) when it runs out: nothing
+        was sent and the buffers are not held. Raises PeerClosedError when the consumer is gone.
         """
         if not isinstance(frame, Frame) or frame.memory_type is not MemoryType.DMA:
             raise InvalidTensorError("send() takes a DMA Frame: interop.map(frame, MemoryType.DMA) or a FramePool frame")
+        deadline = _deadline(timeout, "FrameSender.send")
         if self._closed.is_set():
             raise PeerClosedError("the consumer is gone (its socket closed); accept a new consumer")
         bufs = buffers_of(frame)
@@ -165,16 +351,40 @@ class FrameSender:
         try:
             msg = _encode_frame(fid, frame, bufs, seq, marker)
             fds = array.array("i", [b.fd for b in bufs])
-            with self._lock:
-                self._sock.sendmsg([msg], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)], socket.MSG_NOSIGNAL)
+            self._send_message(msg, fds, deadline, timeout)
         except BaseException as e:
             self._return(fid)
-            if isinstance(e, OSError) and e.errno in (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.EBADF):
+            if isinstance(e, OSError) and not isinstance(e, InteropError) and \
+                    e.errno in (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.EBADF):
                 self._closed.set()
                 raise PeerClosedError(f"the consumer is gone ({e.strerror}); its buffers went back to the pool") from None
             raise
-        self.sent += 1
+        with self._lock:
+            self.sent += 1
         return fid
+
+    def _send_message(self, msg: bytes, fds: array.array, deadline: float | None, timeout: object) -> None:
+        # A SEQPACKET message is sent whole or not at all, so sends from several threads need no lock, and a send
+        # that runs out of time has sent nothing.
+        anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)]
+        while True:
+            try:
+                self._sock.sendmsg([msg], anc, socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT)
+                return
+            except BlockingIOError:
+                pass
+            except ValueError:  # our socket was closed under us (close() from another thread)
+                raise PeerClosedError("this FrameSender was closed") from None
+            if self._closed.is_set():
+                raise PeerClosedError("the consumer is gone (its socket closed); accept a new consumer")
+            left = _left(deadline)
+            if left == 0:
+                raise TransportTimeoutError(f"the consumer did not read within {timeout} s (its socket is full): "
+                                            f"it is stalled; the frame was not sent and its buffers are free")
+            try:  # wake now and then to notice close() and a consumer that went away
+                select.select([], [self._sock], [], 0.2 if left is None else min(left, 0.2))
+            except (OSError, ValueError):
+                raise PeerClosedError("this FrameSender was closed") from None
 
     def _return(self, fid: int) -> bool:
         with self._lock:
@@ -191,16 +401,27 @@ class FrameSender:
         try:
             while True:
                 try:
-                    data = self._sock.recv(64)
-                except OSError:
-                    break
-                if not data:
-                    break
-                if len(data) < _HEAD.size:
+                    data, anc, flags, _ = self._sock.recvmsg(64, socket.CMSG_SPACE(MAX_FDS * 4), socket.MSG_CMSG_CLOEXEC)
+                except InterruptedError:
                     continue
-                magic, ver, kind, fid, _, _ = _HEAD.unpack_from(data)
-                if magic == MAGIC and kind == MSG_DONE and self._return(fid):
-                    self.returned += 1
+                except (OSError, ValueError):
+                    break
+                fds = _fds_of(anc)
+                for fd in fds:  # a DONE carries no fds: never keep what a consumer attaches
+                    _close_quiet(fd)
+                if not data and not fds:
+                    break
+                fid = None if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) else _parse_done(data)
+                if fid is not None and self._return(fid):
+                    with self._lock:
+                        self.returned += 1
+                    continue
+                with self._lock:
+                    self.bad_messages += 1
+                log.warning("ignored a message from the consumer that is not a DONE for a frame in flight "
+                            "(%d bytes, %d fds, frame id %s)", len(data), len(fds), fid)
+        except Exception:  # never let the reader die with buffers still held
+            log.exception("the frame sender's reader failed; returning every buffer held for the consumer")
         finally:
             self._closed.set()
             with self._lock:
@@ -211,25 +432,28 @@ class FrameSender:
                 self._returned.notify_all()
 
     def wait_returned(self, timeout: float | None = None) -> bool:
-        """Wait until every frame sent came back (released by the consumer, or reclaimed because it is gone)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        """Wait until every frame sent came back (released by the consumer, or reclaimed because it is gone).
+        Returns False if some are still out after ``timeout`` seconds (None waits for ever, 0 polls)."""
+        deadline = _deadline(timeout, "FrameSender.wait_returned")
         with self._returned:
             while self._in_flight and not self._closed.is_set():
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
+                left = _left(deadline)
+                if left == 0:
                     return False
                 self._returned.wait(left)
         if self._closed.is_set():
-            self._reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            self._reader.join(_left(deadline))
         return self.in_flight == 0
 
     def close(self) -> None:
         """Disconnect; every buffer still held for the consumer goes back to its pool."""
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
+        except (OSError, ValueError):
             pass
-        self._reader.join(5)
+        if threading.current_thread() is not self._reader:
+            self._reader.join(5)
+        self._closed.set()
         self._sock.close()
 
     def __enter__(self) -> FrameSender:
@@ -242,47 +466,169 @@ class FrameSender:
 # ---- consumer side -------------------------------------------------------------------------------------
 
 
+class _DoneChannel:
+    """Sends DONE messages to the producer without ever blocking the caller (release() and GC finalizers call it).
+
+    A DONE goes out with MSG_DONTWAIT. If the producer's socket is full (it stopped reading), the DONE is queued and a
+    flusher thread sends it once the producer reads again. Past MAX_PENDING queued DONEs the producer is treated as
+    gone: the queue is dropped with a warning and later DONEs are not sent (a producer gets every buffer back when
+    the connection closes). No lock is taken on the sending path: a SEQPACKET send is atomic, and a finalizer may run
+    on a thread that is already inside this object.
+    """
+
+    MAX_PENDING = 1024
+
+    def __init__(self, sock: socket.socket):
+        self._sock = sock
+        self._pending: collections.deque[int] = collections.deque()
+        # made here, not when the flusher starts, so receiving frames opens no fd beyond the frames' own
+        self._wake: tuple[socket.socket, socket.socket] | None = socket.socketpair()
+        for w in self._wake:
+            w.setblocking(False)
+        self._thread: threading.Thread | None = None
+        self.closed = False
+        self.gone = False
+        self.dropped = 0
+
+    def start(self) -> None:
+        """Make the flusher ready; called from recv() (never from a finalizer) before any frame can be released."""
+        if self._thread is not None or self.closed:
+            return
+        self._thread = threading.Thread(target=self._flush_loop, name="interop-frame-done", daemon=True)
+        self._thread.start()
+
+    def send(self, fid: int) -> None:
+        """Send DONE for ``fid`` now, or queue it; never blocks."""
+        if self.closed or self.gone:
+            return
+        if not self._pending and self._try(fid):
+            return
+        if len(self._pending) >= self.MAX_PENDING:
+            self.gone = True
+            self.dropped += len(self._pending) + 1
+            self._pending.clear()
+            log.warning("the producer has not read %d DONE messages: treating it as gone and dropping them "
+                        "(it gets its buffers back when the connection closes)", self.MAX_PENDING)
+            self._poke()
+            return
+        self._pending.append(fid)
+        self._poke()
+
+    def _try(self, fid: int) -> bool:
+        """True when the DONE needs no more work (sent, or the producer is gone)."""
+        try:
+            self._sock.send(_done_message(fid), socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
+        except BlockingIOError:
+            return False
+        except (OSError, ValueError):  # the producer is gone, or our socket closed: nothing to return buffers to
+            self.gone = True
+        return True
+
+    def _poke(self) -> None:
+        w = self._wake
+        if w is not None:
+            try:
+                w[1].send(b"\0")
+            except (OSError, ValueError):  # full (a wake-up is already pending) or closed
+                pass
+
+    def _flush_loop(self) -> None:
+        assert self._wake is not None
+        r = self._wake[0]
+        while not self.closed and not self.gone:
+            want = [self._sock] if self._pending else []
+            try:
+                rd, wr, _ = select.select([r], want, [], 1.0)
+                if rd:
+                    r.recv(4096)
+            except BlockingIOError:
+                pass
+            except (OSError, ValueError):
+                break
+            while self._pending and not self.closed:
+                if not self._try(self._pending[0]):
+                    break
+                self._pending.popleft()
+
+    def close(self, wait: bool = True) -> None:
+        """Stop the flusher (a last non-blocking try for queued DONEs first)."""
+        while self._pending and not self.gone and self._try(self._pending[0]):
+            self._pending.popleft()
+        self.closed = True
+        self._poke()
+        t = self._thread
+        if wait and t is not None and t is not threading.current_thread():
+            t.join(2)
+        if self._wake is not None and (t is None or not t.is_alive()):
+            for s in self._wake:
+                s.close()
+
+
 class FrameReceiver:
     """Receives DMA frames from one producer. ``recv()`` returns a Frame over the producer's memory (zero-copy),
     or None once the producer is gone. Release each frame when done (``with`` or ``release()``): that sends DONE
     and the producer reuses the buffer. Frames whose commit marker says the write did not finish are dropped
     (counted in ``torn``), never returned.
+
+    Releasing never blocks (it also runs from GC finalizers): the DONE is sent without waiting, and if the producer
+    stopped reading it is queued and sent by a background thread when the producer reads again. If the producer
+    leaves more than ``_DoneChannel.MAX_PENDING`` DONEs unread it is treated as gone: they are dropped with a
+    warning (``dropped_done`` counts them) and no more are sent; it gets its buffers back when the connection closes.
     """
 
     def __init__(self, sock: socket.socket, *, require_sealed: bool = True, writer: bool = False):
-        if sock.type != socket.SOCK_SEQPACKET or sock.family != socket.AF_UNIX:
+        if not isinstance(sock, socket.socket) or sock.type != socket.SOCK_SEQPACKET or sock.family != socket.AF_UNIX:
             raise InvalidTensorError("FrameReceiver needs a connected AF_UNIX SOCK_SEQPACKET socket "
                                      "(interop.transport.seqpacket_pair() or connect(path))")
         self._sock = sock
-        self._lock = threading.Lock()
+        self._done = _DoneChannel(sock)
         self.require_sealed = require_sealed
         self.writer = writer  # a writer process receives empty buffers to fill: no commit check, commit() after
         self.received = 0
         self.torn = 0
         self.closed = False
+        self._fin = weakref.finalize(self, self._done.close, False)
+
+    @property
+    def dropped_done(self) -> int:
+        """DONE messages dropped because the producer stopped reading them (see the class docstring)."""
+        return self._done.dropped
 
     def recv(self, timeout: float | None = None) -> Frame | None:
-        """The next complete frame; None when the producer is gone. TimeoutError after ``timeout`` seconds."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        """The next complete frame; None when the producer is gone (or this receiver was closed).
+
+        ``timeout``: seconds to wait (None waits for ever; 0 polls: a frame already queued is returned).
+        Raises TransportTimeoutError (a TimeoutError) when no frame came in time, ProtocolError for a message
+        that is not a valid frame (the receiver goes on working: call recv() again)."""
+        deadline = _deadline(timeout, "FrameReceiver.recv")
+        self._done.start()
         while True:
             if self.closed:
                 return None
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0 or not select.select([self._sock], [], [], left)[0]:
-                    raise TimeoutError(f"no frame within {timeout} s")
             try:
-                msg, anc, flags, _ = self._sock.recvmsg(4096, socket.CMSG_SPACE(MAX_FDS * 4), socket.MSG_CMSG_CLOEXEC)
+                ready = select.select([self._sock], [], [], _left(deadline))[0]
+            except (OSError, ValueError):
+                if self.closed:
+                    return None
+                raise
+            if not ready:
+                raise TransportTimeoutError(f"no frame within {timeout} s: the producer sent nothing")
+            try:
+                msg, anc, flags, _ = self._sock.recvmsg(_RECV_BYTES, socket.CMSG_SPACE(MAX_FDS * 4),
+                                                        socket.MSG_CMSG_CLOEXEC | socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):  # another thread took the message
+                continue
             except ConnectionResetError:
                 msg, anc, flags = b"", [], 0
             fds = _fds_of(anc)
             if not msg and not fds:
                 self.closed = True
+                self._done.close(wait=False)
                 return None
             try:
                 frame = self._build(msg, fds, flags)
             except BaseException:
-                for fd in fds:  # what _build did not hand to a DMABuffer (it marks those -1 or drops them)
+                for fd in fds:  # what _build did not hand to a DMABuffer (it marks those -1)
                     _close_quiet(fd)
                 raise
             if frame is not None:
@@ -290,80 +636,60 @@ class FrameReceiver:
                 return frame
 
     def _build(self, msg: bytes, fds: list[int], flags: int) -> Frame | None:
-        if flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC):
-            raise ProtocolError("a frame message was truncated (too many fds or too long): peer and library versions differ?")
-        if len(msg) < _HEAD.size + _FRAME.size:
-            raise ProtocolError(f"a message of {len(msg)} bytes is too short for a frame header")
-        magic, ver, kind, fid, seq, marker = _HEAD.unpack_from(msg)
-        if magic != MAGIC or ver != VERSION or kind != MSG_FRAME:
-            raise ProtocolError(f"not an interop frame message (magic {magic!r}, version {ver}, type {kind})")
-        fmt_b, w, h, code, n_planes, n_fds, cs, cr, pts, tb_n, tb_d, fl = _FRAME.unpack_from(msg, _HEAD.size)
-        if n_fds != len(fds) or len(msg) < _HEAD.size + _FRAME.size + n_planes * _PLANE.size:
-            raise ProtocolError(f"frame header announces {n_fds} fds and {n_planes} planes; got {len(fds)} fds")
-        # ownership of the fds passes to DMABuffers one by one; the caller closes what is left on error
+        try:
+            if flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC):
+                raise ProtocolError("a frame message was truncated (too many fds or too long): peer and library "
+                                    "versions differ?")
+            hdr = _parse_frame(msg, len(fds))
+        except ProtocolError:
+            fid = _frame_id_of(msg)
+            if fid:  # an honest producer of another version gets its buffers back
+                self._done.send(fid)
+            raise
+        fid = hdr.frame_id
+        # ownership of the fds passes to DMABuffers one by one; the caller closes what is left (>= 0) on error
         bufs: list[DMABuffer] = []
-        records = [_PLANE.unpack_from(msg, _HEAD.size + _FRAME.size + i * _PLANE.size) for i in range(n_planes)]
-        try:
-            fmt = FrameFormat(fmt_b.rstrip(b"\0").decode())
-        except (ValueError, UnicodeDecodeError):
-            raise ProtocolError(f"unknown frame format {fmt_b!r} in a frame message") from None
-        if any(r[0] >= n_fds or not 0 < r[1] <= 4 for r in records):
-            raise ProtocolError("a plane record names an fd that was not sent, or has a bad number of dimensions")
-        if cs >= len(_CS) or cr >= len(_CR):
-            raise ProtocolError(f"unknown colorspace {cs} or color range {cr} in a frame message")
-        if fl & 2 and tb_d == 0:
-            raise ProtocolError("a frame message has a time base with a zero denominator")
-        try:
-            dtypes = [r[2].rstrip(b"\0").decode("ascii") for r in records]
-        except UnicodeDecodeError:
-            raise ProtocolError("a plane record has a dtype that is not an ASCII numpy type string") from None
-        sizes = {r[0]: r[4] for r in records}
+        planes: list[DMATensor] = []
         try:
             for i, fd in enumerate(fds):
-                bufs.append(buffer_from_fd(fd, size=sizes.get(i), take_ownership=True, require_sealed=self.require_sealed))
+                bufs.append(buffer_from_fd(fd, size=hdr.sizes[i], take_ownership=True,
+                                           require_sealed=self.require_sealed))
                 fds[i] = -1
+            if hdr.marker != NO_MARKER and not self.writer:
+                mg, state, got = read_marker(bufs[0].mapping(False).address, hdr.marker)
+                if mg != MARKER_MAGIC or state != MARKER_COMMITTED or got != hdr.seq:
+                    self.torn += 1
+                    log.warning("dropped frame %d: its writer did not finish it (marker state %d, seq %d, expected %d)",
+                                fid, state, got, hdr.seq)
+                    for b in bufs:
+                        b.close()
+                    self._done.send(fid)
+                    return None
+            for p in hdr.planes:
+                planes.append(DMATensor(bufs[p.fd_index], p.info, offset=p.offset, drm_fourcc=hdr.fourcc,
+                                        drm_modifier=p.modifier))
+            frame = dma_frame(planes, hdr.format, hdr.width, hdr.height, colorspace=hdr.colorspace,
+                              color_range=hdr.color_range, pts=hdr.pts, time_base=hdr.time_base)
         except BaseException:
+            for t in planes:
+                t.release()
             for b in bufs:
                 b.close()
-            _send_done(self._sock, self._lock, fid)
+            self._done.send(fid)
             raise
-        fds[:] = [fd for fd in fds if fd >= 0]
-        if marker != NO_MARKER and not self.writer:
-            m = bufs[0].mapping(False)
-            mg, state, got = read_marker(m.address, marker) if marker + 16 <= bufs[0].size else (0, 0, 0)
-            if mg != MARKER_MAGIC or state != MARKER_COMMITTED or got != seq:
-                self.torn += 1
-                log.warning("dropped frame %d: its writer did not finish it (marker state %d, seq %d, expected %d)",
-                            fid, state, got, seq)
-                for b in bufs:
-                    b.close()
-                _send_done(self._sock, self._lock, fid)
-                return None
-        done = _DoneOnce(self._sock, self._lock, fid, len(bufs))
+        done = _DoneOnce(self._done, fid, len(bufs))
         for b in bufs:
             b.on_free(done)
-        try:
-            planes = []
-            for (idx, ndim, _dt, off, _size, mod, *rest), dt in zip(records, dtypes):
-                info = TensorInfo(tuple(rest[:ndim]), dt, tuple(rest[4:4 + ndim]))
-                planes.append(DMATensor(bufs[idx], info, offset=off, drm_fourcc=code, drm_modifier=mod))
-            frame = dma_frame(planes, fmt, w, h,
-                              colorspace=_CS[cs], color_range=_CR[cr], pts=pts if fl & 1 else None,
-                              time_base=Fraction(tb_n, tb_d) if fl & 2 else None)
-        except BaseException:
-            for b in bufs:
-                if b.users == 0:
-                    b.close()
-            _send_done(self._sock, self._lock, fid)
-            raise
         frame.metadata["frame_id"] = fid
-        frame.metadata["sequence"] = seq
-        if marker != NO_MARKER:
-            frame.metadata["commit_marker"] = marker
+        frame.metadata["sequence"] = hdr.seq
+        if hdr.marker != NO_MARKER:
+            frame.metadata["commit_marker"] = hdr.marker
         return frame
 
     def close(self) -> None:
+        """Disconnect. Frames still held stay valid; their DONE is not sent (the producer reclaims them at EOF)."""
         self.closed = True
+        self._done.close()
         self._sock.close()
 
     def __enter__(self) -> FrameReceiver:
@@ -376,20 +702,26 @@ class FrameReceiver:
 def commit(frame: Frame) -> None:
     """Mark a received pool frame complete: for writer processes (``FrameReceiver(writer=True)``) that fill
     buffers of another process's pool. Call it after the last byte is written."""
-    from .tensors.dma import MARKER_COMMITTED, write_marker
+    from .tensors.dma import write_marker
 
     marker = frame.metadata.get("commit_marker")
+    seq = frame.metadata.get("sequence")
     if marker is None:
         raise InvalidTensorError("this frame has no commit marker (it does not come from a FramePool over the transport)")
     buf = buffers_of(frame)[0]
-    write_marker(buf.mapping(True).address, marker, MARKER_COMMITTED, frame.metadata["sequence"])
+    # metadata is a user-writable dict: check again what the receiver checked, right before the write
+    if type(marker) is not int or type(seq) is not int or not 0 <= marker <= buf.size - MARKER_SIZE \
+            or not 0 <= seq < 1 << 64:
+        raise InvalidTensorError(f"commit marker offset {marker!r} (sequence {seq!r}) is not inside this frame's buffer "
+                                 f"of {buf.size} bytes: do not change frame.metadata['commit_marker'] or ['sequence']")
+    write_marker(buf.mapping(True).address, marker, MARKER_COMMITTED, seq)
 
 
 class _DoneOnce:
     """Sends DONE when every buffer of one received frame is free."""
 
-    def __init__(self, sock: socket.socket, lock: threading.Lock, fid: int, n: int):
-        self.sock, self.lock, self.fid, self.left = sock, lock, fid, n
+    def __init__(self, channel: _DoneChannel, fid: int, n: int):
+        self.channel, self.fid, self.left = channel, fid, n
         self._count_lock = threading.Lock()  # buffers may be freed on different threads (GC, OpenVINO callbacks)
 
     def __call__(self) -> None:
@@ -397,7 +729,7 @@ class _DoneOnce:
             self.left -= 1
             last = self.left == 0
         if last:
-            _send_done(self.sock, self.lock, self.fid)
+            self.channel.send(self.fid)
 
 
 def _fds_of(anc: list[tuple[int, int, bytes]]) -> list[int]:
@@ -421,30 +753,91 @@ def _close_quiet(fd: int) -> None:
 # ---- rendezvous by path --------------------------------------------------------------------------------
 
 
+class ServerPathError(InteropError, OSError):
+    """FrameServer(path) cannot listen at ``path`` (a missing directory, no permission, a path too long)."""
+
+
+class PathInUseError(ServerPathError, FileExistsError):
+    """FrameServer(path): something other than a stale socket is at ``path`` (a file, a live server's socket)."""
+
+
+def _remove_stale_socket(path: str) -> None:
+    """Remove ``path`` only if it is a socket nobody listens on; refuse anything else with PathInUseError."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise ServerPathError(e.errno, f"cannot inspect {path}: {e.strerror}; pass another path") from None
+    if not stat.S_ISSOCK(st.st_mode):
+        raise PathInUseError(errno.EEXIST, f"{path} exists and is not a socket: FrameServer will not remove it; "
+                                           f"pass another path, or remove the file yourself if it is not needed")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    probe.setblocking(False)
+    try:
+        probe.connect(path)
+    except ConnectionRefusedError:  # a socket file left by a process that is gone
+        log.info("removing the stale socket %s (nobody listens on it)", path)
+        os.unlink(path)
+        return
+    except BlockingIOError:  # a live listener whose backlog is full
+        pass
+    except OSError as e:  # a socket of another kind (EPROTOTYPE), no permission ...: not ours to remove
+        raise PathInUseError(errno.EEXIST, f"{path} is a socket FrameServer cannot probe ({e.strerror}): it belongs to "
+                                           f"another program; pass another path") from None
+    finally:
+        probe.close()
+    raise PathInUseError(errno.EADDRINUSE, f"a live server is listening at {path}: stop it first, or pass another path")
+
+
 class FrameServer:
-    """A listening SOCK_SEQPACKET socket at ``path``; ``accept()`` gives a FrameSender per consumer."""
+    """A listening SOCK_SEQPACKET socket at ``path``; ``accept()`` gives a FrameSender per consumer.
+
+    A stale socket at ``path`` (one nobody listens on, left by a process that died) is replaced; anything else there
+    (a regular file, a live server's socket) raises PathInUseError and is left alone. ``close()`` removes the socket
+    file only while it is still the one this server made."""
 
     def __init__(self, path: str, backlog: int = 4):
-        self.path = path
-        if os.path.exists(path):
-            os.unlink(path)
+        self.path = os.fspath(path)
+        _remove_stale_socket(self.path)
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._sock.bind(path)
-        self._sock.listen(backlog)
+        try:
+            self._sock.bind(self.path)
+            self._sock.listen(backlog)
+            self._sock.setblocking(False)  # accept() waits in select() with its timeout
+            self._ino = os.stat(self.path).st_ino
+        except OSError as e:
+            self._sock.close()
+            if e.errno == errno.EADDRINUSE:
+                raise PathInUseError(errno.EADDRINUSE, f"{self.path} was taken while this server started: "
+                                                       f"pass another path") from None
+            raise ServerPathError(e.errno, f"cannot listen at {self.path}: {e.strerror or e}; pass a path in an "
+                                           f"existing, writable directory (at most 107 bytes)") from None
 
     def accept(self, timeout: float | None = None) -> FrameSender:
-        self._sock.settimeout(timeout)
-        try:
-            conn, _ = self._sock.accept()
-        except TimeoutError:
-            raise TimeoutError(f"no consumer connected to {self.path} within {timeout} s") from None
-        conn.settimeout(None)
-        return FrameSender(conn)
+        """Wait for a consumer (``connect(path)``) and return a FrameSender for it. None waits for ever, 0 polls;
+        TransportTimeoutError (a TimeoutError) when none connected in time."""
+        deadline = _deadline(timeout, "FrameServer.accept")
+        while True:
+            try:
+                ready = select.select([self._sock], [], [], _left(deadline))[0]
+            except (OSError, ValueError):
+                raise PeerClosedError(f"the FrameServer at {self.path} was closed") from None
+            if not ready:
+                raise TransportTimeoutError(f"no consumer connected to {self.path} within {timeout} s: start the "
+                                            f"consumer (interop.transport.connect(path))")
+            try:
+                conn, _ = self._sock.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):  # taken by another thread, or gone
+                continue
+            conn.setblocking(True)
+            return FrameSender(conn)
 
     def close(self) -> None:
         self._sock.close()
         try:
-            os.unlink(self.path)
+            if os.stat(self.path).st_ino == self._ino:  # never remove a socket another server bound since
+                os.unlink(self.path)
         except OSError:
             pass
 
@@ -455,20 +848,37 @@ class FrameServer:
         self.close()
 
 
-def connect(path: str, timeout: float = 10.0, *, require_sealed: bool = True) -> FrameReceiver:
-    """Connect to a FrameServer at ``path`` (waiting up to ``timeout`` s for it to appear)."""
-    deadline = time.monotonic() + timeout
+def connect(path: str, timeout: float | None = 10.0, *, require_sealed: bool = True) -> FrameReceiver:
+    """Connect to a FrameServer at ``path``, waiting up to ``timeout`` s for it to appear and accept.
+
+    PeerClosedError when nobody listens at ``path`` by then; TransportTimeoutError (a TimeoutError) when a server is
+    there but never takes the connection (its backlog is full: it does not call accept())."""
+    deadline = _deadline(timeout, "connect")
+    path = os.fspath(path)
     while True:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.setblocking(False)  # a listener whose backlog is full makes a blocking connect wait for ever
+        busy = False
         try:
             s.connect(path)
-            return FrameReceiver(s, require_sealed=require_sealed)
-        except (FileNotFoundError, ConnectionRefusedError) as e:
+        except (FileNotFoundError, ConnectionRefusedError):
             s.close()
-            if time.monotonic() > deadline:
-                raise PeerClosedError(f"no producer is listening at {path}: start it first") from e
-            time.sleep(0.02)
+        except BlockingIOError:
+            s.close()
+            busy = True
+        except OSError as e:
+            s.close()
+            raise PeerClosedError(f"cannot connect to {path}: {e.strerror or e} (is it a FrameServer's socket?)") from None
+        else:
+            s.setblocking(True)
+            return FrameReceiver(s, require_sealed=require_sealed)
+        left = _left(deadline)
+        if left == 0:
+            if busy:
+                raise TransportTimeoutError(f"the producer at {path} did not accept the connection within {timeout} s")
+            raise PeerClosedError(f"no producer is listening at {path}: start it first")
+        time.sleep(0.02 if left is None else min(0.02, left))
 
 
 __all__ = ["FrameSender", "FrameReceiver", "FrameServer", "connect", "commit", "seqpacket_pair", "PeerClosedError",
-           "ProtocolError"]
+           "ProtocolError", "TransportTimeoutError", "InvalidTimeoutError", "ServerPathError", "PathInUseError"]
