@@ -15,7 +15,7 @@ from .info import TensorInfo
 from .routing import alternatives, route
 from .tensor import Tensor
 from .tensors.cpu import CPUTensor
-from .types import AccessMode, FrameFormat, MemoryType, check_memory_type, check_mode
+from .types import AccessMode, FrameFormat, MemoryType, check_bool, check_memory_type, check_mode
 
 log = logging.getLogger("interop")
 
@@ -54,6 +54,8 @@ def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.REA
     The route is found automatically; one that needs a copy is refused unless ``allow_copy=True``, and every
     copy is counted by copy_meter(). Mapping to the object's own type and context returns it unchanged.
     """
+    if allow_copy is not False and allow_copy is not True:
+        allow_copy = check_bool(allow_copy, "allow_copy")
     if type(to) is MemoryType and context is None:  # a decoded frame, mapped in one step: this runs per frame
         one_step = _one_step.get((type(obj), to))
         if one_step is not None:

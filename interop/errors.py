@@ -63,7 +63,22 @@ class WrongMemoryError(ContextMismatchError, InvalidTensorError):
 class ResourceError(InteropError, OSError):
     """The process ran out of a resource interop needs (file descriptors, mappable memory).
 
-    Also an OSError, with the original errno, so handlers written for the system call still catch it."""
+    Also an OSError, with the original errno, so handlers written for the system call still catch it:
+    raise it as ``ResourceError(errno.EMFILE, "what to do")``; ``.errno`` and ``.strerror`` are set as OSError sets them.
+    """
+
+
+class InteropTimeoutError(InteropError, TimeoutError):
+    """A blocking call (a pool's acquire, a transport's send/recv, waiting for inference) ran out of time.
+
+    Also a TimeoutError, so ``except TimeoutError`` written for the standard library catches it."""
+
+
+class InteropBufferError(InteropError, BufferError):
+    """A buffer cannot be exported or imported as asked (no DLPack export for this memory, a stream or device
+    the export cannot honour, a buffer-protocol object whose memory is not one contiguous block).
+
+    Also a BufferError, as numpy raises for the same requests."""
 
 
 class UnsupportedFormatError(InteropError, ValueError):

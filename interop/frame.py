@@ -5,15 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .context import Context
 from .errors import InvalidTensorError, UnsupportedTypeError
-from .info import as_int, plane_layout
+from .info import PlaneSpec, as_int, plane_layout
 from .tensor import Tensor
 from .types import ColorRange, ColorSpace, FrameFormat, MemoryType
-
-if TYPE_CHECKING:
-    from .context import Context
 
 
 class Frame:
@@ -28,11 +26,23 @@ class Frame:
                  colorspace: ColorSpace | None = None, color_range: ColorRange | None = None,
                  pts: int | None = None, time_base: Fraction | None = None,
                  metadata: dict[str, Any] | None = None, parent: Any = None):
+        if isinstance(tensors, Tensor):
+            raise UnsupportedTypeError("tensors must be a list of interop.Tensor planes: pass [tensor], not the tensor")
+        if not isinstance(tensors, (list, tuple)):
+            raise UnsupportedTypeError(
+                f"tensors must be a list of interop.Tensor planes, not {type(tensors).__name__}; wrap arrays with "
+                f"interop.wrap(array) first, or use interop.wrap(buffer, format=...) for one packed buffer")
         tensors = list(tensors)
         if not isinstance(format, FrameFormat):
             raise UnsupportedTypeError(f"format must be an interop.FrameFormat, not {format!r}")
         if not tensors or not all(isinstance(t, Tensor) for t in tensors):
             raise InvalidTensorError("a Frame needs a non-empty list of interop.Tensor planes")
+        if context is not None and not isinstance(context, Context):
+            raise UnsupportedTypeError(f"context must be an interop.Context or None, not {type(context).__name__}")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise UnsupportedTypeError(f"metadata must be a dict (or None), not {type(metadata).__name__}")
+        colorspace, color_range = _colorspace(colorspace), _color_range(color_range)
+        pts, time_base = _pts(pts), _time_base(time_base)
         kinds = {t.memory_type for t in tensors}
         if len(kinds) != 1:
             raise InvalidTensorError(f"all planes of a Frame must share one memory type, got {sorted(k.name for k in kinds)}")
@@ -41,12 +51,15 @@ class Frame:
             raise InvalidTensorError(f"a {format.name} frame has {n} planes, {len(tensors)} tensors were given")
         if width is None or height is None:
             shape = tensors[0].info.shape
-            if len(shape) < 2:
-                raise InvalidTensorError("give width and height: the first plane is not shaped (H, W[, C])")
+            if len(shape) not in (2, 3):
+                raise InvalidTensorError(
+                    f"give width and height: the first plane is shaped {shape}, not (H, W[, C])")
             height, width = (shape[0], shape[1]) if height is None or width is None else (height, width)
         width, height = as_int(width, "width"), as_int(height, "height")
         if width <= 0 or height <= 0:
             raise InvalidTensorError(f"frame size {width}x{height} must be positive")
+        for i, (spec, t) in enumerate(zip(plane_layout(format), tensors)):
+            _check_plane(format, i, spec, t.info.shape, width, height)
         self._tensors = tensors
         self._format = format
         self._width = int(width)
@@ -98,7 +111,7 @@ class Frame:
     @colorspace.setter
     def colorspace(self, value: ColorSpace | None) -> None:
         self._resolve()
-        self._colorspace = value
+        self._colorspace = _colorspace(value)
 
     @property
     def color_range(self) -> ColorRange | None:
@@ -108,7 +121,7 @@ class Frame:
     @color_range.setter
     def color_range(self, value: ColorRange | None) -> None:
         self._resolve()
-        self._color_range = value
+        self._color_range = _color_range(value)
 
     @property
     def pts(self) -> int | None:
@@ -118,7 +131,7 @@ class Frame:
     @pts.setter
     def pts(self, value: int | None) -> None:
         self._resolve()
-        self._pts = value
+        self._pts = _pts(value)
 
     @property
     def time_base(self) -> Fraction | None:
@@ -128,7 +141,7 @@ class Frame:
     @time_base.setter
     def time_base(self, value: Fraction | None) -> None:
         self._resolve()
-        self._time_base = value
+        self._time_base = _time_base(value)
 
     # -- container ------------------------------------------------------------------------------------
     def _check(self) -> None:
@@ -214,5 +227,57 @@ class Frame:
         self.release()
 
     def __repr__(self) -> str:
-        return (f"<Frame {self._format.name} {self._width}x{self._height} {self.memory_type.name} "
-                f"planes={[t.info.shape for t in self._tensors]}>")
+        # Never raises (repr runs in tracebacks): a released frame, or one with a released plane, says so.
+        head = f"<Frame {self._format.name} {self._width}x{self._height} {self.memory_type.name}"
+        if self._released:
+            return f"{head} released>"
+        if any(t.released for t in self._tensors):
+            return f"{head} planes released>"
+        return f"{head} planes={[t._info.shape for t in self._tensors]}>"
+
+
+def _check_plane(fmt: FrameFormat, i: int, spec: PlaneSpec, shape: tuple[int, ...], width: int, height: int) -> None:
+    """Refuse a plane whose shape disagrees with a ``width`` x ``height`` frame of ``fmt``.
+
+    Accepted: the documented CPU shapes, (rows, cols) or (rows, cols, C), with chroma rounded up; and the device-side
+    (1, rows, pitch, C) of OpenVINO planes, whose third dimension is the row pitch in pixels (at least cols).
+    Other ranks are device-specific layouts that the mapper making them documents; they are not checked here.
+    """
+    rows, cols = -(-height // spec.sub_y), -(-width // spec.sub_x)
+    ch = max(spec.channels, 1)
+    n = len(shape)
+    if n == 2:
+        ok = shape == (rows, cols) and spec.channels in (0, 1)
+    elif n == 3:
+        ok = shape == (rows, cols, ch)
+    elif n == 4 and shape[0] == 1:
+        ok = shape[1] == rows and shape[2] >= cols and shape[3] == ch
+    else:
+        return
+    if not ok:
+        want = (rows, cols) if spec.channels == 0 else (rows, cols, ch)
+        raise InvalidTensorError(
+            f"plane {i} ({spec.name}) of a {width}x{height} {fmt.name} frame must be shaped {want}, got {shape}: "
+            f"give the frame's visible width and height (chroma planes are rounded up), or crop the planes to match")
+
+
+def _colorspace(v: object) -> ColorSpace | None:
+    if v is None or isinstance(v, ColorSpace):
+        return v
+    raise UnsupportedTypeError(f"colorspace must be an interop.ColorSpace or None, not {v!r}")
+
+
+def _color_range(v: object) -> ColorRange | None:
+    if v is None or isinstance(v, ColorRange):
+        return v
+    raise UnsupportedTypeError(f"color_range must be an interop.ColorRange or None, not {v!r}")
+
+
+def _pts(v: object) -> int | None:
+    return None if v is None else as_int(v, "pts")
+
+
+def _time_base(v: object) -> Fraction | None:
+    if v is None or isinstance(v, Fraction):
+        return v
+    raise UnsupportedTypeError(f"time_base must be a fractions.Fraction or None, not {v!r}: use Fraction(1, 25)")

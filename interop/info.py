@@ -13,14 +13,28 @@ from .types import FrameFormat, as_dtype
 
 
 def as_int(v: object, what: str) -> int:
-    """An integer argument (numpy integers included), or InvalidTensorError naming it."""
+    """An integer argument (numpy integers included), or InvalidTensorError naming it.
+
+    Booleans are refused: ``True`` where a size belongs is a mistake (an argument in the wrong place), not a 1."""
+    if type(v) is int:  # the common case, first
+        return v
+    if isinstance(v, (bool, np.bool_)):
+        raise InvalidTensorError(f"{what} must be an integer, got the boolean {v!r}")
     try:
         return operator.index(v)  # type: ignore[arg-type]
     except TypeError as e:
         raise InvalidTensorError(f"{what} must be an integer, got {v!r}") from e
 
 
-_INFO_CACHE: dict[tuple[object, object, object], TensorInfo] = {}
+def _exact_ints(seq: tuple[object, ...]) -> bool:
+    """True when every item is an int or a numpy integer: the values whose equality means equal validation."""
+    for d in seq:
+        if type(d) is not int and not isinstance(d, np.integer):
+            return False
+    return True
+
+
+_INFO_CACHE: dict[tuple[object, ...], TensorInfo] = {}
 _INFO_CACHE_MAX = 4096
 
 
@@ -39,22 +53,29 @@ class TensorInfo:
     strides: tuple[int, ...]
 
     def __new__(cls, shape: object, dtype: object = np.uint8, strides: object = None) -> TensorInfo:
-        key = (shape, dtype, strides)
-        try:
-            return _INFO_CACHE[key]  # type: ignore[index]
-        except (KeyError, TypeError):  # TypeError: unhashable arguments (lists); validate below
-            pass
+        # Only tuples of integers are looked up: 4.0 == 4 and True == 1 hash alike, so a float or bool shape
+        # would otherwise find the entry of a valid one and skip the validation that refuses it.
+        # type(dtype) is in the key for the same reason (a dtype compares equal to some strings).
+        key: tuple[object, ...] | None = None
+        if type(shape) is tuple and (strides is None or (type(strides) is tuple and _exact_ints(strides))) \
+                and _exact_ints(shape):
+            key = (shape, type(dtype), dtype, strides)
+            try:
+                return _INFO_CACHE[key]
+            except (KeyError, TypeError):  # TypeError: an unhashable dtype-like; validate below
+                pass
         self = object.__new__(cls)
         dims, dt, st = _validate(shape, dtype, strides)
         object.__setattr__(self, "shape", dims)
         object.__setattr__(self, "dtype", dt)
         object.__setattr__(self, "strides", st)
-        try:
-            if len(_INFO_CACHE) >= _INFO_CACHE_MAX:
-                _INFO_CACHE.clear()
-            _INFO_CACHE[key] = self  # type: ignore[index]
-        except TypeError:
-            pass
+        if key is not None:
+            try:
+                if len(_INFO_CACHE) >= _INFO_CACHE_MAX:
+                    _INFO_CACHE.clear()
+                _INFO_CACHE[key] = self
+            except TypeError:
+                pass
         return self
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -116,6 +137,10 @@ class TensorInfo:
 
 
 def _validate(shape: object, dtype: object, strides: object) -> tuple[tuple[int, ...], np.dtype, tuple[int, ...]]:
+    for what, v in (("shape", shape), ("strides", strides)):
+        # iterable, but not an ordered sequence of numbers: a set or dict would give dimensions in hash order
+        if isinstance(v, (str, bytes, bytearray, set, frozenset, dict)):
+            raise InvalidTensorError(f"{what} must be a tuple of integers, got {v!r}")
     try:
         dims = tuple(as_int(d, "a dimension") for d in shape)  # type: ignore[attr-defined]
     except TypeError as e:

@@ -5,16 +5,14 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
-from .errors import InteropError, InvalidTensorError
+from .context import Context
+from .errors import InteropBufferError, InteropError, InvalidTensorError, UnsupportedTypeError
 from .info import TensorInfo, as_int
 from .types import MemoryType
-
-if TYPE_CHECKING:
-    from .context import Context
 
 
 def _run_hooks(hooks: list[Callable[[], None]]) -> None:
@@ -64,6 +62,10 @@ class Tensor:
                  parent: Tensor | Any | None = None, writable: bool = True):
         if type(info) is not TensorInfo:
             raise InvalidTensorError(f"info must be an interop.TensorInfo, not {type(info).__name__}")
+        if context is not None and not isinstance(context, Context):
+            raise UnsupportedTypeError(f"context must be an interop.Context or None, not {type(context).__name__}")
+        if writable is not True and writable is not False and not isinstance(writable, np.bool_):
+            raise UnsupportedTypeError(f"writable must be True or False, not {writable!r}")
         self._native = native
         self._info = info
         self._context = context
@@ -144,8 +146,12 @@ class Tensor:
         return self._writable
 
     def handle(self, key: str = "") -> int:
-        """A native handle by DL Streamer's key name (``dma_fd``, ``cl_mem``, ``usm_ptr``, ``va_surface_id`` …)."""
+        """A native handle by DL Streamer's key name (``dma_fd``, ``cl_mem``, ``usm_ptr``, ``va_surface_id`` …).
+
+        The value is valid while this tensor lives; on a released tensor this raises InvalidTensorError."""
         self._check()
+        if not isinstance(key, str):
+            raise UnsupportedTypeError(f"handle() takes a key name such as 'dma_fd' or 'data', not {key!r}")
         keys = dict(self.HANDLE_KEYS)
         if self._host_address() is not None:
             keys.setdefault("data", "data_ptr")
@@ -158,7 +164,10 @@ class Tensor:
 
     @property
     def data_ptr(self) -> int:
-        """Host address of the first element, for CPU-reachable tensors."""
+        """Host address of the first element, for CPU-reachable tensors; InvalidTensorError once released.
+
+        Every subclass inherits the released check: a stale address handed to C code would read freed memory."""
+        self._check()
         addr = self._host_address()
         if addr is None:
             raise InvalidTensorError(
@@ -185,6 +194,7 @@ class Tensor:
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         # numpy uses __array_interface__ first; this is reached only for memory the CPU cannot see.
+        self._check()
         if self._host_address() is None:
             raise InvalidTensorError(
                 f"a {self.memory_type.name} tensor is not reachable from the CPU: "
@@ -199,19 +209,28 @@ class Tensor:
 
     def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
                    dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+        self._check()
         if self._host_address() is None:
-            raise BufferError(f"a {self.memory_type.name} tensor has no DLPack export; map it to CPU or CUDA first")
+            raise InteropBufferError(
+                f"a {self.memory_type.name} tensor has no DLPack export; map it to CPU or CUDA first")
         if stream is not None:
-            raise BufferError("stream must be None for CPU memory")
+            raise InteropBufferError("stream must be None for CPU memory")
         kw: dict[str, Any] = {"dl_device": dl_device, "copy": copy}
         if max_version is not None:
             kw["max_version"] = max_version
         # numpy builds the capsule; its deleter drops the view, and the view holds this tensor.
-        return self.numpy().__dlpack__(**kw)
+        try:
+            return self.numpy().__dlpack__(**kw)
+        except BufferError as e:  # a read-only view asked for a legacy capsule, a device other than the CPU
+            raise InteropBufferError(f"{e}; ask with max_version=(1, 0) or higher, or map with a WRITE mode") from e
+        except (TypeError, ValueError) as e:  # malformed dl_device / copy / max_version
+            raise UnsupportedTypeError(f"bad __dlpack__ argument: {e}") from e
 
     def __dlpack_device__(self) -> tuple[int, int]:
+        self._check()
         if self._host_address() is None:
-            raise BufferError(f"a {self.memory_type.name} tensor has no DLPack device")
+            raise InteropBufferError(
+                f"a {self.memory_type.name} tensor has no DLPack device; map it to CPU or CUDA first")
         return (1, 0)  # kDLCPU
 
     # -- regions --------------------------------------------------------------------------------------
@@ -233,6 +252,9 @@ class Tensor:
         return self._view(offset, TensorInfo((h, w) + info.shape[2:], info.dtype, info.strides))
 
     def __repr__(self) -> str:
+        # Never raises: repr() runs in tracebacks and debuggers, on released and half-built tensors alike.
         if self._released:
             return f"<{type(self).__name__} released>"
+        if getattr(self, "_info", None) is None:  # __init__ raised part-way
+            return f"<{type(self).__name__} not initialised>"
         return f"<{type(self).__name__} {self.memory_type.name} shape={self._info.shape} dtype={self._info.dtype}>"

@@ -27,7 +27,13 @@ class MemoryType(enum.Enum):
 
     @classmethod
     def parse(cls, name: str) -> MemoryType:
-        """Parse a user-typed name (CLI): 'cpu', 'FFMPEG', 'opencv-umat', 'va'…"""
+        """Parse a user-typed name (CLI): 'cpu', 'FFMPEG', 'opencv-umat', 'va'…; a MemoryType is returned as it is."""
+        if isinstance(name, MemoryType):
+            return name
+        if not isinstance(name, str):
+            raise UnsupportedTypeError(
+                f"MemoryType.parse() takes a name such as 'cpu' or 'dma', not {type(name).__name__} {name!r}; "
+                f"choose one of: {', '.join(m.value for m in cls)}")
         key = name.strip().lower().replace("-", "_")
         aliases = {"umat": "opencv_umat", "va": "vaapi", "va_api": "vaapi", "ov": "openvino", "dmabuf": "dma",
                    "dma_buf": "dma", "sycl": "usm", "level_zero": "usm", "ze": "usm", "cl": "opencl"}
@@ -72,6 +78,15 @@ def check_mode(value: object) -> AccessMode:
     if isinstance(value, AccessMode):
         return value
     raise UnsupportedTypeError(f"mode must be an interop.AccessMode (READ, WRITE, READ_WRITE), not {value!r}")
+
+
+def check_bool(value: object, what: str) -> bool:
+    """A flag argument: True or False only (numpy booleans included); 1, "yes" or None are mistakes, refused."""
+    if value is True or value is False:
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    raise UnsupportedTypeError(f"{what} must be True or False, not {value!r}")
 
 
 class FrameFormat(enum.Enum):

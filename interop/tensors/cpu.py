@@ -9,11 +9,11 @@ import numpy as np
 
 from ..backends import BackendReport, Wrapper, class_in, register_probe, register_wrapper
 from ..context import CPU_CONTEXT, Context
-from ..errors import InvalidTensorError, UnsupportedTypeError
+from ..errors import InteropBufferError, InvalidTensorError, UnsupportedTypeError
 from ..frame import Frame
-from ..info import TensorInfo, packed_offsets, plane_infos, plane_layout
+from ..info import TensorInfo, as_int, packed_offsets, plane_infos, plane_layout
 from ..tensor import Tensor, _ArrayExport
-from ..types import FrameFormat, MemoryType
+from ..types import FrameFormat, MemoryType, check_bool
 
 _KDL_CPU, _KDL_CUDA_HOST = 1, 3
 
@@ -29,7 +29,7 @@ class CPUTensor(Tensor):
         if not isinstance(array, np.ndarray):
             raise UnsupportedTypeError(f"CPUTensor wraps a numpy.ndarray, not {type(array).__name__}")
         info = info_of(array)
-        w = array.flags.writeable if writable is None else (bool(writable) and array.flags.writeable)
+        w = array.flags.writeable if writable is None else (check_bool(writable, "writable") and array.flags.writeable)
         super().__init__(array, info, context=context or CPU_CONTEXT, parent=parent, writable=w)
         self._addr: int | None = None
 
@@ -87,7 +87,19 @@ def _as_array(obj: Any) -> np.ndarray:
         mv = memoryview(obj)
     except TypeError as e:
         raise UnsupportedTypeError(f"cannot wrap {type(obj).__name__} as CPU memory: it has no buffer protocol") from e
-    return np.frombuffer(mv, np.uint8) if mv.nbytes else np.empty(0, np.uint8)
+    except (ValueError, BufferError) as e:  # a closed mmap, a released memoryview
+        raise InvalidTensorError(
+            f"cannot wrap this {type(obj).__name__}: its buffer is not available ({e}); keep the buffer open "
+            f"(not closed or released) while interop uses it") from e
+    if not mv.c_contiguous:
+        # Flattening it to bytes would read the gaps between its elements: refuse rather than give wrong data.
+        raise InteropBufferError(
+            f"cannot wrap a non-contiguous {type(obj).__name__} (shape {mv.shape}, strides {mv.strides}) as bytes: "
+            f"wrap the object it was sliced from, or numpy.asarray() it first to keep its strides")
+    try:
+        return np.frombuffer(mv, np.uint8) if mv.nbytes else np.empty(0, np.uint8)
+    except (ValueError, BufferError) as e:
+        raise InvalidTensorError(f"cannot wrap this {type(obj).__name__}: {e}") from e
 
 
 def wrap_cpu(obj: Any, *, info: TensorInfo | None = None, format: FrameFormat | None = None,
@@ -102,19 +114,31 @@ def wrap_cpu(obj: Any, *, info: TensorInfo | None = None, format: FrameFormat | 
     else:
         arr = _as_array(obj)
     if info is not None:
-        flat = arr if arr.ndim == 1 and arr.dtype == np.uint8 else arr
-        arr = view_bytes(flat, 0, info)
+        _require_one_block(arr, "info= re-describes the bytes of a buffer")
+        arr = view_bytes(arr, 0, info)
     if format is not None:
         return frame_from_array(arr, format)
     return CPUTensor(arr, context=context)
 
 
+def _require_one_block(arr: np.ndarray, why: str) -> None:
+    """Refuse an array whose elements are not one contiguous run of bytes (a column slice, negative strides,
+    Fortran order): reading it as a byte buffer would read the gaps between its elements, or read it transposed."""
+    if arr.size > 1 and not arr.flags.c_contiguous:
+        raise InvalidTensorError(
+            f"{why}, but this array is a strided view (shape {arr.shape}, strides {arr.strides}): pass the array it "
+            f"was sliced from, or numpy.ascontiguousarray(arr) (a copy)")
+
+
 def frame_from_array(arr: np.ndarray, format: FrameFormat, width: int | None = None, height: int | None = None) -> Frame:
     """Split one image buffer into the planes of ``format``, zero-copy.
 
-    Packed formats take (H, W, C) arrays; YUV formats take (H*3/2, W) arrays (planes one after another, with
-    the row pitch of the array) or, with width/height, any buffer holding tight planes.
+    Packed formats take (H, W, C) arrays, any strides (the plane is the array itself); YUV formats take (H*3/2, W)
+    arrays (planes one after another, with the row pitch of the array: columns must be contiguous and rows go
+    forward) or, with width/height, any C-contiguous buffer holding tight planes.
     """
+    if not isinstance(arr, np.ndarray):
+        raise UnsupportedTypeError(f"frame_from_array() takes a numpy.ndarray, not {type(arr).__name__}")
     specs = plane_layout(format)
     if len(specs) == 1:
         spec = specs[0]
@@ -132,8 +156,18 @@ def frame_from_array(arr: np.ndarray, format: FrameFormat, width: int | None = N
         if height * 3 // 2 != rows or arr.dtype != specs[0].dtype:
             raise InvalidTensorError(f"a {format.name} buffer of shape {arr.shape} {arr.dtype} is not (H*3/2, W) of {specs[0].dtype}")
         pitch = arr.strides[0]
+        item = arr.dtype.itemsize
+        # The chroma planes sit after the luma rows at the array's row pitch: that only describes the array's own
+        # bytes when its columns are contiguous and its rows go forward (a column slice would be read as if tight).
+        if (width > 1 and arr.strides[1] != item) or pitch < width * item:
+            raise InvalidTensorError(
+                f"a {format.name} buffer must have contiguous columns and forward rows (strides (pitch >= "
+                f"{width * item}, {item})), got strides {arr.strides}: pass the buffer it was sliced from, or "
+                f"numpy.ascontiguousarray(arr) (a copy)")
         base = arr
     else:
+        width, height = as_int(width, "width"), as_int(height, "height")
+        _require_one_block(arr, f"a {format.name} frame given width and height is read as tight planes")
         pitch = None
         base = arr
     pitches = None
