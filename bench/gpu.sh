@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # One run on the NVIDIA machine: install the carried wheels, make the clips, run the GPU tests and the CUDA
-# benchmarks, print a table, write everything under $OUT.
+# benchmark (`interop bench --only cuda`), print a table, write everything under $OUT (cuda.json, cuda.md, bench.log
+# with the per-run figures, pytest.log, example.log).
+# The benchmark's clips are synthetic (ultrafast, no B-frames): FFmpeg's frame threads gain more on them than on
+# realistic encodes; to measure a figure on other clips, put them in $INTEROP_BENCH_CLIPS under the same names.
 #   QUICK=1      short clips, 3 runs (a check that everything works)
 #   TESTS=0      skip the GPU tests;  BENCH=0  skip the benchmarks
 #   INTEROP_BENCH_PARTS=main,main_warm,aggregate_warm,aggregate,files,extra (default) or any: single streams
@@ -42,7 +45,7 @@ if [ "${TESTS:-1}" = 1 ]; then
     [ "${EXAMPLE2:-0}" = 1 ] && $PY examples/cuda_infer.py --frames 300 --check --no-frame-threads 2>&1 | tee -a "$OUT/example.log" | tail -4
 fi
 if [ "${BENCH:-1}" = 1 ]; then
-    $PY bench/cuda.py ${QUICK:+--quick} --json "$OUT/cuda.json" --md "$OUT/cuda.md" 2> "$OUT/bench.log"
+    $PY -m interop -v bench --only cuda ${QUICK:+--quick} --json "$OUT/cuda.json" --md "$OUT/cuda.md" 2> "$OUT/bench.log"
     tail -5 "$OUT/bench.log"
 fi
 echo "gpu.sh done in $(( $(date +%s) - t0 )) s (pytest rc=$rc)"

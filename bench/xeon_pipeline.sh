@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 3 on the device machine's 16-core Xeon: the OpenVINO tests and benchmark (b), from carried packages.
+# The pipeline benchmark on the device machine's 16-core Xeon, and the OpenVINO tests, from carried packages.
 # Nothing can be installed there from a registry, and PyAV + OpenVINO wheels are over the 64 MiB a call may
 # carry, so the command carries (here, in folders .git/info/exclude ignores):
 #   .whl/av-*.whl                 PyAV
@@ -16,8 +16,8 @@
 #   mkdir -p .ovpkg/rapidocr_onnxruntime/models && cp .venv/lib/python3.*/site-packages/rapidocr_onnxruntime/models/\
 #       ch_PP-OCRv4_det_infer.onnx .ovpkg/rapidocr_onnxruntime/models/
 # OpenCV, numpy and pytest are already there. Run with the device tool: carry [".whl", ".ovpkg"], command
-#   bash bench/xeon_pipeline.sh   (add --reps to bench/pipeline.py below on a noisy lease)
-# Writes $OUT/pytest.log and $OUT/pipeline_{default,f32}.txt.
+#   bash bench/xeon_pipeline.sh   (REPS=5 bash bench/xeon_pipeline.sh on a noisy lease: more interleaved repetitions)
+# Writes $OUT/pytest.log and $OUT/pipeline_{default,f32}.{json,md} (the text table on stdout).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -29,5 +29,5 @@ lscpu | grep -E "Model name|^CPU\(s\)" | tee "$OUT/cpu.txt"
 python3 -c "import interop, openvino as ov, av, cv2; print('openvino', ov.get_version(), 'PyAV', av.__version__, 'cv2', cv2.__version__)"
 python3 -m pytest -q -p no:cacheprovider tests/test_inference.py tests/test_mapper_ffmpeg_to_openvino.py \
     tests/test_accuracy.py tests/test_pipeline.py 2>&1 | tee "$OUT/pytest.log" | tail -15
-python3 bench/pipeline.py 2>&1 | tee "$OUT/pipeline_default.txt"
-python3 bench/pipeline.py --precision f32 2>&1 | tee "$OUT/pipeline_f32.txt"
+python3 -m interop bench --only pipeline ${REPS:+--reps $REPS} --json "$OUT/pipeline_default.json" --md "$OUT/pipeline_default.md"
+python3 -m interop bench --only pipeline --precision f32 ${REPS:+--reps $REPS} --json "$OUT/pipeline_f32.json" --md "$OUT/pipeline_f32.md"

@@ -11,7 +11,8 @@ Cases, each fps over a whole clip (median of interleaved runs):
            one idle NVDEC decoder held in the process for every case (interop.nvdec_warm: no close waits for the
            driver's teardown tick) and once without
   files in turn    one decoder at a time, 10 files one after another: raw PyAV against open_nvdec (kept warm)
-Experiments to beat PyAV's own loop: demux on a separate thread, the *_cuvid decoders, frame threads.
+Experiments to beat PyAV's own loop: demux on a separate thread, the *_cuvid decoders, frame threads. Their
+gains depend on the clip: frame threads gain more on these synthetic clips (no B-frames) than on realistic encodes.
 
 Clips are synthetic and made on the machine that runs this (PyAV's libx264 / libx265, ultrafast), cached in
 $INTEROP_BENCH_CLIPS (default /tmp/interop-bench-clips).
@@ -19,6 +20,7 @@ $INTEROP_BENCH_CLIPS (default /tmp/interop-bench-clips).
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import threading
@@ -28,9 +30,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from . import Result, median
+from . import Result, Skipped, median
+
+_log = logging.getLogger(__name__)  # progress, run by run: `interop -v bench` shows it
 
 NAME = "cuda"
+SUMMARY = "NVDEC -> torch through interop beside raw PyAV + DLPack and the naive CPU path (needs an NVIDIA GPU)"
+REQUIRES: tuple[tuple[str, str], ...] = (("torch", "torch (with CUDA)"), ("av", "PyAV"))
 WARM = ", NVDEC kept warm"  # the aggregate cases run with one idle NVDEC decoder held in the process
 
 CLIPS = {  # name: (codec, width, height, frames full, frames quick)
@@ -310,7 +316,7 @@ def concurrent(path: Path, consume: Callable[[Any], Any], decoders: int, limit: 
 
     ``detail`` (if given) receives ``to_last_frame``: the aggregate over the time until the last frame was
     handed out (closing the last NVDEC decoder of the process sometimes takes ~250 ms instead of ~20, whatever the
-    consumer: bench/cuda_stall.py), and per thread ``last_frame`` and ``done`` (closed) in seconds from the start.
+    consumer), and per thread ``last_frame`` and ``done`` (closed) in seconds from the start.
     """
     counts = [0] * decoders
     last = [0.0] * decoders
@@ -356,8 +362,8 @@ def run(quick: bool) -> list[Result]:
             raise ImportError("no CUDA device")
         import av  # noqa: F401
     except ImportError as e:
-        return [Result(NAME, "skipped", 0.0, "", {"reason": f"needs torch with a CUDA device and PyAV: {e}"})]
-    log = _log()
+        raise Skipped(f"needs torch with a CUDA device and PyAV: {e}") from None
+    log = _log.info
     runs = 3 if quick else int(os.environ.get("INTEROP_BENCH_RUNS", "5"))
     parts = set(os.environ.get("INTEROP_BENCH_PARTS", "main,main_warm,aggregate_warm,aggregate,files,extra").split(","))
     only = os.environ.get("INTEROP_BENCH_CLIPS_ONLY")  # e.g. "1080p H.264": the single-stream part on those clips
@@ -434,7 +440,7 @@ def run(quick: bool) -> list[Result]:
     if "aggregate_warm" in parts:
         # The same with one idle NVDEC decoder held through every case (raw too): closing the process's last
         # decoder then never waits for the driver's ~250 ms teardown tick (interop.nvdec_warm,
-        # bench/cuda_teardown.py), which otherwise rounds each run's wall time up to the next tick.
+        # docs/cuda.md), which otherwise rounds each run's wall time up to the next tick.
         keep_nvdec_warm(0)
         try:
             aggregates(WARM, same_decode)
@@ -506,10 +512,16 @@ def run(quick: bool) -> list[Result]:
     return results
 
 
-def _log() -> Callable[[str], None]:
-    import sys
+def environment() -> str:
+    """The GPU and driver (nvidia-smi), torch and PyAV versions: the device the figures belong to."""
+    import subprocess
 
-    def log(msg: str) -> None:
-        print(f"[cuda] {msg}", file=sys.stderr, flush=True)
+    import av
+    import torch
 
-    return log
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.strip() or "unknown GPU"
+    except (OSError, subprocess.SubprocessError):
+        gpu = "unknown GPU"
+    return f"GPU: {gpu}; torch {torch.__version__}, PyAV {av.__version__}"

@@ -15,6 +15,8 @@ import numpy as np
 from . import Result, median
 
 NAME = "dma"
+SUMMARY = "DMA-BUF frames: map + release and a hand-off to another process, beside copying the frame"
+REQUIRES: tuple[tuple[str, str], ...] = ()
 
 # the consumer process: receive, map, read one byte, release (which sends DONE), until the producer closes
 _CONSUMER = """

@@ -38,6 +38,8 @@ from typing import Any
 from . import Result, median
 
 NAME = "ffmpeg_map"
+SUMMARY = "per-frame cost of mapping decoded frames FFMPEG -> CPU / OPENVINO, beside raw PyAV views"
+REQUIRES: tuple[tuple[str, str], ...] = (("av", "PyAV"), ("openvino", "OpenVINO"))
 
 SIZES = {"480p": (854, 480), "1080p": (1920, 1080), "4K": (3840, 2160)}
 FRAMES = {"480p": (240, 40), "1080p": (180, 40), "4K": (60, 16)}  # full, quick
@@ -265,3 +267,26 @@ def ratios(table: dict[str, dict[str, float]]) -> list[Result]:
         out.append(Result(NAME, f"{m}: to_ndarray() at 4K / map", round(speed, 1), "x",
                           {"target": ">= 20", "met": speed >= 20}))
     return out
+
+
+def markdown(results: list[Result]) -> str:
+    """The per-size table of microseconds per frame, then the ratios against their targets."""
+    per = {r.case: r for r in results if r.unit == "us/frame"}
+    cases = ["raw views", "raw dlpack", "raw openvino", "map cpu", "map cpu + numpy", "map openvino",
+             "map openvino + native", "to_ndarray", "to_ndarray rgb", "feed raw openvino", "feed interop"]
+    lines = ["Median microseconds per frame (each decoded frame handled once by each method, methods in turns; "
+             "the feed columns on frames decoded one by one, as a decode loop has them):", "",
+             "| size | frames | Y pitch | " + " | ".join(cases) + " |", "|---|---|---|" + "---|" * len(cases)]
+    for label in SIZES:
+        if f"{label} raw views" not in per:
+            continue
+        first = per[f"{label} raw views"].details
+        lines.append(f"| {label} | {first['frames']} | {first['y_pitch']} | "
+                     + " | ".join(f"{per[f'{label} {c}'].value:.1f}" for c in cases) + " |")
+    lines += ["", "| ratio | value | target | met |", "|---|---|---|---|"]
+    for r in results:
+        if r.unit == "x":
+            met = r.details.get("met")
+            lines.append(f"| {r.case} | {r.value:g} | {r.details.get('target', '')} | "
+                         f"{'' if met is None else ('yes' if met else 'NO')} |")
+    return "\n".join(lines) + "\n"

@@ -1,6 +1,7 @@
 """Level Zero import/export per frame: map+release of DMA -> USM (import) and USM -> DMA (export) beside one
-copy of the frame. Runs where a Level Zero driver answers (bench/level_zero.py --fake uses the test fake driver:
-then it measures interop's and the loader's own overhead, not a device)."""
+copy of the frame. Runs where a Level Zero driver answers. On the test fake driver
+(``ZE_ENABLE_ALT_DRIVERS=tests/fakes/build/ze/libze_fake_driver.so.1``, built by ``tests/prepare.d/fakes_ze.sh``) it
+measures interop's and the loader's own overhead, not a device."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import time
 
 import numpy as np
 
-from . import Result, median
+from . import Result, Skipped, median
 
 NAME = "level_zero"
+SUMMARY = "Level Zero DMA -> USM import and USM -> DMA export per frame, beside one copy (needs a Level Zero driver)"
+REQUIRES: tuple[tuple[str, str], ...] = ()
 
 
 def _time(fn, n: int) -> float:  # type: ignore[no-untyped-def]
@@ -27,12 +30,10 @@ def run(quick: bool = False) -> list[Result]:
     from interop import FrameFormat, MemoryType
     from interop.native import level_zero as ze
 
-    try:
-        ze.loader()
-    except interop.BackendUnavailableError:
-        return []
+    ze.loader()  # BackendUnavailableError (no loader) skips the benchmark, with the loader's reason
     if not ze.init_early():
-        return []
+        raise Skipped("no Level Zero driver answered zeInit (for the test fake driver set ZE_ENABLE_ALT_DRIVERS to "
+                      "tests/fakes/build/ze/libze_fake_driver.so.1)")
     from interop.tensors.dma import DMAContext
     from interop.tensors.level_zero import LevelZeroContext
 

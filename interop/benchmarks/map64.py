@@ -14,9 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from . import Result, machine, median
+from . import Result, machine, median, skipped
 
 NAME = "map64"
+SUMMARY = "map + release of 64 MiB against copying it, on each OpenCL / OpenCV / USM path"
+REQUIRES: tuple[tuple[str, str], ...] = (("cv2", "OpenCV"), ("pyopencl", "pyopencl"))
 SIZE = 64 << 20
 
 
@@ -39,8 +41,8 @@ def _map_release(obj: Any, to: Any, mode: Any, allow_copy: bool = False) -> Call
     return go
 
 
-def cases() -> list[tuple[str, Callable[[], Any], Callable[[], Any], str]]:
-    """(case, map+release, copy, what the copy is)."""
+def cases() -> tuple[list[tuple[str, Callable[[], Any], Callable[[], Any], str]], list[Result]]:
+    """(case, map+release, copy, what the copy is), and the parts that cannot run here."""
     import cv2
     import pyopencl as cl
 
@@ -89,7 +91,10 @@ def cases() -> list[tuple[str, Callable[[], Any], Callable[[], Any], str]]:
     out.append(("CPU -> OpenCL", _map_release(a, MemoryType.OPENCL, rw, allow_copy=True), h2d,
                 "clEnqueueWriteBuffer from numpy"))
 
-    usm: Any = Context.default(MemoryType.USM)
+    try:
+        usm: Any = Context.default(MemoryType.USM)
+    except interop.BackendUnavailableError as e:
+        return out, [skipped(NAME, "USM", str(e))]
     for kind in ("shared", "host"):
         s = allocate(TensorInfo((SIZE,), np.uint8), kind, usm)
         s.native.memset(1)
@@ -102,14 +107,14 @@ def cases() -> list[tuple[str, Callable[[], Any], Callable[[], Any], str]]:
         if kind == "shared":
             out.append(("USM shared -> OpenCL", _map_release(s, MemoryType.OPENCL, rw), sycl_copy,
                         "SYCL memcpy (what a separate context would cost)"))
-    return out
+    return out, []
 
 
 def run(quick: bool = False) -> list[Result]:
     reps = 5 if quick else 21
     where = machine()
-    results = []
-    for case, mapper, copy, what in cases():
+    todo, results = cases()
+    for case, mapper, copy, what in todo:
         copy_s = _time(copy, max(3, reps // 3))
         map_s = _time(mapper, reps)
         results.append(Result(NAME, case, 100.0 * map_s / copy_s, "% of copy",

@@ -16,8 +16,8 @@ Targets: run >= 0.9 x bound and >= 1.1 x naive. Repetitions are interleaved; med
 
 from __future__ import annotations
 
+import logging
 import os
-import sys
 import tempfile
 import time
 from typing import Any
@@ -26,7 +26,11 @@ import numpy as np
 
 from . import Result, machine, median
 
+log = logging.getLogger(__name__)
+
 NAME = "pipeline"
+SUMMARY = "`interop run` against its decode/infer bound and the naive CPU loop (text detection on a 1080p clip)"
+REQUIRES: tuple[tuple[str, str], ...] = (("av", "PyAV"), ("openvino", "OpenVINO"), ("cv2", "OpenCV"))
 CLIP: dict[str, Any] = {"width": 1920, "height": 1080, "frames": 300, "fps": 30, "crf": 23, "preset": "veryfast", "seed": 0}
 INPUT_SIZE = (960, 544)
 
@@ -41,7 +45,7 @@ def clip_path() -> str:
         from ..clip import make_clip
 
         tmp = path + ".part.mp4"
-        print(f"[bench pipeline] making the pinned clip {path} ...", file=sys.stderr, flush=True)
+        log.info("making the pinned clip %s ...", path)
         make_clip(tmp, c["width"], c["height"], c["frames"], c["fps"], crf=c["crf"], preset=c["preset"], seed=c["seed"])
         os.replace(tmp, path)
     return path
