@@ -29,6 +29,6 @@ def make_clip(path: Path, codec: str = "libx264", width: int = 256, height: int 
 
 def nvdec(path: Path):
     """An input container decoding on NVDEC with frames kept on the GPU."""
-    from interop.mappers.ffmpeg_to_cuda import open_nvdec
+    from interop.cuda import open_nvdec
 
     return open_nvdec(str(path))

@@ -13,7 +13,7 @@ import interop
 from interop import AccessMode, FrameFormat, MemoryType
 from interop.errors import CopyRequiredError
 from interop.mappers import cpu_to_cuda
-from interop.tensors import _cuda_native as cn
+from interop.native import cuda_driver as cd
 from interop.tensors import cuda as cu
 from interop.tensors.cuda import CUDAContext, CUDATensor
 from tests.cuda_fakes import FakeDriver
@@ -22,8 +22,8 @@ from tests.cuda_fakes import FakeDriver
 @pytest.fixture
 def fake(monkeypatch):
     d = FakeDriver()
-    old = cn._driver
-    cn.set_driver(d)
+    old = cd._driver
+    cd.set_driver(d)
     monkeypatch.setattr(cu, "_pools", {})
     made: list[np.ndarray] = []
 
@@ -32,10 +32,10 @@ def fake(monkeypatch):
         made.append(a)
         return a, a.ctypes.data
 
-    monkeypatch.setattr(cpu_to_cuda, "device_empty", device_empty)
+    monkeypatch.setattr(cu, "device_empty", device_empty)
     monkeypatch.setattr(cpu_to_cuda.CPUToCUDA, "missing", classmethod(lambda cls: None))
     yield d, made
-    cn.set_driver(old)
+    cd.set_driver(old)
 
 
 def up(x, mode=AccessMode.READ, ctx=None):

@@ -14,7 +14,7 @@ import pytest
 import interop
 from interop import AccessMode, FrameFormat, MemoryType
 from interop.errors import CopyRequiredError, InvalidTensorError
-from interop.tensors import _cuda_native as cn
+from interop.native import cuda_driver as cd
 from interop.tensors import cuda as cu
 from tests.cuda_fakes import FakeDevice, FakeDriver
 
@@ -22,11 +22,11 @@ from tests.cuda_fakes import FakeDevice, FakeDriver
 @pytest.fixture
 def driver(monkeypatch):
     d = FakeDriver()
-    old = cn._driver
-    cn.set_driver(d)
+    old = cd._driver
+    cd.set_driver(d)
     monkeypatch.setattr(cu, "_pools", {})
     yield d
-    cn.set_driver(old)
+    cd.set_driver(old)
 
 
 def test_copy_is_refused_without_allow_copy():

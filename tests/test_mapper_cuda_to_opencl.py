@@ -170,7 +170,7 @@ def test_exportable_tensor_is_the_same_memory_in_opencl_both_ways(nvidia_cl):
     import pyopencl as cl
     import torch
 
-    from interop.tensors.cuda import exportable_empty
+    from interop.cuda import exportable_empty
 
     t = exportable_empty((64, 256), np.uint8)
     tv = torch.from_dlpack(t)

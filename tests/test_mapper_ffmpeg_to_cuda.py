@@ -10,9 +10,11 @@ import pytest
 
 import interop
 from interop import AccessMode, FrameFormat, MemoryType
+from interop.cuda import from_video_frame
 from interop.errors import CopyRequiredError, InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError
-from interop.mappers.ffmpeg_to_cuda import FFmpegToCUDA, from_video_frame
-from interop.tensors import _cuda_native as cn
+from interop.mappers.ffmpeg_to_cuda import FFmpegToCUDA
+from interop.native import cuda_driver as cd
+from interop.native import dlpack as cn
 from interop.tensors.cuda import CUDATensor
 
 
@@ -101,7 +103,7 @@ def test_one_step_map_gives_what_the_general_path_gives(sw):
 
 
 def test_torch_views_of_frames_it_cannot_take_say_what_to_do():
-    from interop.tensors.cuda import torch_views
+    from interop.cuda import torch_views
 
     with pytest.raises(UnsupportedFormatError, match="nv12 and p010le"):
         torch_views(fake_hw_frame(sw="yuv444p"))
@@ -166,7 +168,7 @@ def test_nvdec_frames_map_zero_copy_and_match_cpu_decode(clip):
 @pytest.mark.gpu
 def test_one_step_and_general_paths_agree_on_nvdec_frames(clip):
     torch = pytest.importorskip("torch")
-    from interop.tensors.cuda import torch_views
+    from interop.cuda import torch_views
     from interop.tensors.ffmpeg import SourcedFrame
     from tests.gpu_clips import nvdec
 
@@ -267,13 +269,13 @@ def test_cuda_infer_example_runs_without_copies(clip):
                                               ((0, True), {"primary_ctx": "0", "current_ctx": "1"})])
 def test_open_nvdec_copes_with_a_primary_context_made_by_torch(monkeypatch, primary, options):
     av = pytest.importorskip("av")
-    from interop.mappers.ffmpeg_to_cuda import open_nvdec
+    from interop.cuda import open_nvdec
     from tests.cuda_fakes import FakeDriver
 
     d = FakeDriver()
     d.primary = primary
-    old = cn._driver
-    cn.set_driver(d)
+    old = cd._driver
+    cd.set_driver(d)
     seen = {}
 
     def fake_open(file, hwaccel=None, **kw):
@@ -285,7 +287,7 @@ def test_open_nvdec_copes_with_a_primary_context_made_by_torch(monkeypatch, prim
     try:
         c = open_nvdec("clip.mp4", frame_threads=True, keep_warm=False)  # keeping warm: tests/test_nvdec_warm.py
     finally:
-        cn.set_driver(old)
+        cd.set_driver(old)
     assert seen["options"] == options and seen["owned"] is True
     assert seen["pushed"] == (1 if "current_ctx" in options else 0) and d.count("push") == d.count("pop")
     assert c.streams.video[0].thread_type == "AUTO"
@@ -296,8 +298,7 @@ def test_nvdec_frames_decodes_ahead_and_stops_cleanly(clip):
     pytest.importorskip("torch")
     import threading
 
-    from interop.mappers.ffmpeg_to_cuda import nvdec_frames
-    from interop.tensors.cuda import torch_views
+    from interop.cuda import nvdec_frames, torch_views
 
     frames = list(nvdec_frames(str(clip), prefetch=4))
     assert len(frames) == 30 and all(f.memory_type is MemoryType.CUDA for f in frames)
@@ -313,7 +314,7 @@ def test_torch_views_hand_out_pyav_capsules_on_the_legacy_stream_and_order_other
     """torch_views on fakes (a stand-in torch whose from_dlpack returns what it is given): on torch's legacy stream
     the planes' own PyAV capsules, for the mapped frame and for the av.VideoFrame alike; on another stream each
     plane is ordered after the decoder's stream first."""
-    from interop.tensors import cuda as cu
+    from interop import cuda as cu
     from tests.cuda_fakes import FakeDriver
 
     current = {"stream": 0}
@@ -324,14 +325,14 @@ def test_torch_views_hand_out_pyav_capsules_on_the_legacy_stream_and_order_other
     f = FFmpegToCUDA().map_native(vf, AccessMode.READ, False)
     assert cu.torch_views(f) == caps and cu.torch_views(vf) == caps
     d = FakeDriver()
-    old = cn._driver
-    cn.set_driver(d)
+    old = cd._driver
+    cd.set_driver(d)
     try:
         current["stream"] = 0x5000
         assert cu.torch_views(f) == caps  # whole planes still hand out PyAV's capsules...
         assert [c for c in d.calls if c[0] == "order"] == [("order", 0, 1, 0x5000)] * 2  # ...after ordering
     finally:
-        cn.set_driver(old)
+        cd.set_driver(old)
     f.release()
     current["stream"] = 0
     with pytest.raises(InvalidTensorError):

@@ -1,4 +1,4 @@
-"""interop.nvdec_warm: one idle NVDEC decoder held per device, so no close is the process's last one."""
+"""interop.cuda's keep-warm helpers: one idle NVDEC decoder held per device, so no close is the process's last one."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from interop import nvdec_warm
-from interop.mappers import ffmpeg_to_cuda
+from interop import cuda as nvdec_warm
 
 
 @pytest.fixture(autouse=True)
@@ -45,7 +44,7 @@ def fake_open(monkeypatch):
         opened.append((c, dict(kw, file=file)))
         return c
 
-    monkeypatch.setattr(ffmpeg_to_cuda, "open_nvdec", open_nvdec)
+    monkeypatch.setattr(nvdec_warm, "open_nvdec", open_nvdec)
     return SimpleNamespace(opened=opened, state=state)
 
 
@@ -95,26 +94,26 @@ def test_try_keep_warm_logs_a_failure_once_and_does_not_retry(fake_open, caplog)
 
 def test_open_nvdec_keeps_the_device_warm_unless_told_not_to(monkeypatch):
     av = pytest.importorskip("av")
-    from interop.tensors import _cuda_native as cn
+    from interop.native import cuda_driver as cd
     from tests.cuda_fakes import FakeDriver
 
     asked: list[int] = []
     monkeypatch.setattr(nvdec_warm, "try_keep_nvdec_warm", lambda device=0: asked.append(device) or True)
     monkeypatch.setattr(av, "open", lambda file, hwaccel=None, **kw: SimpleNamespace(streams=SimpleNamespace(video=[])))
-    old = cn._driver
-    cn.set_driver(FakeDriver())
+    old = cd._driver
+    cd.set_driver(FakeDriver())
     try:
-        ffmpeg_to_cuda.open_nvdec("clip.mp4", device=0)
-        ffmpeg_to_cuda.open_nvdec("clip.mp4", device=0, keep_warm=False)
+        nvdec_warm.open_nvdec("clip.mp4", device=0)
+        nvdec_warm.open_nvdec("clip.mp4", device=0, keep_warm=False)
     finally:
-        cn.set_driver(old)
+        cd.set_driver(old)
     assert asked == [0]
 
 
 @pytest.mark.gpu
 def test_an_idle_nvdec_decoder_is_held_and_decoding_goes_on_beside_it(tmp_path):
     pytest.importorskip("torch")
-    from interop.tensors.cuda import torch_views
+    from interop.cuda import torch_views
     from tests.gpu_clips import make_clip
 
     clip = make_clip(tmp_path / "h264.mp4")
@@ -122,7 +121,7 @@ def test_an_idle_nvdec_decoder_is_held_and_decoding_goes_on_beside_it(tmp_path):
     idle = nvdec_warm._held[0]
     assert nvdec_warm.nvdec_warm_devices() == [0] and idle.streams.video[0].codec_context.is_open
     for _ in range(2):  # decoders come and go beside the idle one
-        with ffmpeg_to_cuda.open_nvdec(str(clip)) as c:
+        with nvdec_warm.open_nvdec(str(clip)) as c:
             n = 0
             for vf in c.decode(video=0):
                 y, uv = torch_views(vf)
@@ -132,3 +131,25 @@ def test_an_idle_nvdec_decoder_is_held_and_decoding_goes_on_beside_it(tmp_path):
     assert nvdec_warm._held[0] is idle  # open_nvdec found the device warm and made no second idle decoder
     nvdec_warm.release_nvdec_warm(0)
     assert nvdec_warm.nvdec_warm_devices() == []
+
+
+def test_the_old_import_paths_are_aliases_of_interop_cuda():
+    """Code written before issue 16 imported these from a mapper, a tensor module and interop.nvdec_warm: the same
+    objects, and importing the mapper or the tensor module alone does not load interop.cuda."""
+    import subprocess
+    import sys
+
+    import interop.nvdec_warm as old_warm
+    from interop.mappers import ffmpeg_to_cuda
+    from interop.tensors import cuda as tensors_cuda
+
+    for name in ("open_nvdec", "nvdec_frames", "from_video_frame"):
+        assert getattr(ffmpeg_to_cuda, name) is getattr(nvdec_warm, name)
+    assert tensors_cuda.torch_views is nvdec_warm.torch_views
+    for name in ("keep_nvdec_warm", "try_keep_nvdec_warm", "release_nvdec_warm", "nvdec_warm_devices"):
+        assert getattr(old_warm, name) is getattr(nvdec_warm, name)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        ffmpeg_to_cuda.nope  # noqa: B018
+    code = ("import sys, interop.mappers.ffmpeg_to_cuda, interop.tensors.cuda; "
+            "assert 'interop.cuda' not in sys.modules, 'loaded eagerly'")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

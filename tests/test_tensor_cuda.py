@@ -16,7 +16,8 @@ import pytest
 import interop
 from interop import FrameFormat, MemoryType, TensorInfo
 from interop.errors import InvalidTensorError, UnsupportedTypeError
-from interop.tensors import _cuda_native as cn
+from interop.native import cuda_driver as cd
+from interop.native import dlpack as cn
 from interop.tensors.cpu import CPUTensor
 from interop.tensors.cuda import CUDAContext, CUDATensor, frame_from_tensor, rows_of, stream_handle
 from tests.cuda_fakes import FakeDevice, FakeDriver
@@ -25,10 +26,10 @@ from tests.cuda_fakes import FakeDevice, FakeDriver
 @pytest.fixture
 def driver():
     d = FakeDriver()
-    old = cn._driver
-    cn.set_driver(d)
+    old = cd._driver
+    cd.set_driver(d)
     yield d
-    cn.set_driver(old)
+    cd.set_driver(old)
 
 
 def consume(cap):
@@ -251,7 +252,7 @@ def test_frame_from_tensor_errors():
 
 
 def test_torch_views_refuses_non_cuda():
-    from interop.tensors.cuda import torch_views
+    from interop.cuda import torch_views
 
     with pytest.raises(UnsupportedTypeError, match="MemoryType.CUDA"):
         torch_views(interop.wrap(np.zeros(3)))
@@ -286,7 +287,7 @@ def test_torch_round_trip_is_pointer_identical_and_shares_writes():
 @pytest.mark.gpu
 def test_torch_views_of_a_frame_are_pointer_identical():
     torch = pytest.importorskip("torch")
-    from interop.tensors.cuda import torch_views
+    from interop.cuda import torch_views
 
     buf = torch.zeros(96, 128, dtype=torch.uint8, device="cuda")[:, :100]
     f = interop.wrap(buf, format=FrameFormat.NV12)

@@ -8,60 +8,10 @@ is counted when it happens: the upload at map time (READ, READ_WRITE), the copy 
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-
-from ..context import Context
-from ..errors import InvalidTensorError
 from ..mapper import MemoryMapper, register
-from ..meter import record_copy
 from ..tensor import Tensor
-from ..tensors.cuda import (
-    CUDAContext,
-    CUDATensor,
-    cached_info,
-    device_empty,
-    download,
-    host_view,
-    missing_array_library,
-    pinned_pool,
-    upload_into,
-)
+from ..tensors.cuda import CUDAContext, missing_array_library, upload
 from ..types import AccessMode, MemoryType
-
-
-def upload(t: Tensor, ctx: Context, mode: AccessMode, *, parent: Any, name: str = "cpu_to_cuda") -> CUDATensor:
-    """Copy CPU tensor ``t`` to a new C-contiguous device array on ``ctx`` (the caller counts that copy; the
-    write-back of a writing mode is counted under ``name`` when it runs)."""
-    src = t.numpy()
-    info = cached_info(src.shape, src.dtype, None)
-    dev, stream = int(ctx.device), ctx.stream  # type: ignore[attr-defined]
-    arr, ptr = device_empty(info.shape, info.dtype, dev)
-    if mode.reads:
-        stage = host_view(pinned_pool(dev).take(info.nbytes), info)
-        np.copyto(stage, src)
-        upload_into(stage, ptr, info, dev, stream, sync=True)
-    out = CUDATensor(arr, info, ptr=ptr, device=dev, stream=None, context=ctx, parent=parent, writable=True)
-    if mode.writes:
-        if not t.writable:
-            raise InvalidTensorError("the CPU tensor is read-only: map it with AccessMode.READ")
-
-        def write_back() -> None:
-            stage = host_view(pinned_pool(dev).take(info.nbytes), info)
-            download(_Raw(ptr, info, dev), stage, stream, sync=True)
-            np.copyto(src, stage)
-            record_copy(name, info.nbytes)
-
-        out.on_release(write_back)
-    return out
-
-
-class _Raw:
-    """What download() reads of a tensor, for the write-back that runs after the tensor was released."""
-
-    def __init__(self, ptr: int, info: Any, device: int):
-        self.ptr, self.info, self.device_id = ptr, info, device
 
 
 @register

@@ -26,8 +26,7 @@ class CPUToVAAPI(MemoryMapper):
         raise UnsupportedTypeError("VA surfaces are frames: map a Frame (e.g. interop.wrap(array, format=FrameFormat.NV12))")
 
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
-        from ..tensors.vaapi import VAContext, VASurface, va_fourcc_of, va_frame
-        from .vaapi_to_cpu import map_planes
+        from ..tensors.vaapi import VAContext, VASurface, map_to_host, va_fourcc_of, va_frame
 
         va_fourcc_of(f.format)  # refuse formats VA cannot hold before allocating
         nbytes = sum(t.info.nbytes for t in f.tensors)
@@ -38,7 +37,7 @@ class CPUToVAAPI(MemoryMapper):
         sid = ctx.display.create_surfaces(f.width, f.height, va_fourcc_of(f.format))[0]
         surface = VASurface(ctx, sid, f.format, f.width, f.height)
         out = va_frame(surface, base=f)
-        dst = map_planes(out, AccessMode.WRITE)
+        dst = map_to_host(out, AccessMode.WRITE)
         try:
             for s, d in zip(f.tensors, dst):
                 np.copyto(d.numpy(), s.numpy())

@@ -94,7 +94,7 @@ def _sync_device(t: Any) -> None:
     """Wait on the host for all CUDA work queued in the device's primary context: OpenCL cannot wait for a CUDA
     event, and the memory's writers may be on any stream (torch writes on its own; the tensor's recorded stream
     only says where its producer queued)."""
-    from ..tensors._cuda_native import driver
+    from ..native.cuda_driver import driver
 
     d = driver()
     d.push(t.device_id)
@@ -237,7 +237,7 @@ def staging_count() -> int:
 
 def _copy_2d(src: Any, dst: Any) -> None:
     """A synchronous device-to-device copy between two CUDA tensors of one shape whose rows are contiguous."""
-    from ..tensors._cuda_native import driver
+    from ..native.cuda_driver import driver
     from ..tensors.cuda import rows_of
 
     rows, width, src_pitch = rows_of(src.info)

@@ -10,24 +10,11 @@ parent, so the fd stays open while the NPU tensor lives.
 
 from __future__ import annotations
 
-from ..errors import ContextMismatchError
 from ..frame import Frame
 from ..mapper import MemoryMapper, register
 from ..tensor import Tensor
+from ..tensors.npu import npu_output_context, npu_planes
 from ..types import AccessMode, MemoryType
-
-
-def npu_output_context(mapper: MemoryMapper):  # type: ignore[no-untyped-def]
-    """The mapper's output NPUContext (the default one when none was given)."""
-    from ..context import Context
-    from ..tensors.npu import NPUContext
-
-    ctx = mapper.output_context
-    if ctx is None:
-        ctx = Context.default(MemoryType.NPU)
-    if not isinstance(ctx, NPUContext):
-        raise ContextMismatchError(f"{mapper.name} makes tensors of an NPUContext, not of {ctx!r}")
-    return ctx
 
 
 @register
@@ -40,12 +27,8 @@ class DMAToNPU(MemoryMapper):
     tier = "C"
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
-        from ..tensors.npu import npu_planes
-
-        return npu_planes([t], npu_output_context(self), image=False)[0]
+        return npu_planes([t], npu_output_context(self.output_context, self.name), image=False)[0]
 
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
-        from ..tensors.npu import npu_planes
-
-        ctx = npu_output_context(self)
+        ctx = npu_output_context(self.output_context, self.name)
         return f.derive(npu_planes(f.tensors, ctx, image=True), context=ctx)

@@ -8,11 +8,11 @@ FFmpeg queues its NVDEC output copies on its device context's stream, the legacy
 so (``stream == 1``) and consumers passing another stream are ordered after it.
 
 Software (CPU) frames are uploaded instead: a copy, refused unless ``allow_copy=True`` and then counted.
+Decoding on NVDEC (``open_nvdec``, ``nvdec_frames``, ``from_video_frame``) lives in ``interop.cuda``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from ..errors import InvalidTensorError
@@ -27,7 +27,7 @@ from ..tensors.cuda import (
     CUDATensor,
     fast_tensor,
     missing_array_library,
-    unsupported_nvdec_format,
+    upload,
 )
 from ..tensors.ffmpeg import (
     DecodedSource,
@@ -42,123 +42,6 @@ from ..types import AccessMode, MemoryType
 _FORMATS = frozenset(NVDEC_SW_FORMATS.values())
 _contexts: dict[Any, CUDAContext] = {}  # FFmpeg hardware context -> CUDA context of its device
 _device_contexts: dict[int, tuple[CUDAContext, Any]] = {}  # device -> (its CUDA context, its FFmpeg context)
-
-
-def from_video_frame(vf: Any, *, parent: Any = None) -> Frame:
-    """A CUDA Frame over an NVDEC-decoded av.VideoFrame (format 'cuda'), zero-copy: what ``interop.map(vf, CUDA)``
-    gives, with errors for frames it cannot take. ``parent`` replaces the frame's parent (by default the FFmpeg
-    frame, made on first ask), e.g. to keep a source alive."""
-    if vf.format.name != "cuda":
-        raise InvalidTensorError(f"this av.VideoFrame is a software frame ({vf.format.name}); decode with "
-                                 f"HWAccel('cuda', is_hw_owned=True) or map it with allow_copy=True to upload it")
-    sw = vf.sw_format.name
-    if sw not in NVDEC_SW_FORMATS:
-        raise unsupported_nvdec_format(sw)
-    f = _one_step().map_native(vf, AccessMode.READ, False)
-    if f is None:
-        raise InvalidTensorError(f"the planes of this NVDEC frame ({vf.width}x{vf.height} {sw}) do not match its "
-                                 f"size; is it a complete decoded frame?")
-    if parent is not None:
-        f._parent = parent
-    return f
-
-
-_mapper: list[FFmpegToCUDA] = []
-
-
-def _one_step() -> FFmpegToCUDA:
-    if not _mapper:
-        _mapper.append(FFmpegToCUDA())
-    return _mapper[0]
-
-
-_CU_CTX_SCHED_BLOCKING_SYNC = 4  # the primary-context flags FFmpeg insists on
-
-
-def open_nvdec(file: Any, *, device: int = 0, frame_threads: bool = False, keep_warm: bool = True, **kw: Any) -> Any:
-    """``av.open(file)`` decoding on NVDEC with frames kept on the GPU (``HWAccel('cuda', is_hw_owned=True)``).
-
-    FFmpeg wants the device's primary CUDA context with blocking-sync flags; when torch or CuPy made it first
-    (default flags), PyAV's open fails with "Operation not supported". Then the primary context is made current
-    here and FFmpeg is told to use the current context: the frames land in the same context torch uses.
-    ``frame_threads=True`` turns on FFmpeg's frame threads, which overlap the CPU side of several pictures (H.264
-    1080p on an H100: about 1.4x the plain loop; see bench/results/cuda.md).
-    ``keep_warm=True`` first holds one idle NVDEC decoder on the device for the process (``interop.nvdec_warm``),
-    so closing this container never waits for the driver's ~250 ms teardown tick; where that cannot be done the
-    open goes on without it.
-    """
-    import av
-    from av.codec.hwaccel import HWAccel
-
-    from ..tensors._cuda_native import driver
-
-    if keep_warm:
-        from ..nvdec_warm import try_keep_nvdec_warm
-
-        try_keep_nvdec_warm(device)
-
-    dev = None if device == 0 else str(device)
-    d = driver()
-    flags, active = d.primary_state(device)
-    if not active or flags == _CU_CTX_SCHED_BLOCKING_SYNC:
-        c = av.open(file, hwaccel=HWAccel("cuda", device=dev, allow_software_fallback=False, is_hw_owned=True), **kw)
-    else:
-        d.push(device)
-        try:
-            c = av.open(file, hwaccel=HWAccel("cuda", device=dev, allow_software_fallback=False, is_hw_owned=True,
-                                              options={"primary_ctx": "0", "current_ctx": "1"}), **kw)
-        finally:
-            d.pop()
-    if frame_threads:
-        for s in c.streams.video:
-            s.thread_type = "AUTO"
-    return c
-
-
-def nvdec_frames(file: Any, *, device: int = 0, frame_threads: bool = False, prefetch: int = 8,
-                 **kw: Any) -> Iterator[Frame]:
-    """CUDA Frames of a video decoded on NVDEC by a worker thread, up to ``prefetch`` frames ahead.
-
-    PyAV's decode releases the GIL, so the next pictures decode while the caller's Python (mapping, launching
-    kernels) runs: the loop costs max(decode, consume) per frame instead of their sum. Each Frame's ``native`` is
-    its av.VideoFrame; the planes are zero-copy views of the decoder's surfaces (see ``from_video_frame``).
-    """
-    import queue
-    import threading
-
-    c = open_nvdec(file, device=device, frame_threads=frame_threads, **kw)
-    q: queue.Queue = queue.Queue(maxsize=max(1, prefetch))
-    stop = threading.Event()
-
-    def work() -> None:
-        try:
-            for vf in c.decode(video=0):
-                if stop.is_set():
-                    return
-                q.put(vf)
-        except BaseException as e:  # handed to the consumer
-            q.put(e)
-            return
-        q.put(None)
-
-    t = threading.Thread(target=work, name="interop-nvdec", daemon=True)
-    t.start()
-    try:
-        while True:
-            item = q.get()
-            if item is None:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield from_video_frame(item)
-    finally:
-        stop.set()
-        while t.is_alive():  # unblock a worker waiting on a full queue
-            try:
-                q.get_nowait()
-            except queue.Empty:
-                t.join(0.01)
-        c.close()
 
 
 def _offset(t: Tensor) -> int:
@@ -259,7 +142,19 @@ class FFmpegToCUDA(FFmpegMapper):
             self.copying(t.info.nbytes, False, "a software (CPU) frame gets a GPU copy written back at release")
         cpu = imap(t, MemoryType.CPU, mode=mode)
         assert isinstance(cpu, Tensor)
-        from .cpu_to_cuda import upload
-
         return upload(cpu, CUDAContext.get(0) if self.output_context is None else self.output_context, mode, parent=t,
                       name=self.name)
+
+
+# Old public paths of names that moved to interop.cuda (issue 16; docs and examples imported them from here). A lazy
+# alias, so importing this mapper never loads the app-level interop.cuda: tests/test_layering.py allows exactly this
+# edge, from this function.
+_MOVED = frozenset({"open_nvdec", "nvdec_frames", "from_video_frame"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        from .. import cuda
+
+        return getattr(cuda, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,7 +14,6 @@ from ..frame import Frame
 from ..mapper import MemoryMapper, register
 from ..tensor import Tensor
 from ..types import AccessMode, MemoryType
-from .dma_to_npu import npu_output_context
 
 
 @register
@@ -35,10 +34,10 @@ class USMToNPU(MemoryMapper):
 
     def _map(self, planes: list[Tensor], *, image: bool) -> list[Tensor]:
         from ..tensors.level_zero import level_zero_context_of, usm_address
-        from ..tensors.npu import _host_tensor, device_layout, npu_planes
+        from ..tensors.npu import _host_tensor, device_layout, npu_output_context, npu_planes
         from ..tensors.usm import USMTensor
 
-        ctx = npu_output_context(self)
+        ctx = npu_output_context(self.output_context, self.name)
         lz = [level_zero_context_of(t, self.name) for t in planes]
         if all(c.ze_context == ctx.ze_context for c in lz):
             out: list[Tensor] = []

@@ -18,6 +18,7 @@ from ctypes import c_int, c_size_t, c_uint64, c_void_p
 from typing import Any
 
 from ..errors import BackendUnavailableError, InteropError
+from .cuda_driver import driver as default_driver
 
 CU_MEM_ALLOCATION_TYPE_PINNED = 1
 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1
@@ -80,8 +81,6 @@ class ExportableAllocation:
     it (an OpenCL buffer) keep the physical memory alive until they release it too."""
 
     def __init__(self, nbytes: int, device: int = 0, *, driver: Any = None):
-        from ..tensors._cuda_native import driver as default_driver
-
         if nbytes <= 0:
             raise InteropError(f"an exportable allocation needs a positive size, got {nbytes}")
         d = driver if driver is not None else default_driver()

@@ -22,12 +22,14 @@ from ..context import Context, register_default_context
 from ..errors import BackendUnavailableError, InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError
 from ..frame import Frame
 from ..info import TensorInfo, packed_offsets, plane_infos, plane_layout
+from ..meter import record_copy
+from ..native import dlpack
+from ..native.cuda_driver import CU_STREAM_LEGACY, driver
 from ..tensor import Tensor
-from ..types import FrameFormat, MemoryType
-from . import _cuda_native as cn
+from ..types import AccessMode, FrameFormat, MemoryType
 from ._fastpath import trusted
 
-LEGACY_STREAM = cn.CU_STREAM_LEGACY
+LEGACY_STREAM = CU_STREAM_LEGACY
 
 
 def stream_handle(stream: Any) -> int | None:
@@ -153,7 +155,7 @@ class CUDATensor(Tensor):
             return
         c = LEGACY_STREAM if consumer is None else stream_handle(consumer)
         if c != producer:
-            cn.driver().order(self._device_id, producer, c)  # type: ignore[arg-type]
+            driver().order(self._device_id, producer, c)  # type: ignore[arg-type]
 
     # -- exports --------------------------------------------------------------------------------------
     def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
@@ -163,7 +165,7 @@ class CUDATensor(Tensor):
             # the per-frame case (torch passes its current stream, the legacy one by default): nothing to order
             return self._native.__dlpack__(stream=None)
         self._check()
-        dev = (cn.KDL_CUDA, self._device_id)
+        dev = (dlpack.KDL_CUDA, self._device_id)
         if dl_device is not None and tuple(dl_device) != dev:
             raise BufferError(f"this tensor lives on cuda:{self._device_id}; to get it on {tuple(dl_device)} use "
                               f"interop.map(t, MemoryType.CPU, allow_copy=True)")
@@ -178,11 +180,19 @@ class CUDATensor(Tensor):
             return self._native.__dlpack__(stream=None)
         versioned = max_version is not None and tuple(max_version)[0] >= 1
         info = self._info
-        return cn.make_capsule(self._ptr, info.shape, info.strides, info.dtype, dev, self, versioned=versioned,
+        return dlpack.make_capsule(self._ptr, info.shape, info.strides, info.dtype, dev, self, versioned=versioned,
                                read_only=not self._writable)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        return (cn.KDL_CUDA, self._device_id)
+        return (dlpack.KDL_CUDA, self._device_id)
+
+    def _own_capsule(self) -> Any:
+        """The producer's own DLPack capsule when this tensor is exactly a whole producer plane (an NVDEC plane)
+        whose writes are queued on the legacy default stream, so a consumer on that stream has nothing to order;
+        else None. ``interop.cuda.torch_views`` uses it per frame, without ``__dlpack__``'s per-call checks."""
+        if self._whole and self._stream == LEGACY_STREAM and not self._released:
+            return self._native.__dlpack__(stream=None)
+        return None
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
@@ -222,9 +232,9 @@ def describe(obj: Any) -> tuple[int, TensorInfo, int, int | None, bool]:
         return int(ptr or 0), info, int(dev), stream_handle(cai.get("stream")), not ro
     # A DLPack-only producer (PyAV planes): ask for a capsule ordered on the legacy stream and read it.
     cap = obj.__dlpack__(stream=None)
-    ptr, shape, strides, dtype, (kind, dev), ro = cn.read_capsule(cap)
+    ptr, shape, strides, dtype, (kind, dev), ro = dlpack.read_capsule(cap)
     del cap  # unconsumed: its destructor frees it; the producer object keeps the memory
-    if kind not in (cn.KDL_CUDA, cn.KDL_CUDA_MANAGED):
+    if kind not in (dlpack.KDL_CUDA, dlpack.KDL_CUDA_MANAGED):
         raise UnsupportedTypeError(f"DLPack device type {kind} is not CUDA")
     return ptr, TensorInfo(shape, dtype, strides), int(dev), LEGACY_STREAM, not ro
 
@@ -234,11 +244,11 @@ def wrap_cuda(obj: Any, *, info: TensorInfo | None = None, format: FrameFormat |
     """wrap() for CUDA producers; CPU DLPack producers of the same class (a CPU torch tensor) go to the CPU backend."""
     if hasattr(obj, "__dlpack_device__"):
         kind = int(obj.__dlpack_device__()[0])
-        if kind in (cn.KDL_CPU, cn.KDL_CUDA_HOST):
+        if kind in (dlpack.KDL_CPU, dlpack.KDL_CUDA_HOST):
             from .cpu import wrap_cpu
 
             return wrap_cpu(obj, info=info, format=format, context=context)
-        if kind not in (cn.KDL_CUDA, cn.KDL_CUDA_MANAGED):
+        if kind not in (dlpack.KDL_CUDA, dlpack.KDL_CUDA_MANAGED):
             raise UnsupportedTypeError(f"{type(obj).__name__} lives on DLPack device {tuple(obj.__dlpack_device__())}, "
                                        f"which interop's CUDA backend does not handle")
     if context is not None and context.memory_type is not MemoryType.CUDA:
@@ -302,80 +312,13 @@ register_wrapper(Wrapper("CUDA producers (__cuda_array_interface__ / CUDA __dlpa
                          priority=-5))
 
 
-# ---- torch views of CUDA tensors and frames ------------------------------------------------------------------
-
-
-_torch: list[Any] = []  # [torch module, its current-raw-stream function or None], filled on first use
-
-
-def _torch_mod() -> list[Any]:
-    if not _torch:
-        import torch
-
-        _torch[:] = [torch, getattr(torch._C, "_cuda_getCurrentRawStream", None)]
-    return _torch
-
-
-def _torch_stream(device: int) -> int:
-    torch, raw = _torch_mod()
-    h = int(raw(device)) if raw is not None else int(torch.cuda.current_stream(device).cuda_stream)
-    return LEGACY_STREAM if h == 0 else h
-
-
-def torch_views(obj: Any) -> list[Any]:
-    """torch tensors over a CUDA tensor or each plane of a CUDA frame, ordered after the producer on torch's current
-    stream: what ``torch.from_dlpack(plane)`` gives, for less per-frame overhead (one stream query per frame).
-
-    ``obj`` may also be an NVDEC-decoded av.VideoFrame (format ``cuda``, sw_format nv12 or p010le): its planes go
-    to torch the shortest way, PyAV's own DLPack capsules, when torch's current stream is the legacy default
-    stream FFmpeg decodes on (nothing to order), and through ``interop.map(vf, CUDA)`` otherwise. The tensors are
-    the ones ``torch_views(interop.map(vf, MemoryType.CUDA))`` gives, with no interop objects made per frame:
-    for many concurrent decoders in one process, where every µs of Python per frame is shared through the GIL.
-    """
-    if not isinstance(obj, (Tensor, Frame)):
-        return _nvdec_views(obj)
-    planes = [p for p in (obj.tensors if isinstance(obj, Frame) else [obj]) if isinstance(p, CUDATensor)]
-    if not planes or len(planes) != (len(obj) if isinstance(obj, Frame) else 1):
-        raise UnsupportedTypeError("torch_views() takes a CUDA tensor or frame: interop.map(x, MemoryType.CUDA) first")
-    stream = _torch_stream(planes[0].device_id)
-    from_dlpack = _torch_mod()[0].from_dlpack
-    if stream == LEGACY_STREAM and all(p._whole and p._stream == LEGACY_STREAM and not p._released for p in planes):
-        # whole decoded planes on the stream torch uses: nothing to order, the producers' own capsules (what
-        # __dlpack__ would return, without its per-call checks)
-        return [from_dlpack(p._native.__dlpack__(stream=None)) for p in planes]
-    return [from_dlpack(p.__dlpack__(stream=stream)) for p in planes]
-
-
 # The sw_formats of NVDEC frames interop takes (their planes are what PyAV's capsules describe), and the refusal of
-# the others: shared by the FFMPEG -> CUDA mapper and torch_views(vf).
+# the others: shared by the FFMPEG -> CUDA mapper and interop.cuda.torch_views(vf).
 NVDEC_SW_FORMATS = {"nv12": FrameFormat.NV12, "p010le": FrameFormat.P010}
 
 
 def unsupported_nvdec_format(sw: str) -> UnsupportedFormatError:
     return UnsupportedFormatError(f"NVDEC frames of sw_format {sw} are not supported; nv12 and p010le are")
-
-
-def _nvdec_views(vf: Any) -> list[Any]:
-    fmt = getattr(vf, "format", None)
-    planes = getattr(vf, "planes", None) if getattr(fmt, "name", None) == "cuda" else None  # PyAV makes them per call
-    if planes is None:
-        from .ffmpeg import is_video_frame
-
-        if is_video_frame(vf):
-            raise InvalidTensorError(f"torch_views() got a software av.VideoFrame ({vf.format.name}): decode with "
-                                     f"HWAccel('cuda', is_hw_owned=True) (interop.mappers.ffmpeg_to_cuda.open_nvdec), or "
-                                     f"upload it with interop.map(vf, MemoryType.CUDA, allow_copy=True)")
-        raise UnsupportedTypeError(f"torch_views() takes a CUDA tensor or frame, or an NVDEC-decoded av.VideoFrame, "
-                                   f"not {type(vf).__name__}: interop.map(x, MemoryType.CUDA) first")
-    sw = vf.sw_format.name
-    if sw not in NVDEC_SW_FORMATS:
-        raise unsupported_nvdec_format(sw)
-    if _torch_stream(planes[0].__dlpack_device__()[1]) == LEGACY_STREAM:
-        torch = _torch_mod()[0]
-        return [torch.from_dlpack(p.__dlpack__(stream=None)) for p in planes]
-    from ..api import map as imap
-
-    return torch_views(imap(vf, MemoryType.CUDA))
 
 
 # ---- array libraries (torch or CuPy, whichever is installed) for device allocations ---------------------------
@@ -468,7 +411,7 @@ class PinnedPool:
             blocks = self._free.get(cap)
             ptr = blocks.pop() if blocks else 0
         if not ptr:
-            ptr = cn.driver().host_alloc(self.device, cap)
+            ptr = driver().host_alloc(self.device, cap)
             self.allocated += 1
         block = (ctypes.c_uint8 * cap).from_address(ptr)
         holder = np.frombuffer(block, np.uint8, count=max(nbytes, 0))  # type: ignore[call-overload]
@@ -481,7 +424,7 @@ class PinnedPool:
             if len(blocks) < self.KEEP:
                 blocks.append(ptr)
                 return
-        cn.driver().host_free(ptr)
+        driver().host_free(ptr)
 
 
 _pools: dict[int, PinnedPool] = {}
@@ -503,15 +446,48 @@ def download(t: Any, host: np.ndarray, stream: int, *, sync: bool = True) -> Non
     """Copy the elements of ``t`` (a CUDATensor, or anything with ``ptr``, ``info``, ``device_id``) into the
     C-contiguous host array ``host`` (pinned for speed)."""
     rows, row, pitch = rows_of(t.info)
-    cn.driver().copy2d(t.device_id, stream, dst=host.ctypes.data, dst_pitch=row, dst_host=True, src=t.ptr,
+    driver().copy2d(t.device_id, stream, dst=host.ctypes.data, dst_pitch=row, dst_host=True, src=t.ptr,
                        src_pitch=pitch, src_host=False, width=row, height=rows, sync=sync)
 
 
 def upload_into(host: np.ndarray, dst_ptr: int, info: TensorInfo, device: int, stream: int, *, sync: bool = True) -> None:
     """Copy the C-contiguous host array ``host`` into device memory laid out as ``info``."""
     rows, row, pitch = rows_of(info)
-    cn.driver().copy2d(device, stream, dst=dst_ptr, dst_pitch=pitch, dst_host=False, src=host.ctypes.data,
+    driver().copy2d(device, stream, dst=dst_ptr, dst_pitch=pitch, dst_host=False, src=host.ctypes.data,
                        src_pitch=row, src_host=True, width=row, height=rows, sync=sync)
+
+
+def upload(t: Tensor, ctx: Context, mode: AccessMode, *, parent: Any, name: str = "cpu_to_cuda") -> CUDATensor:
+    """Copy CPU tensor ``t`` to a new C-contiguous device array on ``ctx`` (a CUDAContext). The caller counts the
+    upload; the write-back of a writing mode (at release) is counted under ``name`` when it runs."""
+    src = t.numpy()
+    info = cached_info(src.shape, src.dtype, None)
+    dev, stream = int(ctx.device), ctx.stream  # type: ignore[attr-defined]
+    arr, ptr = device_empty(info.shape, info.dtype, dev)
+    if mode.reads:
+        stage = host_view(pinned_pool(dev).take(info.nbytes), info)
+        np.copyto(stage, src)
+        upload_into(stage, ptr, info, dev, stream, sync=True)
+    out = CUDATensor(arr, info, ptr=ptr, device=dev, stream=None, context=ctx, parent=parent, writable=True)
+    if mode.writes:
+        if not t.writable:
+            raise InvalidTensorError("the CPU tensor is read-only: map it with AccessMode.READ")
+
+        def write_back() -> None:
+            stage = host_view(pinned_pool(dev).take(info.nbytes), info)
+            download(_Raw(ptr, info, dev), stage, stream, sync=True)
+            np.copyto(src, stage)
+            record_copy(name, info.nbytes)
+
+        out.on_release(write_back)
+    return out
+
+
+class _Raw:
+    """What download() reads of a tensor, for the write-back that runs after the tensor was released."""
+
+    def __init__(self, ptr: int, info: TensorInfo, device: int):
+        self.ptr, self.info, self.device_id = ptr, info, device
 
 
 # ---- doctor ------------------------------------------------------------------------------------------------
@@ -520,7 +496,7 @@ def upload_into(host: np.ndarray, dst_ptr: int, info: TensorInfo, device: int, s
 def _probe() -> list[BackendReport]:
     libs = [m for m in ("torch", "cupy", "av") if module_available(m)]
     try:
-        d = cn.driver()
+        d = driver()
         devs = d.devices()
         return [BackendReport("CUDA", True, f"driver {d.version()}", devs, "B",
                               None if devs else "the NVIDIA driver reports no CUDA device", {"python": libs})]
@@ -529,3 +505,17 @@ def _probe() -> list[BackendReport]:
 
 
 register_probe(90, _probe)
+
+
+# Old public paths of names that moved to interop.cuda (issue 16; docs and benchmarks imported them from here). A
+# lazy alias, so importing this module never loads the app-level interop.cuda: tests/test_layering.py allows
+# exactly this edge, from this function.
+_MOVED = frozenset({"torch_views", "_torch_stream"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        from .. import cuda
+
+        return getattr(cuda, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

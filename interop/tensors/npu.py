@@ -30,7 +30,7 @@ import numpy as np
 
 from ..backends import BackendReport, module_available, register_probe
 from ..context import Context, register_default_context
-from ..errors import BackendUnavailableError, InvalidTensorError
+from ..errors import BackendUnavailableError, ContextMismatchError, InvalidTensorError
 from ..info import TensorInfo
 from ..tensor import Tensor, _ArrayExport
 from ..types import MemoryType
@@ -122,6 +122,15 @@ class NPUContext(Context):
 
 
 register_default_context(MemoryType.NPU, NPUContext.create)
+
+
+def npu_output_context(given: Context | None, who: str) -> NPUContext:
+    """The NPUContext a mapper makes its tensors in: ``given`` (the mapper's output context), else the default
+    one; ContextMismatchError naming ``who`` (the mapper) when ``given`` is another kind of context."""
+    ctx = given if given is not None else Context.default(MemoryType.NPU)
+    if not isinstance(ctx, NPUContext):
+        raise ContextMismatchError(f"{who} makes tensors of an NPUContext, not of {ctx!r}")
+    return ctx
 
 
 class NPUTensor(Tensor):

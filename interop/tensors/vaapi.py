@@ -18,6 +18,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from ..backends import BackendReport, register_probe
 from ..context import Context, register_default_context
 from ..errors import (
@@ -29,8 +31,10 @@ from ..errors import (
 )
 from ..frame import Frame
 from ..info import TensorInfo, plane_infos, plane_layout
-from ..tensor import Tensor
-from ..types import FrameFormat, MemoryType
+from ..tensor import Tensor, _ArrayExport
+from ..types import AccessMode, FrameFormat, MemoryType
+from ._fastpath import MappedView
+from .cpu import view_bytes
 
 log = logging.getLogger("interop")
 
@@ -302,6 +306,81 @@ def check_planes(f: Frame) -> None:
         raise InvalidTensorError(f"a VA {f.format.name} frame needs its {n} planes in order")
 
 
+# ---- host mappings of a surface (vaDeriveImage + vaMapBuffer) ----------------------------------------------
+
+
+class ImageMapping:
+    """A derived, mapped VAImage of one surface. ``close()`` unmaps and destroys it once: when the array over the
+    mapping (``base()``, which every plane view holds) is gone, or before the surface is destroyed."""
+
+    def __init__(self, surface: Any):
+        d = surface.display
+        self.surface = surface  # the surface outlives its image, and the numpy views of it
+        surface.use()
+        weakref.finalize(self, surface.unuse)
+        self._lock = threading.Lock()
+        self._closed = False
+        surface.sync()
+        self.image = d.derive_image(surface.surface_id)
+        try:
+            if self.image.fourcc != surface.fourcc:
+                raise InvalidTensorError(f"the driver derived a {self.image.fourcc:#x} image from a {surface.format.name} surface")
+            self.address = d.map_buffer(self.image.buf)
+        except BaseException:
+            d.destroy_image(self.image.image_id)
+            raise
+        surface.add_closer(self.close)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        d = self.surface.display
+        self.surface.remove_closer(self.close)
+        if not d.closed:
+            try:
+                d.unmap_buffer(self.image.buf)
+            finally:
+                d.destroy_image(self.image.image_id)
+
+    def base(self, writable: bool) -> np.ndarray:
+        """The array over the whole mapping; the mapping is closed when it (and so every view of it) is gone."""
+        iface = {"version": 3, "shape": (self.image.data_size,), "typestr": "|u1",
+                 "data": (self.address, not writable), "strides": None}
+        arr = np.asarray(_ArrayExport(iface, self))
+        weakref.finalize(arr, self.close).atexit = False  # not at exit: libva may be torn down by then
+        return arr
+
+
+def map_to_host(f: Frame | Tensor, mode: AccessMode) -> list[Tensor]:
+    """CPU tensors over the planes of a VA tensor or frame, in the surface's own memory (vaDeriveImage +
+    vaMapBuffer; READ: read-only views). The image is unmapped when the last plane and every numpy view of it are
+    gone, or before the surface is destroyed. What VAAPI -> CPU maps and CPU -> VAAPI writes its upload through."""
+    surface = surface_of(f)
+    tensors = f.tensors if isinstance(f, Frame) else [f]
+    m = ImageMapping(surface)
+    try:
+        im = m.image
+        if len(im.pitches) != len(plane_infos(surface.format, surface.width, surface.height)):
+            raise InvalidTensorError(f"the driver derived {len(im.pitches)} planes from a {surface.format.name} surface")
+        full = plane_infos(surface.format, surface.width, surface.height, list(im.pitches))
+        base = m.base(mode.writes)
+        out: list[Tensor] = []
+        for t in tensors:
+            assert isinstance(t, VATensor)
+            i = t.plane_index
+            info = TensorInfo(t.info.shape, t.info.dtype, full[i].strides)
+            arr = view_bytes(base, im.offsets[i] + t.origin_bytes(im.pitches[i]), info, writable=mode.writes)
+            # numpy views of the plane hold ``arr`` (so ``base``), not the tensor: release() drops the tensor's
+            # reference, and the image is unmapped when the last plane and the last view are gone
+            out.append(MappedView.of(arr, info, t, mode.writes, int(arr.__array_interface__["data"][0])))
+        return out
+    except BaseException:
+        m.close()
+        raise
+
+
 # ---- doctor -------------------------------------------------------------------------------------------------
 
 _probe_lock = threading.Lock()
@@ -329,4 +408,5 @@ def _probe() -> list[BackendReport]:
 
 register_probe(60, _probe)
 
-__all__ = ["VAContext", "VASurface", "VATensor", "va_frame", "surface_of", "va_fourcc_of", "format_of_va_fourcc"]
+__all__ = ["VAContext", "VASurface", "VATensor", "va_frame", "surface_of", "va_fourcc_of", "format_of_va_fourcc",
+           "map_to_host"]
