@@ -106,9 +106,52 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .benchmarks import main as bench_main
+    from . import benchmarks as bm
 
-    return int(bench_main(args) or 0)
+    if args.json == "-" and args.md == "-":
+        _err("interop bench: --json and --md cannot both go to stdout: give one of them a PATH")
+        return 2
+    options = {k: v for k, v in (("precision", args.precision), ("reps", args.reps)) if v is not None}
+    try:
+        mods = bm.select(args.only)
+        bm.check_options(mods, options)
+    except bm.UnknownBenchmarkError as e:
+        _err(f"interop bench: error: {e}")
+        if args.json == "-":
+            print(json.dumps({"error": {"type": type(e).__name__, "message": str(e)}}))
+        return 2
+    command = " ".join(["interop bench", *([f"--only {args.only}"] if args.only else []), *(["--quick"] if args.quick else []),
+                        *(f"--{k} {v}" for k, v in options.items())])
+    report = bm.run(mods, quick=args.quick, options=options, command=command,
+                    progress=lambda msg: _err(f"[bench] {msg}"))
+    for r in report.skips:
+        _err(f"[bench] {r.benchmark}{'' if r.case == 'all' else f' ({r.case})'} skipped: {r.skipped}")
+    outputs = {"json": bm.to_json(report) if args.json else None, "md": bm.markdown(report) if args.md else None}
+    for key, path in (("json", args.json), ("md", args.md)):
+        if path not in (None, "-"):
+            with open(path, "w") as f:
+                f.write(str(outputs[key]).rstrip("\n") + "\n")
+    to_stdout = outputs["json"] if args.json == "-" else outputs["md"] if args.md == "-" else None
+    print((to_stdout or bm.text(report)).rstrip("\n"))
+    return 0
+
+
+class _BenchHelp(argparse.Action):
+    """``interop bench --help``: the usage, then every benchmark with its one-line summary (imported only here)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kw: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show this help and the benchmarks")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        from .benchmarks import catalogue
+
+        names = catalogue()
+        width = max(map(len, names))
+        parser.epilog = "benchmarks (--only NAME[,NAME...]; all when --only is left out):\n" + "\n".join(
+            f"  {n:{width}s}  {summary}" for n, summary in names.items())
+        parser.print_help()
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -132,10 +175,19 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.set_defaults(fn=cmd_run)
 
-    b = sub.add_parser("bench", help="benchmarks: ratios measured side by side in one run")
-    b.add_argument("--json", action="store_true", help="one line of JSON on stdout")
-    b.add_argument("--only", default=None, help="comma-separated benchmark names")
-    b.add_argument("--quick", action="store_true", help="fewer repetitions")
+    b = sub.add_parser("bench", help="benchmarks: ratios measured side by side in one run", add_help=False,
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Run the benchmarks of BENCHMARKS.md; a table on stdout unless --json or --md "
+                                   "without a PATH. A benchmark or part that cannot run here says why (skipped).")
+    b.add_argument("-h", "--help", action=_BenchHelp)
+    b.add_argument("--only", default=None, metavar="NAME[,NAME...]", help="run only these benchmarks (listed below)")
+    b.add_argument("--quick", action="store_true", help="fewer frames and repetitions (a check that it runs)")
+    b.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
+                   help="one line of JSON on stdout, or written to PATH")
+    b.add_argument("--md", nargs="?", const="-", default=None, metavar="PATH",
+                   help="Markdown tables (machine, date, command) on stdout, or written to PATH")
+    b.add_argument("--precision", default=None, help="pipeline: INFERENCE_PRECISION_HINT for every case (e.g. f32)")
+    b.add_argument("--reps", type=int, default=None, help="pipeline: interleaved repetitions (more on a noisy machine)")
     b.set_defaults(fn=cmd_bench)
 
     ro = sub.add_parser("routes", help="the mapper graph, or the chain chosen from SRC to DST")

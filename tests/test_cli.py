@@ -49,3 +49,38 @@ def test_routes_unknown_type_is_a_clear_error():
 def test_version(args):
     out = cli(*args)
     assert out.returncode == 0 and "interop" in out.stdout
+
+
+# `interop bench` (more in tests/test_bench_cli.py)
+
+BENCHMARKS = ("cuda", "dma", "ffmpeg_map", "level_zero", "map64", "pipeline")
+
+
+def test_bench_help_lists_every_benchmark_with_a_summary():
+    out = cli("bench", "--help")
+    assert out.returncode == 0, out.stderr
+    listed = out.stdout.split("benchmarks (--only", 1)[1].splitlines()[1:]
+    rows = {line.split()[0]: line.split(None, 1)[1] for line in listed if line.strip()}
+    assert set(rows) == set(BENCHMARKS)
+    assert all(len(summary) > 20 for summary in rows.values()), rows
+
+
+def test_bench_unknown_name_is_one_line_naming_the_known_ones():
+    out = cli("bench", "--only", "nonsense")
+    assert out.returncode != 0
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert "'nonsense'" in lines[0] and all(name in lines[0] for name in BENCHMARKS)
+    assert out.stdout == ""
+
+
+def test_bench_only_dma_json_is_one_line():
+    out = cli("bench", "--only", "dma", "--quick", "--json", timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 1
+    data = json.loads(lines[0])
+    assert {r["benchmark"] for r in data["results"]} == {"dma"} and data["skipped"] == []
+    assert {"map+release", "hand-off", "socket"} <= {w for r in data["results"] for w in r["case"].split()}
+    assert all(r["value"] > 0 for r in data["results"])
+    assert data["machine"] and data["date"] and data["command"] == "interop bench --only dma --quick"
