@@ -14,12 +14,16 @@ out of the requests; ``output_bytes`` counts those bytes (this is not a mapper c
 from __future__ import annotations
 
 import atexit
+import errno
 import gc
 import logging
+import math
 import os
+import re
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +31,14 @@ from typing import Any
 import numpy as np
 
 from .backends import require
-from .errors import InteropError, InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError
+from .errors import (
+    InteropError,
+    InteropTimeoutError,
+    InvalidTensorError,
+    ResourceError,
+    UnsupportedFormatError,
+    UnsupportedTypeError,
+)
 from .frame import Frame
 from .tensor import Tensor
 from .types import FrameFormat, MemoryType
@@ -38,6 +49,45 @@ Outputs = dict[Any, np.ndarray]
 Callback = Callable[[Outputs, Any], None]
 
 _PACKED = {FrameFormat.RGB: "RGB", FrameFormat.BGR: "BGR", FrameFormat.RGBX: "RGBX", FrameFormat.BGRX: "BGRX"}
+
+# a model input side beyond this is refused up front: no image model goes near it, and OpenVINO would try to
+# allocate the tensors of a 2**40-wide input rather than refuse it
+MAX_INPUT_SIDE = 1 << 16
+
+
+class CompileError(InteropError, ValueError):
+    """OpenVINO refused the model with the arguments given: a device name, a ``config`` key or value, or an
+    ``input_size`` the model cannot be reshaped to. Also a ValueError (the arguments are wrong, not the call);
+    the message carries OpenVINO's own text, and ``__cause__`` its exception."""
+
+
+class CallbackReentryError(InteropError, RuntimeError):
+    """A call that waits for this Inference's requests (``infer``, ``wait_all``, ``close``) was made from one of
+    its own completion callbacks, where it could only wait for itself. ``infer_async`` is allowed there."""
+
+
+def _ov_message(e: BaseException) -> str:
+    """OpenVINO's message without its source-location lines ("Exception from src/...cpp:117:"), on one line."""
+    lines = []
+    for ln in str(e).splitlines():
+        ln = ln.strip()
+        if re.fullmatch(r"Exception from \S+:\d+:", ln):
+            continue
+        ln = re.sub(r"^Check '.*' failed at \S+:\d+:\s*", "", ln)
+        if ln:
+            lines.append(ln)
+    return " ".join(lines) or str(e).strip() or type(e).__name__
+
+
+# Which Inferences run a completion callback on this thread (ids): their submissions are queued, not waited for.
+_callback_state = threading.local()
+
+
+def _callbacks_here() -> list[int]:
+    owners: list[int] | None = getattr(_callback_state, "owners", None)
+    if owners is None:
+        owners = _callback_state.owners = []
+    return owners
 
 
 def _get_core() -> Any:
@@ -141,6 +191,44 @@ def _close_all() -> None:
     gc.collect()
 
 
+def _check_timeout(timeout: object) -> float | None:
+    """A timeout argument: None (wait for ever) or a finite number of seconds >= 0."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, (bool, np.bool_)) or not isinstance(timeout, (int, float, np.integer, np.floating)):
+        raise UnsupportedTypeError(f"timeout must be a number of seconds or None, not {type(timeout).__name__}")
+    t = float(timeout)
+    if not (t >= 0 and math.isfinite(t)):  # NaN fails every comparison
+        raise InvalidTensorError(f"timeout must be a finite number of seconds >= 0 (None waits for ever), got {timeout!r}")
+    return t
+
+
+_DRAIN_LINGER = 1.0  # seconds the drainer waits for more queued submissions before its thread ends
+
+
+def _drain(ref: weakref.ref[Inference], cond: threading.Condition,
+           backlog: deque[tuple[_Variant, list[Any], _Job]]) -> None:
+    """Start the submissions queued by completion callbacks, waiting for free requests as a caller's thread would.
+
+    Holds the Inference weakly (only the queue and its condition strongly); ends after _DRAIN_LINGER idle."""
+    while True:
+        with cond:
+            if not cond.wait_for(lambda: bool(backlog), _DRAIN_LINGER):
+                inf = ref()
+                if inf is not None:
+                    inf._drainer = None
+                return
+            v, inputs, job = backlog.popleft()
+        try:
+            with v.submit_lock:
+                v.queue.start_async(inputs, job)  # this thread runs no callback: waiting here is safe
+        except BaseException as e:  # noqa: B036 - reported by wait_all(), never lost on this thread
+            inf = ref()
+            if inf is not None:
+                inf._submit_failed(job, e)
+        del v, inputs, job
+
+
 class _Dispatch:
     """The queue's callback. Holds the Inference weakly: no cycle queue -> callback -> Inference -> queue."""
 
@@ -207,26 +295,31 @@ class Inference:
             self.model_name = model.get_friendly_name() or "model"
         elif isinstance(model, (str, os.PathLike)):
             path = os.fspath(model)
+            if isinstance(path, bytes):
+                path = os.fsdecode(path)
             if not os.path.isfile(path):
-                raise InvalidTensorError(f"model file {path!r} not found: give the path of an OpenVINO IR (.xml), "
+                what = "is a directory, not a model file" if os.path.isdir(path) else "not found"
+                raise InvalidTensorError(f"model file {path!r} {what}: give the path of an OpenVINO IR (.xml), "
                                          f"ONNX (.onnx) or TFLite (.tflite) model")
             try:
                 self._model = core.read_model(path)
-            except RuntimeError as e:
-                raise InvalidTensorError(f"OpenVINO cannot read the model {path!r}: {str(e).strip().splitlines()[0]}; "
+            except Exception as e:  # noqa: BLE001 - OpenVINO's frontends raise RuntimeError and others
+                raise InvalidTensorError(f"OpenVINO cannot read the model {path!r}: {_ov_message(e)}; "
                                          f"give an IR (.xml with its .bin), ONNX or TFLite file") from e
             self.model_name = os.path.basename(path)
         else:
             raise UnsupportedTypeError(f"model must be a path or an openvino.Model, not {type(model).__name__}")
         self._device = self._pick_device(device)
         self._memory_type = MemoryType.NPU if self._device.split(".")[0].upper() == "NPU" else MemoryType.OPENVINO
-        self._config = {"PERFORMANCE_HINT": "THROUGHPUT"}
-        self._config.update({str(k): v for k, v in (config or {}).items()})
+        self._config: dict[str, Any] = {"PERFORMANCE_HINT": "THROUGHPUT"}
+        self._config.update(self._check_config(config))
         self._input_size = self._check_size(input_size)
         self._mean = self._check_vec(mean, "mean")
         self._scale = self._check_vec(scale, "scale")
         if self._scale is not None and any(s == 0 for s in self._scale):
             raise InvalidTensorError("scale must not contain 0 (the input is divided by it)")
+        if not isinstance(rgb, (bool, np.bool_)):
+            raise UnsupportedTypeError(f"rgb must be True (the model takes RGB) or False (BGR), not {rgb!r}")
         self._rgb = bool(rgb)
         self._variants: dict[Any, _Variant] = {}
         self._plane_inputs = _PlaneInputs(ov)
@@ -238,6 +331,9 @@ class Inference:
         self.compile_seconds = 0.0
         self.requests_done = 0
         self._closed = False
+        # submissions made from completion callbacks, started by a thread of their own (see infer_async)
+        self._backlog: deque[tuple[_Variant, list[Any], _Job]] = deque()
+        self._drainer: threading.Thread | None = None
         _live.add(self)
 
     # -- properties -----------------------------------------------------------------------------------
@@ -283,29 +379,55 @@ class Inference:
         return device
 
     @staticmethod
+    def _check_config(config: Any) -> dict[str, Any]:
+        if config is None:
+            return {}
+        if not isinstance(config, Mapping):
+            raise UnsupportedTypeError(f"config must be a dict of OpenVINO compile properties, e.g. "
+                                       f"{{'INFERENCE_PRECISION_HINT': 'f32'}}, not {type(config).__name__} {config!r}")
+        bad = [k for k in config if not isinstance(k, str)]
+        if bad:
+            raise UnsupportedTypeError(f"config keys must be OpenVINO property names (str), not {bad[0]!r}")
+        return dict(config)
+
+    @staticmethod
     def _check_size(size: Any) -> tuple[int, int] | None:
         if size is None:
             return None
-        if isinstance(size, (int, np.integer)):
-            size = (int(size), int(size))
-        try:
-            w, h = (int(v) for v in size)
-        except (TypeError, ValueError) as e:
-            raise UnsupportedTypeError(f"input_size must be (width, height) or an int, not {size!r}") from e
+        usage = "input_size must be (width, height) or an int (square), in whole pixels"
+        if isinstance(size, np.ndarray):
+            size = size.tolist()
+        if isinstance(size, (int, np.integer)) and not isinstance(size, (bool, np.bool_)):
+            size = (size, size)
+        if isinstance(size, (str, bytes)) or not isinstance(size, Sequence) or len(size) != 2:
+            raise UnsupportedTypeError(f"{usage}, not {size!r}")
+        if any(isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) for v in size):
+            raise UnsupportedTypeError(f"{usage}, not {size!r}")
+        w, h = (int(v) for v in size)
         if w <= 0 or h <= 0:
             raise InvalidTensorError(f"input_size {size!r} must be positive")
+        if w > MAX_INPUT_SIDE or h > MAX_INPUT_SIDE:
+            raise InvalidTensorError(f"input_size {size!r} is larger than an image model takes (at most "
+                                     f"{MAX_INPUT_SIDE} a side): give the size the model runs at")
         return w, h
 
     @staticmethod
     def _check_vec(v: Any, what: str) -> list[float] | None:
         if v is None:
             return None
-        if isinstance(v, (int, float, np.number)):
-            return [float(v)]
-        try:
-            return [float(x) for x in v]
-        except (TypeError, ValueError) as e:
-            raise UnsupportedTypeError(f"{what} must be a number or a sequence of numbers (one per channel), not {v!r}") from e
+        usage = f"{what} must be a number or a sequence of numbers (one per channel)"
+        if isinstance(v, np.ndarray) and v.ndim <= 1:
+            v = v.tolist()  # numbers (bools stay bools, and are refused below)
+        items = [v] if isinstance(v, (int, float, np.number, np.bool_)) else v
+        if isinstance(items, (str, bytes)) or not isinstance(items, Sequence) or any(
+                isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)) for x in items):
+            raise UnsupportedTypeError(f"{usage}, not {v!r}")
+        out = [float(x) for x in items]
+        if not out or len(out) > 4:
+            raise InvalidTensorError(f"{what} {v!r} must have one value or one per channel (3, or 4 with alpha)")
+        if not all(math.isfinite(x) for x in out):
+            raise InvalidTensorError(f"{what} {v!r} must be finite numbers")
+        return out
 
     def _layout(self, param: Any) -> str:
         lay = param.get_layout()
@@ -327,7 +449,14 @@ class Inference:
     def _compile(self, model: Any, key: Any) -> _Variant:
         ov = self._ov
         t0 = time.perf_counter()
-        compiled = self._core.compile_model(model, self._device, self._config)
+        try:
+            compiled = self._core.compile_model(model, self._device, self._config)
+        except (RuntimeError, TypeError) as e:  # TypeError: a config value pybind11 cannot convert
+            raise CompileError(
+                f"OpenVINO cannot compile {self.model_name} for device {self._device!r} with config {self._config}: "
+                f"{_ov_message(e)} -- check the device name (e.g. 'CPU', 'GPU.0', 'NPU'; available: "
+                f"{', '.join(self._core.available_devices) or 'none'}) and each config key and value "
+                f"(e.g. INFERENCE_PRECISION_HINT is one of the device's precisions such as 'f32')") from e
         try:
             nreq = int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
         except RuntimeError:
@@ -367,7 +496,12 @@ class Inference:
                 dims[w_i] = size_hw[1]
         if any(d is None for d in dims):
             raise InvalidTensorError(f"the model input has a dynamic spatial size {ps}: give input_size=(width, height)")
-        m.reshape({param: self._ov.PartialShape(dims)})
+        try:
+            m.reshape({param: self._ov.PartialShape(dims)})
+        except (RuntimeError, ValueError) as e:
+            size = f"{dims[w_i]}x{dims[h_i]}"
+            raise CompileError(f"{self.model_name} cannot run at input {size} (input shape {dims}, model input {ps}): "
+                               f"{_ov_message(e)} -- give an input_size=(width, height) the model accepts") from e
         return m
 
     # -- variants -------------------------------------------------------------------------------------
@@ -473,7 +607,7 @@ class Inference:
             return built
         except RuntimeError as e:
             raise UnsupportedFormatError(f"cannot build pre-processing for {fmt.name} planes {shapes} into "
-                                         f"{self.model_name}: {str(e).strip().splitlines()[0]}") from e
+                                         f"{self.model_name}: {_ov_message(e)}") from e
 
     def _prepend_planes(self, model: Any, fmt: FrameFormat, shapes: list[tuple[int, ...]], width: int, height: int,
                         target: tuple[int, int]) -> Any:
@@ -581,10 +715,18 @@ class Inference:
         self._prepare(x)
 
     # -- running --------------------------------------------------------------------------------------
+    BACKLOG_LIMIT = 1024  # submissions from callbacks waiting for a request; past it infer_async refuses more
+
     def _submit(self, x: Any, job_cb: Callback | None, userdata: Any, event: threading.Event | None) -> _Job:
         self._check_open()
         v, inputs, keep = self._prepare(x)
         job = _Job(v, job_cb, userdata, keep, event)
+        if _callbacks_here():
+            # A completion callback must never wait for a request: the request it runs on is busy until it returns,
+            # so with every request busy (or another submitter waiting on submit_lock for one) it would wait for
+            # itself for good. It starts a free request if one is ready now, else queues the job for the drainer.
+            self._submit_from_callback(v, inputs, job)
+            return job
         with self._cond:
             self._pending += 1
         try:
@@ -597,8 +739,48 @@ class Inference:
             raise
         return job
 
+    def _submit_from_callback(self, v: _Variant, inputs: list[Any], job: _Job) -> None:
+        with self._cond:
+            if len(self._backlog) >= self.BACKLOG_LIMIT:
+                raise ResourceError(errno.EAGAIN, f"{len(self._backlog)} submissions from completion callbacks are "
+                                                  f"already waiting for a free request: submit fewer per callback, "
+                                                  f"or from a thread of your own (where infer_async waits)")
+            self._pending += 1
+            queued = bool(self._backlog)
+        if not queued and v.submit_lock.acquire(blocking=False):
+            try:
+                # every submitter holds submit_lock, so a request ready now is still free at start_async: no wait
+                if v.queue.is_ready():
+                    v.queue.start_async(inputs, job)
+                    return
+            except BaseException:
+                with self._cond:
+                    self._pending -= 1
+                    self._cond.notify_all()
+                raise
+            finally:
+                v.submit_lock.release()
+        with self._cond:
+            self._backlog.append((v, inputs, job))
+            if self._drainer is None:
+                self._drainer = threading.Thread(target=_drain, args=(weakref.ref(self), self._cond, self._backlog),
+                                                 name="interop-inference-submit", daemon=True)
+                self._drainer.start()
+            self._cond.notify_all()
+
+    def _submit_failed(self, job: _Job, e: BaseException) -> None:
+        """A queued submission could not be started (the drainer's thread): reported by wait_all()."""
+        job.error = e
+        job.keepalive = None
+        with self._cond:
+            self._errors.append(e)
+            self._pending -= 1
+            self._cond.notify_all()
+
     def _on_done(self, request: Any, job: _Job) -> None:
         # OpenVINO's thread. Never let an exception escape into OpenVINO.
+        owners = _callbacks_here()
+        owners.append(id(self))
         try:
             outs: Outputs = {}
             n = 0
@@ -618,6 +800,7 @@ class Inference:
                 with self._cond:
                     self._errors.append(e)
         finally:
+            owners.pop()
             job.keepalive = None
             with self._cond:
                 self._pending -= 1
@@ -626,8 +809,19 @@ class Inference:
             if job.event is not None:
                 job.event.set()
 
+    def _refuse_in_own_callback(self, what: str) -> None:
+        if id(self) in _callbacks_here():
+            raise CallbackReentryError(
+                f"{what} was called from a completion callback of this Inference, where it would wait for the "
+                f"request the callback runs on: call infer_async() there (it queues), or hand the work to a "
+                f"thread of your own")
+
     def infer(self, x: Any) -> Outputs:
-        """Run one input (Frame, Tensor, numpy array, or a list of Tensors for several inputs) and wait for it."""
+        """Run one input (Frame, Tensor, numpy array, or a list of Tensors for several inputs) and wait for it.
+
+        Refused (CallbackReentryError) in this Inference's own completion callbacks, where it would wait for itself.
+        """
+        self._refuse_in_own_callback("infer()")
         ev = threading.Event()
         job = self._submit(x, None, None, ev)
         ev.wait()
@@ -637,30 +831,47 @@ class Inference:
         return job.result
 
     def infer_async(self, x: Any, callback: Callback | None = None, userdata: Any = None) -> None:
-        """Start inference and return at once (waits only while every request is busy).
+        """Start inference and return at once; from a thread of the caller's, waits while every request is busy.
 
         ``callback(outputs, userdata)`` runs on OpenVINO's thread; an exception it raises is re-raised by wait_all().
+        A completion callback (of this or another Inference) may call infer_async: there it never waits, as a
+        request is busy until its callback returns; when no request is free the input is queued (it stays
+        referenced) and started by a thread of this Inference as requests complete, in the order queued.
+        ``pending`` and ``wait_all()`` count queued inputs; an input that cannot be started is reported by
+        ``wait_all()``. At most BACKLOG_LIMIT inputs wait so; past that infer_async raises ResourceError.
         """
         if callback is not None and not callable(callback):
             raise UnsupportedTypeError(f"callback must be callable, not {type(callback).__name__}")
         self._submit(x, callback, userdata, None)
 
     def wait_all(self, timeout: float | None = None) -> None:
-        """Wait until every started request has completed; re-raise the first error since the last wait_all()."""
+        """Wait until every started (and queued) request has completed; re-raise the first error since the last
+        wait_all(). ``timeout``: seconds (None waits for ever); past it, InteropTimeoutError (a TimeoutError),
+        the requests still running. Refused (CallbackReentryError) in this Inference's own completion callbacks."""
+        limit = _check_timeout(timeout)
+        self._refuse_in_own_callback("wait_all()")
         with self._cond:
-            if not self._cond.wait_for(lambda: self._pending == 0, timeout):
-                raise TimeoutError(f"{self._pending} inference requests still running after {timeout} s")
+            if not self._cond.wait_for(lambda: self._pending == 0, limit):
+                raise InteropTimeoutError(f"{self._pending} inference requests still running after {timeout} s: "
+                                          f"wait again, or look for a completion callback that does not return")
             errors, self._errors = self._errors, []
         if errors:
             raise errors[0]
 
     def close(self) -> None:
-        """Wait for running requests, then free the compiled models and their request pools. Idempotent."""
+        """Wait for running requests, then free the compiled models and their request pools. Idempotent.
+
+        Waits at most a minute: if requests are still running then (a callback that does not return), their
+        models are left to the garbage collector. Refused (CallbackReentryError) in this Inference's own callbacks."""
         if self._closed:
             return
+        self._refuse_in_own_callback("close()")
         self._closed = True
         try:
             self.wait_all(timeout=60)
+        except InteropTimeoutError as e:
+            log.warning("Inference.close: %s; closing without waiting for them", e)
+            return
         except BaseException as e:  # noqa: B036 - closing must not fail; errors were the caller's to collect
             log.debug("Inference.close: %r", e)
         with self._variants_lock:

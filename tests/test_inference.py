@@ -6,6 +6,7 @@ Most tests use a tiny model built in code (conv 3x3 + mean) so they run in milli
 from __future__ import annotations
 
 import logging
+import os
 import threading
 
 import numpy as np
@@ -356,3 +357,109 @@ def test_odd_size_needs_even_model_size() -> None:
 def test_bad_callback(inf: interop.Inference, frames: list) -> None:
     with pytest.raises(UnsupportedTypeError, match="callable"):
         inf.infer_async(frames[0], callback=5)
+
+
+# -- re-entrance from completion callbacks: never a deadlock ------------------------------------------------
+
+_REENTRANT_CHILD = r"""
+import json, os, sys, threading
+sys.path.insert(0, os.environ["TESTS_DIR"])
+import numpy as np
+import interop
+from test_inference import tiny_model, H, W
+
+inf = interop.Inference(tiny_model(), "CPU", config={"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "THROUGHPUT"})
+x = np.zeros((1, 3, H, W), np.float32)
+nreq = inf.pool_size()
+extra = 3 * nreq + 2  # each first-level callback submits more requests than the pool holds
+done, errors, lock = [], [], threading.Lock()
+
+def leaf(outputs, i):
+    with lock:
+        done.append(i)
+
+def fan_out(outputs, i):
+    with lock:
+        done.append(i)
+    try:
+        for j in range(extra):
+            inf.infer_async(x, leaf, (i, j))
+    except BaseException as e:
+        with lock:
+            errors.append(repr(e))
+
+for i in range(nreq):
+    inf.infer_async(x, fan_out, i)
+inf.wait_all(timeout=20)
+print(json.dumps({"nreq": nreq, "done": len(done), "want": nreq * (1 + extra), "errors": errors}))
+"""
+
+
+def test_infer_async_from_callbacks_past_the_pool_completes() -> None:
+    """Callbacks that submit more requests than the pool holds: queued, drained as requests complete, no deadlock.
+
+    Run in a child process: before the fix it hung for good (OpenVINO's threads stuck, so even interpreter exit
+    hung), which a test in this process could not survive."""
+    import json
+    import subprocess
+    import sys
+
+    try:
+        p = subprocess.run([sys.executable, "-c", _REENTRANT_CHILD], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "TESTS_DIR": os.path.dirname(os.path.abspath(__file__))})
+    except subprocess.TimeoutExpired:
+        pytest.fail("infer_async from completion callbacks deadlocked (child process killed after 60 s)")
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    assert res["errors"] == [] and res["done"] == res["want"], res
+
+
+def test_wait_all_timeout_is_typed(frames: list) -> None:
+    from interop.errors import InteropError
+
+    inf = interop.Inference(tiny_model(), "CPU", config={"INFERENCE_PRECISION_HINT": "f32"})
+    release = threading.Event()
+    inf.infer_async(frames[0], lambda outputs, _: release.wait(30))
+    try:
+        with pytest.raises(TimeoutError, match="still running after 0.05 s") as ei:
+            inf.wait_all(timeout=0.05)
+        assert isinstance(ei.value, InteropError)
+    finally:
+        release.set()
+    inf.wait_all(timeout=30)
+    inf.close()
+
+
+def test_waiting_calls_from_own_callback_are_refused(frames: list) -> None:
+    from interop.inference import CallbackReentryError
+
+    inf = interop.Inference(tiny_model(), "CPU", config={"INFERENCE_PRECISION_HINT": "f32"})
+    seen: list[str] = []
+
+    def cb(outputs: dict, what: str) -> None:
+        seen.append(what)
+        if what == "infer":
+            inf.infer(frames[0])
+        elif what == "wait_all":
+            inf.wait_all(timeout=5)
+        else:
+            inf.close()
+
+    for what in ("infer", "wait_all", "close"):
+        inf.infer_async(frames[0], cb, what)
+        with pytest.raises(CallbackReentryError, match=f"{what}.* from a completion callback") as ei:
+            inf.wait_all(timeout=30)
+        assert isinstance(ei.value, RuntimeError) and isinstance(ei.value, interop.InteropError)
+    assert seen == ["infer", "wait_all", "close"]
+    assert inf.infer(frames[0])["map"].shape == (1, 4, H, W)  # still open and working
+    inf.close()
+
+
+def test_bad_input_submitted_from_a_callback_is_reported_by_wait_all(inf: interop.Inference, frames: list) -> None:
+    def cb(outputs: dict, _: None) -> None:
+        inf.infer_async(np.zeros((1, 3, H + 1, W), np.float32))  # raises here, in the callback
+
+    inf.infer_async(frames[0], cb)
+    with pytest.raises(InvalidTensorError, match="wants shape"):
+        inf.wait_all(timeout=30)
+    assert inf.pending == 0
