@@ -1,0 +1,323 @@
+"""ctypes bindings to libgstreamer-1.0 / libgstvideo-1.0 for what PyGObject cannot give: the memory's own pointer.
+
+PyPI's PyGObject maps a buffer into ``bytes`` (a copy); here ``gst_memory_map`` runs on the C pointer PyGObject
+holds (``hash()`` of a boxed ``Gst.Buffer``/``Gst.Memory``/``Gst.Caps`` is that pointer), one memory at a time:
+``gst_buffer_map`` on a buffer of several memories merges them into a new allocation, a hidden copy, so it is
+never called. Struct layouts are GStreamer 1.x's public ABI (GstMapInfo, GstVideoInfo, GstVideoMeta).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import BackendUnavailableError, InvalidTensorError
+
+GST_MAP_READ = 1
+GST_MAP_WRITE = 2
+GST_LOCK_FLAG_EXCLUSIVE = 4
+GST_MEMORY_FLAG_READONLY = 2
+GST_MEMORY_FLAG_NOT_MAPPABLE = 16 << 4
+GST_VIDEO_MAX_PLANES = 4
+GST_CLOCK_TIME_NONE = (1 << 64) - 1
+
+_c = ctypes
+_vp, _sz, _int, _uint, _bool = _c.c_void_p, _c.c_size_t, _c.c_int, _c.c_uint, _c.c_int
+
+
+class GstMapInfo(_c.Structure):
+    _fields_ = [("memory", _vp), ("flags", _int), ("data", _vp), ("size", _sz), ("maxsize", _sz),
+                ("user_data", _vp * 4), ("_gst_reserved", _vp * 4)]
+
+
+class GstVideoColorimetry(_c.Structure):
+    _fields_ = [("range", _int), ("matrix", _int), ("transfer", _int), ("primaries", _int)]
+
+
+class GstVideoInfo(_c.Structure):
+    _fields_ = [("finfo", _vp), ("interlace_mode", _int), ("flags", _int), ("width", _int), ("height", _int),
+                ("size", _sz), ("views", _int), ("chroma_site", _int), ("colorimetry", GstVideoColorimetry),
+                ("par_n", _int), ("par_d", _int), ("fps_n", _int), ("fps_d", _int),
+                ("offset", _sz * GST_VIDEO_MAX_PLANES), ("stride", _int * GST_VIDEO_MAX_PLANES),
+                ("_abi", _vp * 4)]
+
+
+class GstVideoMeta(_c.Structure):
+    _fields_ = [("meta_flags", _int), ("meta_info", _vp), ("buffer", _vp), ("flags", _int), ("format", _int),
+                ("id", _int), ("width", _uint), ("height", _uint), ("n_planes", _uint),
+                ("offset", _sz * GST_VIDEO_MAX_PLANES), ("stride", _int * GST_VIDEO_MAX_PLANES)]
+
+
+DESTROY_NOTIFY = _c.CFUNCTYPE(None, _vp)
+
+_lock = threading.Lock()
+_libs: list[tuple[Any, Any]] = []
+
+
+def _load(name: str) -> Any:
+    path = ctypes.util.find_library(name) or f"lib{name}.so.0"
+    try:
+        return _c.CDLL(path)
+    except OSError as e:
+        raise BackendUnavailableError(
+            f"GStreamer's C library {path} cannot be loaded ({e}): install Debian's GStreamer packages "
+            f"(tests/prepare.d/gstreamer.sh prints the apt command)", backend="gst", extra="gst") from e
+
+
+def _sig(lib: Any, name: str, res: Any, *args: Any) -> None:
+    fn = getattr(lib, name)
+    fn.restype = res
+    fn.argtypes = list(args)
+
+
+def libs() -> tuple[Any, Any]:
+    """(libgstreamer-1.0, libgstvideo-1.0) with their signatures set; loaded once."""
+    if _libs:
+        return _libs[0]
+    with _lock:
+        if _libs:
+            return _libs[0]
+        g, v = _load("gstreamer-1.0"), _load("gstvideo-1.0")
+        _sig(g, "gst_memory_map", _bool, _vp, _c.POINTER(GstMapInfo), _int)
+        _sig(g, "gst_memory_unmap", None, _vp, _c.POINTER(GstMapInfo))
+        _sig(g, "gst_mini_object_ref", _vp, _vp)
+        _sig(g, "gst_mini_object_unref", None, _vp)
+        _sig(g, "gst_mini_object_lock", _bool, _vp, _int)
+        _sig(g, "gst_mini_object_unlock", None, _vp, _int)
+        _sig(g, "gst_mini_object_is_writable", _bool, _vp)
+        _sig(g, "gst_buffer_n_memory", _uint, _vp)
+        _sig(g, "gst_buffer_peek_memory", _vp, _vp, _uint)
+        _sig(g, "gst_buffer_find_memory", _bool, _vp, _sz, _sz, _c.POINTER(_uint), _c.POINTER(_uint),
+             _c.POINTER(_sz))
+        _sig(g, "gst_buffer_get_size", _sz, _vp)
+        _sig(g, "gst_memory_get_sizes", _sz, _vp, _c.POINTER(_sz), _c.POINTER(_sz))
+        _sig(g, "gst_memory_is_type", _bool, _vp, _c.c_char_p)
+        _sig(g, "gst_memory_new_wrapped", _vp, _int, _vp, _sz, _sz, _sz, _vp, DESTROY_NOTIFY)
+        _sig(g, "gst_buffer_append_memory", None, _vp, _vp)
+        _sig(g, "gst_buffer_get_meta", _vp, _vp, _c.c_size_t)
+        _sig(v, "gst_video_meta_api_get_type", _c.c_size_t)
+        _sig(v, "gst_buffer_add_video_meta_full", _vp, _vp, _int, _int, _uint, _uint, _uint,
+             _c.POINTER(_sz), _c.POINTER(_int))
+        _sig(v, "gst_video_info_new", _vp)
+        _sig(v, "gst_video_info_free", None, _vp)
+        _sig(v, "gst_video_info_from_caps", _bool, _vp, _vp)
+        _sig(v, "gst_video_format_to_string", _c.c_char_p, _int)
+        _sig(v, "gst_video_format_from_string", _int, _c.c_char_p)
+        _libs.append((g, v))
+        return _libs[0]
+
+
+def pointer_of(obj: Any, what: str) -> int:
+    """The C pointer a PyGObject boxed wrapper (Gst.Buffer, Gst.Memory, Gst.Caps) holds: PyGObject's ``hash()``
+    of a boxed object is its pointer."""
+    ptr = hash(obj)
+    if ptr <= 0:
+        raise InvalidTensorError(f"this {what} wraps no GStreamer object (a NULL pointer)")
+    return ptr
+
+
+def refcount(ptr: int) -> int:
+    """A GstMiniObject's reference count (diagnostics and tests; GstMiniObject: GType, then gint refcount)."""
+    return _c.c_int.from_address(ptr + _c.sizeof(_c.c_size_t)).value
+
+
+def is_writable(ptr: int) -> bool:
+    """gst_mini_object_is_writable: a buffer with one reference; a memory owned by one buffer, not read-only."""
+    return bool(libs()[0].gst_mini_object_is_writable(ptr))
+
+
+def n_memory(buf: int) -> int:
+    return int(libs()[0].gst_buffer_n_memory(buf))
+
+
+def buffer_size(buf: int) -> int:
+    return int(libs()[0].gst_buffer_get_size(buf))
+
+
+def peek_memory(buf: int, idx: int) -> int:
+    return int(libs()[0].gst_buffer_peek_memory(buf, idx) or 0)
+
+
+def memory_sizes(mem: int) -> tuple[int, int, int]:
+    """(size, offset, maxsize) of a GstMemory."""
+    off, mx = _sz(), _sz()
+    size = libs()[0].gst_memory_get_sizes(mem, _c.byref(off), _c.byref(mx))
+    return int(size), int(off.value), int(mx.value)
+
+
+def memory_is_type(mem: int, mem_type: str) -> bool:
+    return bool(libs()[0].gst_memory_is_type(mem, mem_type.encode()))
+
+
+def memory_flags(mem: int) -> int:
+    """GstMiniObject.flags (GType, refcount, lockstate, then flags)."""
+    return _c.c_uint.from_address(mem + _c.sizeof(_c.c_size_t) + 8).value
+
+
+def find_memory(buf: int, offset: int, size: int) -> tuple[int, int, int] | None:
+    """(index, count, skip) of the memories holding bytes [offset, offset+size) of a buffer, or None."""
+    idx, length, skip = _uint(), _uint(), _sz()
+    if not libs()[0].gst_buffer_find_memory(buf, offset, size, _c.byref(idx), _c.byref(length), _c.byref(skip)):
+        return None
+    return int(idx.value), int(length.value), int(skip.value)
+
+
+# ---- mappings -------------------------------------------------------------------------------------------
+
+_live = {"mappings": 0}
+
+
+def live_mappings() -> int:
+    """GstMemory mappings interop holds now (each ends when its last view is gone)."""
+    return _live["mappings"]
+
+
+def _unmap(mem: int, info: GstMapInfo, buf: int, locked: bool, live: dict[str, int]) -> None:
+    g = libs()[0]
+    if locked:
+        g.gst_mini_object_unlock(mem, GST_LOCK_FLAG_EXCLUSIVE)
+    g.gst_memory_unmap(mem, _c.byref(info))
+    g.gst_mini_object_unref(mem)
+    if buf:
+        g.gst_mini_object_unref(buf)
+    with _lock:
+        live["mappings"] -= 1
+
+
+class MemoryMapping:
+    """One GstMemory mapped with ``gst_memory_map`` (READ, or READ|WRITE), until this object is gone.
+
+    It holds a reference on the memory and on the buffer it came from (when given): a buffer pool gets the buffer
+    back only when the last view is gone. A READ mapping also takes a shared (exclusive-count) lock on the memory,
+    which makes a pool discard the buffer rather than hand its memory to the next frame, so views over this
+    mapping go on reading this frame. (GStreamer refuses that lock on memory mapped for WRITE.) numpy views hold
+    this object; unmap runs in its finaliser.
+    """
+
+    __slots__ = ("memory", "address", "size", "writable", "_fin", "__weakref__")
+
+    def __init__(self, mem: int, write: bool, buf: int = 0):
+        g = libs()[0]
+        info = GstMapInfo()
+        flags = GST_MAP_READ | (GST_MAP_WRITE if write else 0)
+        g.gst_mini_object_ref(mem)
+        if not g.gst_memory_map(mem, _c.byref(info), flags):
+            g.gst_mini_object_unref(mem)
+            what = "for writing (it is shared or read-only)" if write else "for reading"
+            raise InvalidTensorError(f"GStreamer refused to map this memory {what}")
+        locked = not write and bool(g.gst_mini_object_lock(mem, GST_LOCK_FLAG_EXCLUSIVE))
+        if buf:
+            g.gst_mini_object_ref(buf)
+        with _lock:
+            _live["mappings"] += 1
+        self.memory = mem
+        self.address = int(info.data or 0)
+        self.size = int(info.size)
+        self.writable = write
+        self._fin = weakref.finalize(self, _unmap, mem, info, buf, locked, _live)
+
+    def close(self) -> None:
+        """Unmap now; only safe when no view of the mapping is left (the finaliser does it otherwise)."""
+        self._fin()
+
+
+# ---- video layouts --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VideoLayout:
+    """Format name (GStreamer's), size, per-plane buffer offsets and strides, colorimetry codes, frame rate."""
+
+    format: str
+    width: int
+    height: int
+    offsets: tuple[int, ...]
+    strides: tuple[int, ...]
+    range: int = 0  # GstVideoColorRange: 0 unknown, 1 0-255, 2 16-235
+    matrix: int = 0  # GstVideoColorMatrix: 0 unknown, 1 RGB, 3 BT709, 4 BT601, 6 BT2020
+    fps: tuple[int, int] = (0, 1)
+
+
+def format_name(code: int) -> str:
+    s = libs()[1].gst_video_format_to_string(code)
+    return s.decode() if s else "UNKNOWN"
+
+
+def format_code(name: str) -> int:
+    return int(libs()[1].gst_video_format_from_string(name.encode()))
+
+
+def video_info(caps: int) -> VideoLayout | None:
+    """The layout GstVideoInfo gives for video caps (tight GStreamer default strides), or None (not raw video)."""
+    v = libs()[1]
+    p = v.gst_video_info_new()
+    try:
+        if not v.gst_video_info_from_caps(p, caps):
+            return None
+        vi = GstVideoInfo.from_address(p)
+        fmt = _c.c_int.from_address(vi.finfo).value  # GstVideoFormatInfo starts with its GstVideoFormat
+        return VideoLayout(format_name(fmt), vi.width, vi.height, tuple(vi.offset), tuple(vi.stride),
+                           vi.colorimetry.range, vi.colorimetry.matrix, (vi.fps_n, vi.fps_d))
+    finally:
+        v.gst_video_info_free(p)
+
+
+def video_meta(buf: int) -> VideoLayout | None:
+    """The buffer's GstVideoMeta (the producer's true plane offsets and strides), or None."""
+    g, v = libs()
+    p = g.gst_buffer_get_meta(buf, v.gst_video_meta_api_get_type())
+    if not p:
+        return None
+    m = GstVideoMeta.from_address(p)
+    n = min(int(m.n_planes), GST_VIDEO_MAX_PLANES)
+    return VideoLayout(format_name(m.format), int(m.width), int(m.height), tuple(m.offset)[:n], tuple(m.stride)[:n])
+
+
+def add_video_meta(buf: int, fmt: str, width: int, height: int, offsets: list[int], strides: list[int]) -> None:
+    """Attach a GstVideoMeta with explicit plane offsets and strides (padded pitches, planes in several memories)."""
+    v = libs()[1]
+    n = len(offsets)
+    offs = (_sz * GST_VIDEO_MAX_PLANES)(*offsets)
+    strs = (_int * GST_VIDEO_MAX_PLANES)(*strides)
+    if not v.gst_buffer_add_video_meta_full(buf, 0, format_code(fmt), width, height, n, offs, strs):
+        raise InvalidTensorError(f"GStreamer refused a {fmt} {width}x{height} video meta")
+
+
+# ---- host memory wrapped as GstMemory --------------------------------------------------------------------
+
+_kept: dict[int, object] = {}
+_next_key = [1]
+
+
+def _release_kept(key: int | None) -> None:
+    # GStreamer calls this from whichever thread frees the memory; ctypes takes the GIL for it
+    with _lock:
+        _kept.pop(int(key or 0), None)
+
+
+_release_cb = DESTROY_NOTIFY(_release_kept)  # module-level: GStreamer may call it as long as the process lives
+
+
+def live_wrapped() -> int:
+    """Host memories wrapped as GstMemory that GStreamer has not freed yet."""
+    return len(_kept)
+
+
+def append_host_memory(buf: int, address: int, size: int, keep: object, readonly: bool) -> None:
+    """Append ``size`` bytes at ``address`` to ``buf`` as a GstMemory, without copying. ``keep`` (which owns the
+    memory) stays referenced until GStreamer frees that memory (its destroy notify)."""
+    g = libs()[0]
+    with _lock:
+        key = _next_key[0]
+        _next_key[0] += 1
+        _kept[key] = keep
+    mem = g.gst_memory_new_wrapped(GST_MEMORY_FLAG_READONLY if readonly else 0, address, size, 0, size, key,
+                                   _release_cb)
+    if not mem:
+        _release_kept(key)
+        raise InvalidTensorError(f"GStreamer refused to wrap {size} bytes at {address:#x}")
+    g.gst_buffer_append_memory(buf, mem)  # takes the memory's reference
