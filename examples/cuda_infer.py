@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import numpy as np
     import torch
 
-    from interop.mappers.ffmpeg_to_cuda import open_nvdec
+    from interop.cuda import open_nvdec
 
     video = Path(a.video) if a.video else make_clip(Path(tempfile.gettempdir()) / "interop_cuda_infer.mp4")
     model = make_model()

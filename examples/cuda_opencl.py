@@ -53,7 +53,7 @@ def shared_buffer() -> None:
     import pyopencl as cl
     import torch
 
-    from interop.tensors.cuda import exportable_empty
+    from interop.cuda import exportable_empty
 
     t = exportable_empty((480, 640), np.uint8)
     view = torch.from_dlpack(t)  # torch's tensor over the exportable memory
@@ -69,7 +69,7 @@ def shared_buffer() -> None:
 
 
 def nvdec_to_opencl(video: str, frames: int) -> None:
-    from interop.mappers.ffmpeg_to_cuda import open_nvdec
+    from interop.cuda import open_nvdec
 
     with open_nvdec(video) as c, interop.copy_meter() as meter:
         means = []
