@@ -411,7 +411,7 @@ class FrameSender:
                     _close_quiet(fd)
                 if not data and not fds:
                     break
-                fid = None if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) else _parse_done(data)
+                fid = None if fds or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) else _parse_done(data)
                 if fid is not None and self._return(fid):
                     with self._lock:
                         self.returned += 1
@@ -829,6 +829,15 @@ class FrameServer:
             try:
                 conn, _ = self._sock.accept()
             except (BlockingIOError, InterruptedError, ConnectionAbortedError):  # taken by another thread, or gone
+                continue
+            try:  # a consumer that hung up before we accepted (or FrameServer's probe of a live path): skip it
+                gone = conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+            except BlockingIOError:
+                gone = False
+            except OSError:
+                gone = True
+            if gone:
+                conn.close()
                 continue
             conn.setblocking(True)
             return FrameSender(conn)

@@ -235,3 +235,166 @@ def test_frame_with_an_fd_per_plane_crosses_with_both_fds():
     f.release()
     tx.close()
     rx.close()
+
+
+# ---- issue 15: everything a peer sends is checked on receipt; typed errors; FrameServer's path ----------------
+
+import array  # noqa: E402
+import struct  # noqa: E402
+
+from interop import InteropError  # noqa: E402
+from interop.tensors.dma import MARKER_SIZE, read_marker  # noqa: E402
+from interop.transport import (  # noqa: E402
+    _FRAME,
+    _HEAD,
+    _PLANE,
+    PathInUseError,
+    TransportTimeoutError,
+    _encode_frame,
+    commit,
+)
+
+PLANE_AT = _HEAD.size + _FRAME.size
+
+
+def _pool_message(fmt=FrameFormat.NV12, w=16, h=12):
+    pool = FramePool(fmt, w, h, 1)
+    f = pool.acquire()
+    seq = pool.commit(f)
+    buf = f[0].buffer
+    return pool, f, bytearray(_encode_frame(1, f, [buf], seq, pool.marker_offset)), buf
+
+
+def _send_raw(sock: socket.socket, msg: bytes, fds: list[int]) -> None:
+    sock.sendmsg([bytes(msg)], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else [])
+
+
+def _refused(msg: bytes, fds: list[int], match: str, *, writer: bool = False) -> None:
+    a, b = seqpacket_pair()
+    rx = FrameReceiver(b, writer=writer)
+    rx._done.start()
+    n = _fd_count()
+    _send_raw(a, msg, fds)
+    with pytest.raises(ProtocolError, match=match):
+        rx.recv(timeout=5)
+    assert _fd_count() == n  # nothing received is kept
+    rx.close()
+    a.close()
+
+
+@pytest.mark.parametrize("writer", [False, True])
+def test_commit_marker_offset_beyond_the_buffer_is_refused_for_readers_and_writers(writer):
+    pool, f, msg, buf = _pool_message()
+    # just past the end of the buffer (inside the same page, so the old code wrote there silently)
+    struct.pack_into("<Q", msg, 24, buf.size)
+    _refused(msg, [buf.fd], "commit marker offset", writer=writer)
+    struct.pack_into("<Q", msg, 24, 1 << 40)
+    _refused(msg, [buf.fd], "commit marker offset", writer=writer)
+    struct.pack_into("<Q", msg, 24, 0)  # inside the buffer but over the Y plane
+    _refused(msg, [buf.fd], "overlaps a plane", writer=writer)
+    f.release()
+    pool.close()
+
+
+def test_writer_commit_refuses_a_marker_offset_changed_after_receipt():
+    pool, f, msg, buf = _pool_message()
+    a, b = seqpacket_pair()
+    rx = FrameReceiver(b, writer=True)
+    _send_raw(a, msg, [buf.fd])
+    g = rx.recv(timeout=5)
+    g.metadata["commit_marker"] = g[0].buffer.size - MARKER_SIZE + 1
+    with pytest.raises(InvalidTensorError, match="not inside this frame's buffer"):
+        commit(g)
+    g.metadata["commit_marker"] = pool.marker_offset
+    commit(g)
+    assert read_marker(g[0].buffer.mapping(False).address, pool.marker_offset)[2] == g.metadata["sequence"]
+    g.release()
+    rx.close()
+    a.close()
+    f.release()
+    pool.close()
+
+
+def test_header_with_no_planes_and_a_commit_marker_is_a_protocol_error():
+    pool, f, msg, buf = _pool_message()
+    msg[_HEAD.size + 20] = 0  # planes
+    msg[_HEAD.size + 21] = 0  # fds
+    _refused(bytes(msg[:PLANE_AT]), [], "planes")  # was an IndexError
+    f.release()
+    pool.close()
+
+
+@pytest.mark.parametrize("what, at, value, match", [
+    ("UV plane with 0 channels", PLANE_AT + _PLANE.size + 32 + 16, 0, "shape"),
+    ("Y pitch 2**62", PLANE_AT + 64, 1 << 62, "row pitch"),
+    ("UV pitch 2**62", PLANE_AT + _PLANE.size + 64, 1 << 62, "row pitch"),
+    ("width that disagrees with the planes", _HEAD.size + 8, 8, "width/height and planes disagree"),
+    ("height that disagrees with the planes", _HEAD.size + 12, 24, "width/height and planes disagree"),
+    ("plane offset past the buffer", PLANE_AT + 8, 1 << 40, "beyond its buffer"),
+    ("dtype of another size", PLANE_AT + 2, int.from_bytes(b"<u2\0", "little"), "dtype"),
+])
+def test_bad_plane_fields_are_protocol_errors(what, at, value, match):
+    pool, f, msg, buf = _pool_message()
+    fmt = "<I" if at - _HEAD.size in (8, 12) and at < PLANE_AT else "<Q"
+    struct.pack_into(fmt, msg, at, value)
+    _refused(bytes(msg), [buf.fd], match)
+    f.release()
+    pool.close()
+
+
+def test_transport_errors_have_builtin_bases():
+    assert issubclass(PeerClosedError, InteropError) and issubclass(PeerClosedError, ConnectionError)
+    assert issubclass(ProtocolError, InteropError) and issubclass(ProtocolError, ValueError)
+    assert issubclass(TransportTimeoutError, InteropError) and issubclass(TransportTimeoutError, TimeoutError)
+    assert issubclass(PathInUseError, InteropError) and issubclass(PathInUseError, FileExistsError)
+
+
+def test_wire_codes_are_fixed_numbers():
+    from interop.transport import _CR_CODE, _CS_CODE
+
+    assert _CS_CODE == {None: 0, ColorSpace.BT601: 1, ColorSpace.BT709: 2, ColorSpace.BT2020: 3, ColorSpace.SRGB: 4}
+    assert _CR_CODE == {None: 0, ColorRange.LIMITED: 1, ColorRange.FULL: 2}
+    f = DMAContext().alloc_frame(FrameFormat.GRAY8, 16, 16)
+    f.colorspace, f.color_range = ColorSpace.BT2020, ColorRange.FULL
+    msg = _encode_frame(1, f, [f[0].buffer], 0, 2**64 - 1)
+    assert (msg[_HEAD.size + 22], msg[_HEAD.size + 23]) == (3, 2)
+    f.release()
+
+
+def test_server_refuses_to_remove_a_regular_file(tmp_path):
+    path = tmp_path / "frames.sock"
+    path.write_text("user data")
+    with pytest.raises(PathInUseError, match="not a socket"):
+        FrameServer(str(path))
+    assert path.read_text() == "user data"
+
+
+def test_server_refuses_to_take_over_a_live_servers_path(tmp_path):
+    path = str(tmp_path / "frames.sock")
+    with FrameServer(path) as first:
+        with pytest.raises(PathInUseError, match="live server"):
+            FrameServer(path)
+        rx = connect(path, timeout=5)  # the first server still owns its path
+        tx = first.accept(timeout=5)
+        f = DMAContext().alloc_frame(FrameFormat.GRAY8, 16, 16)
+        tx.send(f)
+        g = rx.recv(timeout=5)
+        assert g is not None
+        g.release()
+        tx.close()
+        rx.close()
+        f.release()
+
+
+def test_server_replaces_a_stale_socket(tmp_path):
+    path = str(tmp_path / "frames.sock")
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    dead.bind(path)
+    dead.close()  # the socket file stays: a server that died
+    with FrameServer(path) as srv:
+        rx = connect(path, timeout=5)
+        tx = srv.accept(timeout=5)
+        assert tx.alive
+        tx.close()
+        rx.close()
+    assert not os.path.exists(path)
