@@ -55,7 +55,9 @@ def map_dma_to_host(t: Tensor, mode: AccessMode, *, writable_alias: bool = False
     # The use ends when the array over the mapping is gone, not at release(): numpy views taken from the tensor
     # keep that array alive, and they must go on reading this frame, not the next one the pool hands out.
     buf.use()
-    weakref.finalize(arr, buf.unuse)
+    # Not at interpreter exit: handing the buffer back to its pool then would let a thread waiting in acquire()
+    # reuse it while a daemon thread still reads this view.
+    weakref.finalize(arr, buf.unuse).atexit = False
     if fd_synced:
         # the end-of-access ioctl needs an fd; dup'ing per mapping would cost a syscall, so keep the buffer
         out.on_release(_sync_end(buf, write, mode.reads or not write))
@@ -64,8 +66,11 @@ def map_dma_to_host(t: Tensor, mode: AccessMode, *, writable_alias: bool = False
 
 def _sync_end(buf: DMABuffer, write: bool, read: bool) -> Callable[[], None]:
     def end() -> None:
-        if not buf.closed:
-            nd.dma_buf_sync(buf.fd, False, write, read)
+        try:
+            fd = buf.fd
+        except InvalidTensorError:  # closed: its fd is gone, and with it anything to synchronise
+            return
+        nd.dma_buf_sync(fd, False, write, read)
     return end
 
 

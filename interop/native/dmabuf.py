@@ -12,6 +12,8 @@ import ctypes
 import ctypes.util
 import errno
 import fcntl
+import math
+import operator
 import os
 import stat
 import struct
@@ -19,7 +21,7 @@ import threading
 import weakref
 from dataclasses import dataclass
 
-from ..errors import InteropError, InvalidTensorError
+from ..errors import InteropError, InvalidTensorError, ResourceError
 
 
 def _IOW(t: str, nr: int, size: int) -> int:
@@ -57,8 +59,38 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 assert DMA_BUF_IOCTL_SYNC == 0x40086200 and UDMABUF_CREATE == 0x40187542 and DMA_HEAP_IOCTL_ALLOC == 0xC0184800
 
 
-class DmaBufError(InteropError):
-    """A dma-buf system call failed (allocation, mapping, synchronisation)."""
+class DmaBufError(InteropError, OSError):
+    """A dma-buf system call failed (mapping, synchronisation). Also an OSError carrying the call's errno."""
+
+
+FD_MAX = (1 << 31) - 1  # file descriptors are C ints
+U64_MAX = (1 << 64) - 1
+I64_MAX = (1 << 63) - 1
+
+
+def check_int(value: object, what: str, *, lo: int | None = 0, hi: int | None = I64_MAX) -> int:
+    """``value`` as an int in [lo, hi], or a typed error naming ``what``. The one validator of every integer argument
+    of the DMA API: Python ints and numpy integers pass; floats (even 4.0: 1.9 would otherwise be truncated to 1),
+    bools, None and strings are refused, as are values out of range: InvalidTensorError (a ValueError), as for
+    every integer argument of the library (info.as_int)."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        raise InvalidTensorError(f"{what} must be an integer, not a bool ({value!r})")
+    try:
+        v = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        hint = " (NaN)" if isinstance(value, float) and math.isnan(value) else ""
+        raise InvalidTensorError(f"{what} must be an integer, got {type(value).__name__} {value!r}{hint}: "
+                                f"pass a whole number (round it yourself if a computation gave a float)") from None
+    if lo is not None and v < lo:
+        raise InvalidTensorError(f"{what} is {v}, less than {lo}: check the value")
+    if hi is not None and v > hi:
+        raise InvalidTensorError(f"{what} is {v}, more than the largest allowed ({hi}): check the value")
+    return v
+
+
+def check_fd(fd: object, what: str = "a dma-buf fd") -> int:
+    """An fd argument: an int in [0, 2**31 - 1] (the kernel's range)."""
+    return check_int(fd, what, lo=0, hi=FD_MAX)
 
 
 def page_align(n: int) -> int:
@@ -88,7 +120,7 @@ def dma_buf_sync(fd: int, start: bool, write: bool, read: bool = True) -> bool:
                 continue
             if e.errno in (errno.ENOTTY, errno.EINVAL) and not is_dmabuf_fd(fd):
                 return False
-            raise DmaBufError(f"DMA_BUF_IOCTL_SYNC on fd {fd} failed: {e.strerror}") from e
+            raise DmaBufError(e.errno, f"DMA_BUF_IOCTL_SYNC on fd {fd} failed: {e.strerror}") from e
 
 
 # ---- allocation ---------------------------------------------------------------------------------------
@@ -97,8 +129,6 @@ def dma_buf_sync(fd: int, start: bool, write: bool, read: bool = True) -> bool:
 def fd_exhausted(e: OSError, what: str) -> OSError:
     """EMFILE/ENFILE as a ResourceError that says what to do; other errors as they are."""
     if e.errno in (errno.EMFILE, errno.ENFILE):
-        from ..errors import ResourceError
-
         return ResourceError(e.errno, f"cannot {what}: the process has no file descriptor left ({os.strerror(e.errno)}); "
                                       f"release frames you no longer need, or raise the limit (ulimit -n)")
     return e
@@ -114,8 +144,7 @@ def dup_fd(fd: int) -> int:
 
 def memfd_alloc(size: int, name: str = "interop-dma") -> int:
     """A memfd of ``size`` bytes, sealed SHRINK|GROW|SEAL so no holder can change its size. CLOEXEC."""
-    if size <= 0:
-        raise InvalidTensorError(f"cannot allocate {size} bytes: give a positive size")
+    size = check_size(size)
     try:
         fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     except OSError as e:
@@ -162,6 +191,28 @@ def udmabuf_alloc(size: int) -> int:
         os.close(mfd)
 
 
+def check_size(size: object, what: str = "size") -> int:
+    """An allocation size: a positive integer no larger than this machine's memory (a sparse memfd of a TiB would
+    be created and mapped without complaint, then kill the process when touched)."""
+    n = check_int(size, what, lo=1)
+    if n > _PHYS_BYTES:
+        raise ResourceError(errno.ENOMEM, f"cannot allocate {n} bytes: this machine has {_PHYS_BYTES} bytes of memory; "
+                                          f"check the frame size")
+    return n
+
+
+try:
+    _PHYS_BYTES = os.sysconf("SC_PHYS_PAGES") * PAGE
+except (ValueError, OSError):  # pragma: no cover - every Linux has it
+    _PHYS_BYTES = I64_MAX
+
+KINDS = ("dma_heap", "udmabuf", "memfd")
+# errnos that say an allocator cannot work in this process at all (no device, no permission, no driver support):
+# only these take it out of available_kinds(); running out of fds or memory is transient and says nothing about it
+_PERMANENT = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENODEV, errno.ENXIO, errno.ENOTTY,
+                        errno.EOPNOTSUPP, errno.ENOSYS})
+_TRANSIENT_RESOURCE = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOSPC, errno.EAGAIN})
+
 _kinds_lock = threading.Lock()
 _kind_broken: set[str] = set()
 
@@ -177,28 +228,51 @@ def available_kinds() -> list[str]:
     return out
 
 
+def check_kind(kind: object) -> str | None:
+    """An allocator name argument: None (the best available) or one of KINDS."""
+    if kind is None:
+        return None
+    if not isinstance(kind, str):
+        raise InvalidTensorError(f"an allocator kind is a str ({', '.join(map(repr, KINDS))}) or None, "
+                                f"not {type(kind).__name__}")
+    if kind not in KINDS:
+        raise InvalidTensorError(f"unknown allocator {kind!r}: use one of {', '.join(map(repr, KINDS))} (or None)")
+    return kind
+
+
+_ALLOCATORS = {"dma_heap": lambda n: heap_alloc(n), "udmabuf": lambda n: udmabuf_alloc(n),
+               "memfd": lambda n: memfd_alloc(n)}
+
+
 def allocate(size: int, kind: str | None = None) -> tuple[int, str]:
-    """Allocate ``size`` bytes: a dma-buf heap, else udmabuf, else a sealed memfd. Returns (fd, kind); we own fd."""
-    if size <= 0:
-        raise InvalidTensorError(f"cannot allocate {size} bytes: give a positive size")
+    """Allocate ``size`` bytes: a dma-buf heap, else udmabuf, else a sealed memfd. Returns (fd, kind); we own fd.
+
+    Running out of fds or memory raises ResourceError (an OSError with the errno) at once: another allocator
+    needs an fd too. An allocator that fails for good (ENOENT, EACCES, ENODEV …) is not tried again in this
+    process; one that fails for a transient reason is.
+    """
+    size = check_size(size)
+    kind = check_kind(kind)
     kinds = [kind] if kind else available_kinds()
-    last: Exception | None = None
+    last: OSError | None = None
     for k in kinds:
         try:
-            if k == "dma_heap":
-                return heap_alloc(size), k
-            if k == "udmabuf":
-                return udmabuf_alloc(size), k
-            if k == "memfd":
-                return memfd_alloc(size), k
-            raise InvalidTensorError(f"unknown allocator {k!r}: use 'dma_heap', 'udmabuf' or 'memfd'")
+            return _ALLOCATORS[k](size), k
+        except ResourceError:
+            raise
         except OSError as e:
+            if e.errno in (errno.EMFILE, errno.ENFILE):
+                raise fd_exhausted(e, f"allocate {size} bytes ({k})") from e
             last = e
-            if kind:
-                break
-            with _kinds_lock:  # a device that refuses once (permissions, no memory for CMA) is not tried again
-                _kind_broken.add(k)
-    raise DmaBufError(f"could not allocate {size} bytes ({', '.join(kinds)}): {last}")
+            if e.errno in _PERMANENT and not kind:
+                with _kinds_lock:
+                    _kind_broken.add(k)
+    assert last is not None
+    err = last.errno or errno.EIO
+    msg = f"could not allocate {size} bytes ({', '.join(kinds)}): {last.strerror or last}"
+    if err in _TRANSIENT_RESOURCE:
+        raise ResourceError(err, msg + "; release frames you no longer need") from last
+    raise DmaBufError(err, msg) from last
 
 
 # ---- fd checks ----------------------------------------------------------------------------------------
@@ -232,11 +306,16 @@ def seals(fd: int) -> int:
 
 def inspect_fd(fd: object) -> FdInfo:
     """Check that ``fd`` is an open fd that can back a tensor; raise InvalidTensorError saying what is wrong."""
-    if isinstance(fd, bool) or not isinstance(fd, int):
+    try:
+        fd = check_int(fd, "a dma-buf fd", lo=None, hi=None)
+    except InvalidTensorError:
         raise InvalidTensorError(f"a dma-buf fd must be an int file descriptor, not {type(fd).__name__}; "
-                                 f"pass f.fileno() for file objects")
+                                f"pass f.fileno() for file objects") from None
     if fd < 0:
         raise InvalidTensorError(f"fd {fd} is negative: pass the file descriptor of an open dma-buf or memfd")
+    if fd > FD_MAX:
+        raise InvalidTensorError(f"fd {fd} is larger than any file descriptor: pass the file descriptor of an open "
+                                 f"dma-buf or memfd")
     try:
         st = os.fstat(fd)
     except OSError as e:
@@ -313,7 +392,10 @@ class Mapping:
         if addr is None or addr == _MAP_FAILED:
             err = ctypes.get_errno()
             hint = " (the fd is read-only: map it with AccessMode.READ)" if err == errno.EACCES else ""
-            raise DmaBufError(f"mmap of fd {fd} ({length} bytes) failed: {os.strerror(err)}{hint}")
+            msg = f"mmap of fd {fd} ({length} bytes) failed: {os.strerror(err)}{hint}"
+            if err in _TRANSIENT_RESOURCE:
+                raise ResourceError(err, msg + "; release mappings and frames you no longer need")
+            raise DmaBufError(err, msg)
         self.address = int(addr)
         self.length = int(length)
         self.writable = bool(writable)
@@ -322,6 +404,8 @@ class Mapping:
             _live[self.address] = weakref.ref(self)
             _stats["mappings"] += 1
         self._fin = weakref.finalize(self, _unmap, self.address, self.length)
+        # Not at interpreter exit: a daemon thread may still read or write through a view; the OS unmaps at exit.
+        self._fin.atexit = False
 
     @property
     def owner(self) -> object | None:

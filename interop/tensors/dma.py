@@ -9,7 +9,6 @@ fd-passing semantics, no cache maintenance, no device import).
 from __future__ import annotations
 
 import ctypes
-import functools
 import os
 import struct
 import threading
@@ -21,9 +20,9 @@ import numpy as np
 
 from ..backends import BackendReport, register_probe
 from ..context import Context, register_default_context
-from ..errors import InteropError, InvalidTensorError, UnsupportedFormatError
+from ..errors import InteropError, InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError
 from ..frame import Frame
-from ..info import TensorInfo, as_int, packed_offsets, plane_infos, plane_layout
+from ..info import TensorInfo, packed_offsets, plane_infos, plane_layout
 from ..native import dmabuf as nd
 from ..tensor import Tensor
 from ..types import FrameFormat, MemoryType
@@ -33,11 +32,17 @@ from ..types import FrameFormat, MemoryType
 
 def fourcc(code: str) -> int:
     """DRM fourcc of a 4-character code, e.g. fourcc('NV12') == 0x3231564e."""
+    if not isinstance(code, str):
+        raise UnsupportedTypeError(f"fourcc() takes a code of 1 to 4 ASCII characters such as 'NV12', "
+                                   f"not {type(code).__name__}")
+    if not 1 <= len(code) <= 4 or not code.isascii():
+        raise InvalidTensorError(f"a fourcc code is 1 to 4 ASCII characters such as 'NV12', got {code!r}")
     c = code.ljust(4).encode("ascii")
     return c[0] | c[1] << 8 | c[2] << 16 | c[3] << 24
 
 
 def fourcc_str(value: int) -> str:
+    value = nd.check_int(value, "a DRM fourcc", hi=0xFFFFFFFF)
     return bytes((value >> s) & 0xFF for s in (0, 8, 16, 24)).decode("ascii", "replace")
 
 
@@ -54,6 +59,7 @@ _FORMAT_OF_FOURCC = {v: k for k, v in DRM_FOURCC.items()}
 
 
 def drm_fourcc_of(fmt: FrameFormat) -> int:
+    fmt = _check_format(fmt)
     try:
         return DRM_FOURCC[fmt]
     except KeyError:
@@ -61,11 +67,48 @@ def drm_fourcc_of(fmt: FrameFormat) -> int:
 
 
 def format_of_fourcc(value: int) -> FrameFormat:
+    value = nd.check_int(value, "a DRM fourcc", hi=0xFFFFFFFF)
     try:
-        return _FORMAT_OF_FOURCC[int(value)]
+        return _FORMAT_OF_FOURCC[value]
     except KeyError:
         raise UnsupportedFormatError(f"DRM fourcc {fourcc_str(int(value))!r} ({int(value):#x}) has no interop FrameFormat; "
                                      f"supported: {', '.join(fourcc_str(v) for v in _FORMAT_OF_FOURCC)}") from None
+
+
+def _check_format(fmt: object) -> FrameFormat:
+    if not isinstance(fmt, FrameFormat):
+        raise UnsupportedTypeError(f"format must be an interop.FrameFormat (e.g. FrameFormat.NV12), "
+                                   f"not {type(fmt).__name__} {fmt!r}")
+    return fmt
+
+
+# frame sizes beyond this are refused up front: no video or DRM format goes near it, and the plane arithmetic of a
+# width of 2**40 would ask the allocator for exabytes
+MAX_DIMENSION = 1 << 16
+
+
+def _check_dims(width: object, height: object) -> tuple[int, int]:
+    return (nd.check_int(width, "width", lo=1, hi=MAX_DIMENSION),
+            nd.check_int(height, "height", lo=1, hi=MAX_DIMENSION))
+
+
+def _check_timeout(timeout: object) -> float | None:
+    """A timeout argument: None (wait for ever) or a finite number of seconds >= 0 (0 polls)."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float, np.integer, np.floating)):
+        raise InvalidTensorError(f"timeout must be a number of seconds or None, not {type(timeout).__name__}")
+    t = float(timeout)
+    if not t >= 0 or t == float("inf"):  # NaN fails every comparison; a NaN wait spins for ever
+        raise InvalidTensorError(f"timeout must be a finite number of seconds >= 0 (0 polls, None waits for ever), "
+                                 f"got {timeout!r}")
+    return t
+
+
+def _check_bool(value: object, what: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidTensorError(f"{what} must be True or False, not {type(value).__name__} {value!r}")
+    return bool(value)
 
 
 # ---- buffers -------------------------------------------------------------------------------------------
@@ -93,12 +136,13 @@ class DMABuffer:
 
     Tensors over it count as users; when the last user is gone the ``on_free`` callbacks run and, unless the
     buffer is ``persistent`` (pool buffers), the fd is closed. Mappings are made once and cached.
+    ``fd`` raises InvalidTensorError once the buffer is closed: a closed fd's number is soon reused by another file.
     """
 
     def __init__(self, fd: int, size: int, *, kind: str, is_dmabuf: bool, writable: bool = True,
                  sealed: bool = True, persistent: bool = False):
-        self.fd = int(fd)
-        self.size = int(size)
+        self._fd = nd.check_fd(fd)
+        self.size = nd.check_int(size, "size", lo=0)
         self.kind = kind
         self.is_dmabuf = bool(is_dmabuf)
         self.fd_writable = bool(writable)
@@ -113,13 +157,29 @@ class DMABuffer:
         self.syncable: bool | None = None  # whether DMA_BUF_IOCTL_SYNC works on the fd (found on first access)
         with _live_lock:
             _live_buffers["open"] += 1
-        self._fin = weakref.finalize(self, _close_fd, self.fd, _live_buffers)
+        self._fin = weakref.finalize(self, _close_fd, self._fd, _live_buffers)
+        # Not at interpreter exit: another thread may still be inside a call on the fd; the OS closes it at exit.
+        self._fin.atexit = False
 
     @classmethod
     def allocate(cls, size: int, *, kind: str | None = None, persistent: bool = False) -> DMABuffer:
+        """A new buffer of ``size`` bytes (see native.dmabuf.allocate). Out of fds or memory: ResourceError."""
+        size = nd.check_size(size)
         fd, got = nd.allocate(size, kind)
         real = got != "memfd"
-        return cls(fd, nd.page_align(size) if real else size, kind=got, is_dmabuf=real, persistent=persistent)
+        try:
+            return cls(fd, nd.page_align(size) if real else size, kind=got, is_dmabuf=real, persistent=persistent)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @property
+    def fd(self) -> int:
+        """Our fd. Raises InvalidTensorError once the buffer is closed (never a number another file may now hold)."""
+        if self._closed:
+            raise InvalidTensorError(f"this DMA buffer was closed (its fd {self._fd} is gone and the number may "
+                                     f"belong to another file now): wrap the fd again or take a new frame")
+        return self._fd
 
     @property
     def closed(self) -> bool:
@@ -152,6 +212,17 @@ class DMABuffer:
         if not self.persistent:
             self.close()
 
+    def close_when_free(self) -> None:
+        """Close the fd now if no tensor uses the buffer, else when the last user lets go (FramePool.close()):
+        a frame still held keeps a valid fd and mapping until it is released."""
+        with self._lock:
+            self.persistent = False
+            if self._users > 0 or self._closed:
+                return
+            self._closed = True  # under the lock: no use() can slip in between the check and the close
+            self._maps.clear()
+        self._fin()
+
     def on_free(self, cb: Callable[[], None]) -> None:
         """Run ``cb`` each time the last user lets go (pool return, DONE message to a producer)."""
         self._on_free.append(cb)
@@ -179,7 +250,7 @@ class DMABuffer:
         self._fin()
 
     def __repr__(self) -> str:
-        return f"<DMABuffer fd={self.fd} size={self.size} {self.kind}{' closed' if self._closed else ''}>"
+        return f"<DMABuffer fd={self._fd} size={self.size} {self.kind}{' closed' if self._closed else ''}>"
 
 
 # ---- context -------------------------------------------------------------------------------------------
@@ -191,7 +262,7 @@ class DMAContext(Context):
     memory_type = MemoryType.DMA
 
     def __init__(self, kind: str | None = None):
-        super().__init__(native=None, device=kind or nd.available_kinds()[0])
+        super().__init__(native=None, device=nd.check_kind(kind) or nd.available_kinds()[0])
 
     def key(self) -> Any:
         return "dma"
@@ -206,17 +277,28 @@ class DMAContext(Context):
 
     def alloc_tensor(self, info: TensorInfo) -> DMATensor:
         """A new buffer holding ``info`` (C-contiguous strides are kept as given)."""
+        if type(info) is not TensorInfo:
+            raise UnsupportedTypeError(f"info must be an interop.TensorInfo, not {type(info).__name__}")
         buf = self.allocate(max(info.extent, 1))
-        t = DMATensor(buf, info, context=self)
-        return t
+        try:
+            return DMATensor(buf, info, context=self)
+        except BaseException:
+            buf.close()
+            raise
 
     def alloc_frame(self, format: FrameFormat, width: int, height: int, *, pitch_align: int = 64) -> Frame:
-        width, height = as_int(width, "width"), as_int(height, "height")
         """A new frame, all planes in one buffer one after another, rows padded to ``pitch_align`` bytes."""
+        format = _check_format(format)
+        width, height = _check_dims(width, height)
         pitches = aligned_pitches(format, width, pitch_align)
         offsets, total = packed_offsets(format, width, height, pitches)
         buf = self.allocate(total)
-        return _frame_on(buf, format, width, height, offsets, pitches, self)
+        try:
+            return _frame_on(buf, format, width, height, offsets, pitches, self)
+        except BaseException:
+            if buf.users == 0:
+                buf.close()
+            raise
 
 
 register_default_context(MemoryType.DMA, DMAContext)
@@ -246,10 +328,10 @@ class DMATensor(Tensor):
                  parent: Any = None, writable: bool = True):
         if not isinstance(buffer, DMABuffer):
             raise InvalidTensorError(f"DMATensor wraps a DMABuffer, not {type(buffer).__name__}; use DMATensor.from_fd(fd, info=...)")
-        _check_layout(buffer.size, int(offset), info, f"fd {buffer.fd}")
-        drm_modifier = int(drm_modifier)
-        if not 0 <= drm_modifier < 1 << 64 or not 0 <= int(drm_fourcc) < 1 << 32:
-            raise InvalidTensorError(f"drm_modifier must fit 64 unsigned bits and drm_fourcc 32, got {drm_modifier:#x}, {int(drm_fourcc):#x}")
+        offset = nd.check_int(offset, "offset", lo=None, hi=None)
+        _check_layout(buffer.size, offset, info, f"fd {buffer.fd}")
+        drm_modifier = nd.check_int(drm_modifier, "drm_modifier (64 unsigned bits)", hi=nd.U64_MAX)
+        drm_fourcc = nd.check_int(drm_fourcc, "drm_fourcc (32 unsigned bits)", hi=0xFFFFFFFF)
         buffer.use()
         super().__init__(buffer, info, context=context or _default_ctx(), parent=parent,
                          writable=writable and buffer.fd_writable)
@@ -264,6 +346,11 @@ class DMATensor(Tensor):
                 drm_modifier: int = 0, take_ownership: bool = False, context: Context | None = None,
                 parent: Any = None) -> DMATensor:
         """Wrap a caller's dma-buf (or memfd, or file) fd. The tensor keeps its own dup unless ``take_ownership``."""
+        if type(info) is not TensorInfo:
+            raise UnsupportedTypeError(f"info must be an interop.TensorInfo, not {type(info).__name__}")
+        offset = nd.check_int(offset, "offset", lo=None, hi=None)
+        nd.check_int(drm_modifier, "drm_modifier (64 unsigned bits)", hi=nd.U64_MAX)
+        nd.check_int(drm_fourcc, "drm_fourcc (32 unsigned bits)", hi=0xFFFFFFFF)
         buf = buffer_from_fd(fd, size=size, take_ownership=take_ownership)
         try:
             return cls(buf, info, offset=offset, drm_fourcc=drm_fourcc, drm_modifier=drm_modifier,
@@ -274,39 +361,51 @@ class DMATensor(Tensor):
             raise
 
     # -- handles ---------------------------------------------------------------------------------------
+    # Every handle raises InvalidTensorError once the tensor is released or its buffer closed: a stale fd number
+    # or offset handed to another API would act on whatever file or memory took its place.
+    def _live_buffer(self) -> DMABuffer:
+        self._check()
+        b = self._buffer
+        if b.closed:
+            raise InvalidTensorError("the DMA buffer under this tensor was closed (DMABuffer.close()): its fd is "
+                                     "gone; wrap the fd again or take a new frame")
+        return b
+
     @property
     def buffer(self) -> DMABuffer:
-        self._check()
-        return self._buffer
+        return self._live_buffer()
 
     @property
     def fd(self) -> int:
-        self._check()
-        return self._buffer.fd
+        return self._live_buffer().fd
 
     @property
     def offset(self) -> int:
+        self._live_buffer()
         return self._offset
 
     @property
     def pitch(self) -> int:
+        self._live_buffer()
         return self._info.strides[0] if self._info.ndim else 0
 
     @property
     def size(self) -> int:
-        return self._buffer.size
+        return self._live_buffer().size
 
     @property
     def drm_fourcc(self) -> int:
+        self._live_buffer()
         return self._drm_fourcc
 
     @property
     def drm_modifier(self) -> int:
+        self._live_buffer()
         return self._drm_modifier
 
     @property
     def is_dmabuf(self) -> bool:
-        return self._buffer.is_dmabuf
+        return self._live_buffer().is_dmabuf
 
     def _view(self, offset: int, info: TensorInfo) -> Tensor:
         return DMATensor(self._buffer, info, offset=self._offset + offset, drm_fourcc=self._drm_fourcc,
@@ -334,21 +433,31 @@ def _check_layout(size: int, offset: int, info: TensorInfo, what: str) -> None:
 def buffer_from_fd(fd: int, *, size: int | None = None, take_ownership: bool = False,
                    require_sealed: bool = False) -> DMABuffer:
     """Check ``fd`` and make a DMABuffer over our own dup of it (or over ``fd`` itself with take_ownership)."""
+    if size is not None:
+        size = nd.check_int(size, "size", lo=None)
+        if size <= 0:
+            raise InvalidTensorError(f"size {size} must be positive: give the buffer's size in bytes (or None)")
+    take_ownership = _check_bool(take_ownership, "take_ownership")
+    require_sealed = _check_bool(require_sealed, "require_sealed")
     fi = nd.inspect_fd(fd)
+    fd = nd.check_fd(fd)
     if fi.size is None and size is None:
         raise InvalidTensorError(f"the size of fd {fd} cannot be found: pass size=")
     if size is not None:
-        if int(size) <= 0:
-            raise InvalidTensorError(f"size {size} must be positive")
-        if fi.size is not None and int(size) > fi.size:
+        if fi.size is not None and size > fi.size:
             raise InvalidTensorError(f"size={size} is larger than fd {fd} ({fi.kind}, {fi.size} bytes): "
                                      f"the buffer is too short; pass its real size")
     if require_sealed and not fi.sealed:
         raise InvalidTensorError(f"fd {fd} is an unsealed {fi.kind}: a peer could truncate it and crash this process "
                                  f"with SIGBUS; allocate shared frames with interop's allocator (sealed memfds or dma-bufs)")
     own = fd if take_ownership else nd.dup_fd(fd)
-    return DMABuffer(own, int(size) if size is not None else int(fi.size or 0), kind=fi.kind,
-                     is_dmabuf=fi.is_dmabuf, writable=fi.writable, sealed=fi.sealed)
+    try:
+        return DMABuffer(own, size if size is not None else int(fi.size or 0), kind=fi.kind,
+                         is_dmabuf=fi.is_dmabuf, writable=fi.writable, sealed=fi.sealed)
+    except BaseException:
+        if not take_ownership:
+            os.close(own)
+        raise
 
 
 # ---- frames --------------------------------------------------------------------------------------------
@@ -357,6 +466,9 @@ def buffer_from_fd(fd: int, *, size: int | None = None, take_ownership: bool = F
 def aligned_pitches(format: FrameFormat, width: int, align: int = 64) -> list[int]:
     """Row pitches for ``format``: the first plane rounded up to ``align``; subsampled planar chroma at half
     that pitch (the layout FFmpeg's yuv420p/nv12 buffers use)."""
+    format = _check_format(format)
+    width = nd.check_int(width, "width", lo=1, hi=MAX_DIMENSION)
+    align = nd.check_int(align, "pitch_align", lo=1, hi=1 << 20)
     specs = plane_layout(format)
     first = -(-specs[0].row_bytes(width) // align) * align
     out = []
@@ -377,8 +489,11 @@ def _frame_on(buf: DMABuffer, format: FrameFormat, width: int, height: int, offs
 
 def dma_frame(planes: list[DMATensor], format: FrameFormat, width: int, height: int, **kw: Any) -> Frame:
     """A Frame of DMA planes (each plane its own fd/offset/pitch, or several planes of one buffer)."""
-    if not planes or not all(isinstance(p, DMATensor) for p in planes):
+    if isinstance(planes, (str, bytes)) or not isinstance(planes, Sequence) or not planes \
+            or not all(isinstance(p, DMATensor) for p in planes):
         raise InvalidTensorError("dma_frame() takes a list of DMATensor planes")
+    format = _check_format(format)
+    width, height = _check_dims(width, height)
     return Frame(planes, format, width, height, context=kw.pop("context", None) or planes[0].context, **kw)
 
 
@@ -390,16 +505,23 @@ def frame_from_fds(fds: int | Sequence[int], format: FrameFormat, width: int, he
     ``pitches`` are bytes per row of each plane (default: tight rows); ``offsets`` default to planes one after
     another. Each distinct fd is dup'ed once (unless ``take_ownership``).
     """
+    format = _check_format(format)
+    width, height = _check_dims(width, height)
     specs = plane_layout(format)
-    if isinstance(fds, (int, np.integer)):
-        fd_list = [int(fds)] * len(specs)
+    if isinstance(fds, (int, np.integer)) and not isinstance(fds, bool):
+        fd_list = [nd.check_fd(fds, "fd")] * len(specs)
     else:
-        try:
-            fd_list = [as_int(fd, "an fd") for fd in fds]
-        except TypeError:
-            raise InvalidTensorError(f"fds must be an fd (int) or one fd per plane, not {type(fds).__name__}") from None
+        if not isinstance(fds, Sequence) or isinstance(fds, (str, bytes)):
+            raise InvalidTensorError(f"fds must be an fd (int) or one fd per plane, not {type(fds).__name__}")
+        fd_list = [nd.check_fd(fd, f"fds[{i}]") for i, fd in enumerate(fds)]
     if len(fd_list) != len(specs):
         raise InvalidTensorError(f"a {format.name} frame has {len(specs)} planes; give one fd or {len(specs)} fds")
+    offsets = _int_list(offsets, "offsets")
+    pitches = _int_list(pitches, "pitches")
+    if size is not None:
+        size = nd.check_int(size, "size", lo=1)
+    drm_modifier = nd.check_int(drm_modifier, "drm_modifier (64 unsigned bits)", hi=nd.U64_MAX)
+    take_ownership = _check_bool(take_ownership, "take_ownership")
     if offsets is not None and len(offsets) != len(specs):
         raise InvalidTensorError(f"a {format.name} frame has {len(specs)} planes but {len(offsets)} offsets were given: "
                                  f"give one byte offset per plane (or none, for planes one after another)")
@@ -408,7 +530,7 @@ def frame_from_fds(fds: int | Sequence[int], format: FrameFormat, width: int, he
                                  f"give one pitch (bytes per row) per plane")
     if pitches is not None:
         for spec, p in zip(specs, pitches):
-            if int(p) < spec.row_bytes(width):
+            if p < spec.row_bytes(width):
                 raise InvalidTensorError(f"pitch {p} of plane {spec.name} is smaller than its row of {spec.row_bytes(width)} "
                                          f"bytes for a {width}-wide {format.name} frame: pass the buffer's real pitch (stride)")
     infos = plane_infos(format, width, height, list(pitches) if pitches is not None else None)
@@ -430,6 +552,16 @@ def frame_from_fds(fds: int | Sequence[int], format: FrameFormat, width: int, he
                 b.close()
         raise
     return dma_frame(planes, format, width, height)
+
+
+def _int_list(values: Sequence[int] | None, what: str) -> list[int] | None:
+    """A per-plane list of non-negative integers (offsets, pitches), each checked: no float is truncated."""
+    if values is None:
+        return None
+    if not isinstance(values, Sequence) or isinstance(values, (str, bytes)):
+        if not isinstance(values, np.ndarray):
+            raise InvalidTensorError(f"{what} must be a list of integers (one per plane), not {type(values).__name__}")
+    return [nd.check_int(v, f"{what}[{i}]") for i, v in enumerate(values)]
 
 
 def buffers_of(frame: Frame) -> list[DMABuffer]:
@@ -462,12 +594,66 @@ def write_marker(mapping_addr: int, offset: int, state: int, seq: int) -> None:
     ctypes.memmove(mapping_addr + offset, struct.pack("<II", MARKER_MAGIC, state), 8)
 
 
+class PoolClosedError(InteropError):
+    """The FramePool was closed: no frame can be acquired from it any more."""
+
+
+class PoolTimeoutError(InteropError, TimeoutError):
+    """``FramePool.acquire(timeout=...)`` found no free buffer in time (also a TimeoutError)."""
+
+
 class PoolSlot:
+    """One buffer of a FramePool: its index, the sequence number of its latest frame, where its marker lives.
+
+    The slot holds its pool weakly, and strongly only while a frame of it is out (so that a frame taken from a pool
+    nobody else holds still goes back to it, and can still be committed): pool -> buffer -> slot -> pool never
+    forms a cycle at rest, and a dropped pool's fds are closed by reference counting, not by the cyclic GC.
+    """
+
+    __slots__ = ("_pool_ref", "_held_pool", "index", "_buffer_ref", "seq", "marker_offset", "__weakref__")
+
     def __init__(self, pool: FramePool, index: int, buffer: DMABuffer):
-        self.pool = pool
+        self._pool_ref = weakref.ref(pool)
+        self._held_pool: FramePool | None = None
         self.index = index
-        self.buffer = buffer
+        self._buffer_ref = weakref.ref(buffer)
         self.seq = 0
+        self.marker_offset = pool.marker_offset
+
+    @property
+    def pool(self) -> FramePool:
+        p = self._held_pool or self._pool_ref()
+        if p is None:
+            raise InvalidTensorError("the FramePool of this buffer is gone")
+        return p
+
+    @property
+    def buffer(self) -> DMABuffer:
+        b = self._buffer_ref()
+        if b is None:
+            raise InvalidTensorError("the buffer of this pool slot is gone")
+        return b
+
+
+class _GiveBack:
+    """A pool buffer's on-free callback. Holds the slot weakly: a buffer must not keep its pool alive at rest."""
+
+    __slots__ = ("_slot",)
+
+    def __init__(self, slot: PoolSlot):
+        self._slot = weakref.ref(slot)
+
+    def __call__(self) -> None:
+        slot = self._slot()
+        if slot is None:
+            return
+        pool = slot._held_pool or slot._pool_ref()
+        slot._held_pool = None  # no frame of this slot is out: drop the strong reference to the pool
+        if pool is not None:
+            pool._give_back(slot.index)
+
+
+MAX_POOL_SIZE = 4096
 
 
 class FramePool:
@@ -477,14 +663,20 @@ class FramePool:
 
     Each buffer ends with a 16-byte commit marker (magic, state, sequence) after the planes, so a consumer can tell a
     frame whose writer died mid-write (state WRITING) from a complete one.
+
+    Lifetime: the pool's buffers do not refer back to it (only weakly), so dropping the pool closes the fds of its
+    free buffers at once; buffers of frames still held close when those frames are released. ``close()`` does the
+    same explicitly (see there).
     """
 
     def __init__(self, format: FrameFormat, width: int, height: int, count: int = 4, *, pitch_align: int = 64,
                  context: DMAContext | None = None):
-        count, width, height = as_int(count, "count"), as_int(width, "width"), as_int(height, "height")
-        if count <= 0:
-            raise InvalidTensorError(f"a FramePool needs at least one buffer, got count={count}")
-        self.format, self.width, self.height = format, int(width), int(height)
+        format = _check_format(format)
+        width, height = _check_dims(width, height)
+        count = nd.check_int(count, "count", lo=1, hi=MAX_POOL_SIZE)
+        if context is not None and not isinstance(context, DMAContext):
+            raise UnsupportedTypeError(f"context must be a DMAContext or None, not {type(context).__name__}")
+        self.format, self.width, self.height = format, width, height
         self.context = context or _default_ctx()
         self.pitches = aligned_pitches(format, width, pitch_align)
         self.offsets, data = packed_offsets(format, width, height, self.pitches)
@@ -493,19 +685,33 @@ class FramePool:
         self._cond = threading.Condition()
         self._free: list[int] = []
         self._closed = False
+        self._buffers: list[DMABuffer] = []
         self.slots: list[PoolSlot] = []
-        for i in range(count):
-            buf = DMABuffer.allocate(self.buffer_size, kind=self.context.device, persistent=True)
-            slot = PoolSlot(self, i, buf)
-            buf.pool_slot = slot
-            buf.on_free(functools.partial(self._give_back, i))
-            self.slots.append(slot)
-            self._free.append(i)
-            write_marker(buf.mapping(True).address, self.marker_offset, MARKER_COMMITTED, 0)
+        try:
+            for i in range(count):
+                buf = DMABuffer.allocate(self.buffer_size, kind=self.context.device, persistent=True)
+                self._buffers.append(buf)
+                slot = PoolSlot(self, i, buf)
+                buf.pool_slot = slot
+                buf.on_free(_GiveBack(slot))
+                self.slots.append(slot)
+                self._free.append(i)
+                write_marker(buf.mapping(True).address, self.marker_offset, MARKER_COMMITTED, 0)
+        except BaseException:
+            # a pool that cannot be completed (EMFILE half way) gives back every fd it took: the next one may fit
+            for b in self._buffers:
+                b.close()
+            self._buffers.clear()
+            self.slots.clear()
+            raise
 
     @property
     def size(self) -> int:
         return len(self.slots)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     @property
     def free_count(self) -> int:
@@ -514,49 +720,64 @@ class FramePool:
 
     def _give_back(self, i: int) -> None:
         with self._cond:
-            if i not in self._free:
+            if i not in self._free and not self._closed:
                 self._free.append(i)
             self._cond.notify()
 
     def acquire(self, timeout: float | None = None) -> Frame:
-        """A free frame of the pool (waits up to ``timeout`` seconds; None waits for ever). Marked WRITING."""
+        """A free frame of the pool, marked WRITING. Waits up to ``timeout`` seconds (a finite number >= 0; 0 polls;
+        None waits for ever): PoolTimeoutError (a TimeoutError) when none came free. PoolClosedError after close()."""
+        timeout = _check_timeout(timeout)
         with self._cond:
             if self._closed:
-                raise InteropError("this FramePool was closed")
+                raise PoolClosedError("this FramePool was closed: make a new one")
             if not self._cond.wait_for(lambda: self._free or self._closed, timeout):
-                raise TimeoutError(f"no free buffer in the pool of {self.size} within {timeout} s: release frames "
-                                   f"(consumers must release received frames) or make a larger pool")
+                raise PoolTimeoutError(f"no free buffer in the pool of {self.size} within {timeout} s: release frames "
+                                       f"(consumers must release received frames) or make a larger pool")
             if self._closed:
-                raise InteropError("this FramePool was closed")
+                raise PoolClosedError("this FramePool was closed while waiting for a free buffer: make a new one")
             i = self._free.pop(0)
             slot = self.slots[i]
+            buf = self._buffers[i]
             slot.seq += 1
             seq = slot.seq
-        write_marker(slot.buffer.mapping(True).address, self.marker_offset, MARKER_WRITING, seq)
-        f = _frame_on(slot.buffer, self.format, self.width, self.height, self.offsets, self.pitches, self.context)
+            slot._held_pool = self
+        try:
+            write_marker(buf.mapping(True).address, self.marker_offset, MARKER_WRITING, seq)
+            f = _frame_on(buf, self.format, self.width, self.height, self.offsets, self.pitches, self.context)
+        except BaseException:
+            if buf.users == 0:
+                slot._held_pool = None
+                self._give_back(i)
+            raise
         f.metadata["pool_slot"] = i
         return f
 
     def commit(self, frame: Frame) -> int:
         """Mark ``frame``'s buffer complete (after the payload is written). Returns its sequence number."""
         slot = self.slot_of(frame)
-        write_marker(slot.buffer.mapping(True).address, self.marker_offset, MARKER_COMMITTED, slot.seq)
+        write_marker(self._buffers[slot.index].mapping(True).address, self.marker_offset, MARKER_COMMITTED, slot.seq)
         return slot.seq
 
     def slot_of(self, frame: Frame) -> PoolSlot:
+        if not isinstance(frame, Frame):
+            raise UnsupportedTypeError(f"expected a Frame of this FramePool, not {type(frame).__name__}")
         bufs = buffers_of(frame)
         slot = getattr(bufs[0], "pool_slot", None)
-        if slot is None or slot.pool is not self:
+        if slot is None or slot._pool_ref() is not self:
             raise InvalidTensorError("this frame does not come from this FramePool")
         return slot
 
     def close(self) -> None:
-        """Close every buffer's fd (mappings already handed out stay valid until their views are gone)."""
+        """Close the pool: no more acquire() (waiters get PoolClosedError). Free buffers' fds are closed now; a
+        buffer whose frame is still held (or mapped, or sent to a consumer) keeps its fd and mapping until the
+        last user releases it, then its fd is closed: a held frame's ``fd`` is never a closed or reused number."""
         with self._cond:
             self._closed = True
+            self._free.clear()
             self._cond.notify_all()
-        for s in self.slots:
-            s.buffer.close()
+        for b in self._buffers:
+            b.close_when_free()
 
     def __enter__(self) -> FramePool:
         return self
@@ -570,7 +791,7 @@ def marker_of(buf: DMABuffer) -> tuple[int, int] | None:
     slot = buf.pool_slot
     if slot is None:
         return None
-    return slot.pool.marker_offset, slot.seq
+    return slot.marker_offset, slot.seq
 
 
 # ---- doctor --------------------------------------------------------------------------------------------
@@ -590,6 +811,6 @@ def _probe() -> list[BackendReport]:
 
 register_probe(50, _probe)
 
-__all__ = ["DMAContext", "DMATensor", "DMABuffer", "FramePool", "dma_frame", "frame_from_fds", "buffer_from_fd",
+__all__ = ["DMAContext", "DMATensor", "DMABuffer", "FramePool", "PoolClosedError", "PoolTimeoutError", "dma_frame", "frame_from_fds", "buffer_from_fd",
            "buffers_of", "DRM_FOURCC", "drm_fourcc_of", "format_of_fourcc", "fourcc", "aligned_pitches",
            "live_buffers"]
