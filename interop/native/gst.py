@@ -240,6 +240,7 @@ class VideoLayout:
     range: int = 0  # GstVideoColorRange: 0 unknown, 1 0-255, 2 16-235
     matrix: int = 0  # GstVideoColorMatrix: 0 unknown, 1 RGB, 3 BT709, 4 BT601, 6 BT2020
     fps: tuple[int, int] = (0, 1)
+    size: int = 0  # bytes of a whole frame at this layout (GstVideoInfo's; 0 from a video meta)
 
 
 def format_name(code: int) -> str:
@@ -261,7 +262,7 @@ def video_info(caps: int) -> VideoLayout | None:
         vi = GstVideoInfo.from_address(p)
         fmt = _c.c_int.from_address(vi.finfo).value  # GstVideoFormatInfo starts with its GstVideoFormat
         return VideoLayout(format_name(fmt), vi.width, vi.height, tuple(vi.offset), tuple(vi.stride),
-                           vi.colorimetry.range, vi.colorimetry.matrix, (vi.fps_n, vi.fps_d))
+                           vi.colorimetry.range, vi.colorimetry.matrix, (vi.fps_n, vi.fps_d), int(vi.size))
     finally:
         v.gst_video_info_free(p)
 

@@ -144,7 +144,8 @@ class GstTensor(Tensor):
         read-only."""
         if self._buffer is not None and not ng.is_writable(ng.pointer_of(self._buffer, "Gst.Buffer")):
             return False
-        return ng.is_writable(self._mem)
+        # gst_mini_object_is_writable counts the buffers sharing the memory; the READONLY flag is separate
+        return ng.is_writable(self._mem) and not ng.memory_flags(self._mem) & ng.GST_MEMORY_FLAG_READONLY
 
     def check_cpu_memory(self) -> None:
         """Refuse memory the CPU cannot map in place (VA, GL, CUDA, NVMM… memories: their map is a download)."""

@@ -1,0 +1,166 @@
+"""GST -> CPU: numpy views over gst_memory_map'd memory (pointer == the mapped GstMemory's data), write-through,
+READ views read-only, shared buffers refused for WRITE, lifetimes past the pipeline, no mapping leak."""
+
+from __future__ import annotations
+
+import gc
+import os
+
+import gi
+import numpy as np
+import pytest
+
+gi.require_version("Gst", "1.0")
+from gi.repository import Gst  # noqa: E402
+
+import interop  # noqa: E402
+from interop import AccessMode, CopyRequiredError, FrameFormat, InteropError, MemoryType  # noqa: E402
+from interop.mappers.gst_to_cpu import GstToCPU  # noqa: E402
+from interop.native import gst as ng  # noqa: E402
+from interop.tensors.gst import NotWritableError, wrap_buffer  # noqa: E402
+from tests.test_tensor_gst import decoded_clip, own_buffer, pull_samples, videotest  # noqa: E402
+
+
+def test_views_are_the_mapped_memory_itself():
+    p, (sample,) = pull_samples(videotest(), 1)
+    buf = sample.get_buffer()
+    mem = ng.peek_memory(ng.pointer_of(buf, "Gst.Buffer"), 0)
+    c = interop.map(sample, MemoryType.CPU)
+    assert c.memory_type is MemoryType.CPU and c.format is FrameFormat.NV12
+    m = ng.MemoryMapping(mem, False)  # an independent map of the same GstMemory: same pages
+    y, uv = np.asarray(c[0]), np.asarray(c[1])
+    assert y.ctypes.data == m.address == c[0].data_ptr
+    assert uv.ctypes.data == m.address + c.parent[1].offset
+    assert y.strides == c.parent[0].info.strides and not y.flags.writeable and not uv.flags.writeable
+    # the bytes are the buffer's (PyGObject's copying map as the witness)
+    ok, info = buf.map(Gst.MapFlags.READ)
+    assert ok
+    raw = np.frombuffer(bytes(info.data), np.uint8)
+    buf.unmap(info)
+    assert np.array_equal(y[1], raw[y.strides[0]:y.strides[0] + 854])
+    m.close()
+    p.set_state(Gst.State.NULL)
+
+
+def test_write_through_both_ways_on_a_buffer_we_own():
+    buf, caps = own_buffer(FrameFormat.NV12, 64, 48)
+    f = wrap_buffer(buf, caps)
+    with interop.map(f, MemoryType.CPU, mode=AccessMode.WRITE) as c:
+        y = np.asarray(c[0])
+        assert y.flags.writeable
+        y[3, 5] = 201
+        np.asarray(c[1])[2, 1, 1] = 202
+    assert buf.extract_dup(3 * 64 + 5, 1) == bytes([201])
+    assert buf.extract_dup(64 * 48 + 2 * 64 + 1 * 2 + 1, 1) == bytes([202])
+    # a live view keeps the write mapping and a reference on the buffer: GStreamer sees it as shared meanwhile
+    assert not ng.is_writable(ng.pointer_of(buf, "Gst.Buffer"))
+    del y
+    gc.collect()
+    assert ng.is_writable(ng.pointer_of(buf, "Gst.Buffer"))
+    buf.fill(0, bytes([77]))  # GStreamer's own write, seen by a new mapping
+    with interop.map(f, MemoryType.CPU) as r:
+        assert np.asarray(r[0])[0, 0] == 77 and np.asarray(r[0])[3, 5] == 201
+
+
+def test_read_write_tensor_of_a_memory():
+    buf = Gst.Buffer.new_allocate(None, 16, None)
+    t = interop.wrap(buf.peek_memory(0))
+    with interop.map(t, MemoryType.CPU, mode=AccessMode.READ_WRITE) as c:
+        np.asarray(c)[:] = np.arange(16, dtype=np.uint8)
+    assert buf.extract_dup(0, 16) == bytes(range(16))
+
+
+def test_write_of_a_shared_buffer_is_refused_then_copied_only_when_allowed():
+    p, (sample,) = pull_samples(videotest(), 1)
+    with pytest.raises(NotWritableError, match="allow_copy=True") as e:
+        interop.map(sample, MemoryType.CPU, mode=AccessMode.WRITE)
+    assert isinstance(e.value, CopyRequiredError) and isinstance(e.value, BufferError)
+    assert isinstance(e.value, InteropError)
+    before = bytes(np.asarray(interop.map(sample, MemoryType.CPU)[0])[0])
+    with interop.copy_meter() as meter:
+        c = interop.map(sample, MemoryType.CPU, mode=AccessMode.WRITE, allow_copy=True)
+    assert meter.copies == 1 and meter.bytes == 854 * 480 + 427 * 240 * 2
+    np.asarray(c[0])[0, :] = 1  # into the copy
+    assert c.parent.native is not sample.get_buffer()
+    assert bytes(np.asarray(interop.map(sample, MemoryType.CPU)[0])[0]) == before  # the sample is untouched
+    p.set_state(Gst.State.NULL)
+
+
+def test_read_only_memory_is_refused_for_write():
+    buf, caps = own_buffer(FrameFormat.GRAY8, 8, 8)
+    other = Gst.Buffer.new()
+    other.append_memory(buf.peek_memory(0))  # now the memory is shared by two buffers
+    with pytest.raises(NotWritableError):
+        interop.map(wrap_buffer(buf, caps), MemoryType.CPU, mode=AccessMode.WRITE)
+    with pytest.raises(NotWritableError):
+        GstToCPU().map(buf.peek_memory(0), AccessMode.WRITE)
+
+
+def test_view_outlives_sample_buffer_and_pipeline():
+    p, (sample,) = pull_samples(videotest(n=1), 1)
+    c = interop.map(sample, MemoryType.CPU)
+    y = np.asarray(c[0])
+    want = y.copy()
+    assert ng.live_mappings() >= 1
+    p.set_state(Gst.State.NULL)
+    del sample, c, p
+    gc.collect()
+    assert np.array_equal(y, want)  # still mapped: the view holds the mapping, which holds buffer and memory
+    start = ng.live_mappings()
+    del y
+    gc.collect()
+    assert ng.live_mappings() == start - 1
+
+
+def test_a_held_view_is_not_overwritten_by_later_frames():
+    # videotestsrc's pool has few buffers: without the lock a held frame's memory would carry a later frame
+    p = Gst.parse_launch("videotestsrc num-buffers=40 pattern=ball ! video/x-raw,format=GRAY8,width=64,height=48 "
+                         "! appsink name=sink sync=false max-buffers=1")
+    sink = p.get_by_name("sink")
+    p.set_state(Gst.State.PLAYING)
+    held = np.asarray(interop.map(sink.emit("try-pull-sample", Gst.SECOND), MemoryType.CPU)[0])
+    want = held.copy()
+    for _ in range(30):
+        s = sink.emit("try-pull-sample", Gst.SECOND)
+        assert s is not None
+        del s
+    assert np.array_equal(held, want)
+    p.set_state(Gst.State.NULL)
+
+
+def test_decoded_clip_maps_zero_copy_and_matches_pyav():
+    av = pytest.importorskip("av")  # PyAV is tier A too (the ffmpeg extra): present wherever these tests run
+    p, samples = pull_samples(decoded_clip(), 3)
+    with interop.copy_meter() as meter:
+        frames = [interop.map(s, MemoryType.CPU) for s in samples]
+    assert meter.copies == 0
+    from tests.test_tensor_gst import CLIP
+
+    with av.open(str(CLIP)) as c:
+        ref = [vf.to_ndarray(format="yuv420p") for _, vf in zip(range(3), c.decode(video=0))]
+    for f, r in zip(frames, ref):
+        assert np.array_equal(np.asarray(f[0]), r[:480])
+    p.set_state(Gst.State.NULL)
+
+
+def test_no_mapping_or_fd_leak_over_many_buffers():
+    n = 300
+    p = Gst.parse_launch(f"videotestsrc num-buffers={n} ! video/x-raw,format=I420,width=64,height=48 ! "
+                         f"appsink name=sink sync=false max-buffers=4")
+    sink = p.get_by_name("sink")
+    p.set_state(Gst.State.PLAYING)
+    gc.collect()
+    start, fds = ng.live_mappings(), len(os.listdir("/proc/self/fd"))
+    got = 0
+    while True:
+        s = sink.emit("try-pull-sample", Gst.SECOND)
+        if s is None:
+            break
+        with interop.map(s, MemoryType.CPU) as c:
+            assert np.asarray(c[2]).shape == (24, 32)
+        got += 1
+    assert got == n
+    gc.collect()
+    assert ng.live_mappings() == start
+    assert len(os.listdir("/proc/self/fd")) <= fds + 2
+    p.set_state(Gst.State.NULL)
