@@ -32,7 +32,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check interop tests examples bench
+	$(VENV)/bin/ruff check interop tests examples
 	$(VENV)/bin/mypy interop
 
 bench: $(STAMP)

@@ -150,7 +150,7 @@ def _opencv_single_threaded(on: bool) -> Iterator[None]:
     """OpenCV without its thread pool for the block (then as it was). The run's parallelism is OpenVINO's streams;
     the text-box post-processing makes a few small OpenCV calls per frame, and OpenCV's pool threads spin after
     each one: on the 16-core Xeon a call took 4.4-4.7 ms of CPU for 1.5 ms of wall time (1.5 ms single-threaded),
-    spinning on cores the inference streams need (bench/postprocess_threads.py)."""
+    spinning on cores the inference streams need."""
     if not on:
         yield
         return

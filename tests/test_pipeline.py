@@ -153,5 +153,5 @@ def test_run_leaves_opencv_threads_as_they_were() -> None:
     finally:
         cv2.findContours = real
     assert res.frames == 3 and len(res.boxes) == 3 and res.copies == 0
-    assert seen and set(seen) == {1}  # post-processing ran with OpenCV's pool off (bench/postprocess_threads.py)
+    assert seen and set(seen) == {1}  # post-processing ran with OpenCV's pool off
     assert cv2.getNumThreads() == before
