@@ -40,7 +40,8 @@ def test_padded_i420_planes_become_the_frames_planes() -> None:
     assert vf.pts == 12 and vf.time_base == Fraction(1, 25) and o.pts == 12
     planes[0][10, 20] = 99  # written through numpy, read through FFmpeg
     assert vf.to_ndarray()[10, 20] == 99
-    assert o.parent is f and o[0].writable
+    assert o.parent is f and not o[0].writable  # a READ mapping is read-only (issue 15 item 14)
+    assert interop.map(f, MemoryType.FFMPEG, mode=interop.AccessMode.READ_WRITE)[0].writable
 
 
 @pytest.mark.parametrize("fmt,shapes,dtype,name", [

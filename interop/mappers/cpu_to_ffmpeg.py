@@ -5,6 +5,10 @@ Nothing is copied: packed and single-plane formats (RGB, BGR, RGBA, BGRA, GRAY8)
 ``VideoFrame.from_dlpack``, each plane with its own pitch. The VideoFrame keeps the arrays alive. A single CPU
 tensor becomes plane 0 of a GRAY8/GRAY16/RGB/RGBA frame, by its shape. Rows must be contiguous (a
 column-strided array is refused, or copied with ``allow_copy=True``).
+
+A READ mapping is read-only through interop: ``numpy.asarray`` and ``np.from_dlpack`` of its planes give
+read-only arrays and a WRITE mapping of it is refused. The ``av.VideoFrame``/``av.VideoPlane`` in ``.native``
+cannot be made read-only (PyAV exposes a writeable buffer): writing through it writes into the source.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ class CPUToFFmpeg(FastMapper):
         vf = video_frame_from_planes(arrays, f.format, f.width, f.height)
         self._check_shared(vf, arrays)
         _stamp(vf, f)
-        writable = all(t.writable for t in f.tensors) and (mode.writes or not copies)
+        writable = mode.writes and all(t.writable for t in f.tensors)  # a READ mapping is read-only
         out = wrap_video_frame(vf, writable=writable, parent=f)
         out.colorspace, out.color_range, out.pts, out.time_base = f.colorspace, f.color_range, f.pts, f.time_base
         out.metadata.update(f.metadata)
@@ -57,7 +61,7 @@ class CPUToFFmpeg(FastMapper):
         arr = self._array(t, mode, allow_copy, copies)
         vf = video_frame_from_planes([arr], fmt, arr.shape[1], arr.shape[0])
         self._check_shared(vf, [arr])
-        out = wrap_video_frame(vf, writable=t.writable and (mode.writes or not copies), parent=t)[0]
+        out = wrap_video_frame(vf, writable=mode.writes and t.writable, parent=t)[0]
         if copies and mode.writes:
             out.on_release(_write_back(self.name, copies))
         return out

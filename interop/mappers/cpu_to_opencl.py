@@ -31,9 +31,12 @@ class CPUToOpenCL(MemoryMapper):
         if mode.writes and not t.writable:
             raise InvalidTensorError("this CPU tensor is read-only: map it with AccessMode.READ")
         info = t.info
+        writable = t.writable and mode.writes  # a READ mapping is read-only, whatever the source allows
         if ctx.host_shared:
-            buf = buffer_over_host(ctx, t.data_ptr, info.extent, t, read_only=not t.writable)
-            return OpenCLTensor(buf, info, context=ctx, parent=t, writable=t.writable)
+            # the Buffer holds a numpy view of the source, which keeps the memory alive (a mapping too) for as
+            # long as a user holds ``.native``, after this tensor and the source are gone
+            buf = buffer_over_host(ctx, t.data_ptr, info.extent, t.numpy(), read_only=not t.writable)
+            return OpenCLTensor(buf, info, context=ctx, parent=t, writable=writable)
         # A device with its own memory: one counted copy in, and one back at release when the mapping writes.
         self.copying(info.nbytes, allow_copy, "the OpenCL device does not work in host memory")
         cl_ = cl()
@@ -43,7 +46,7 @@ class CPUToOpenCL(MemoryMapper):
         host = t.numpy()
         q = ctx.queue
         enqueue_host_copy(q, buf, 0, dense, host, to_device=True)
-        out = OpenCLTensor(buf, dense, context=ctx, parent=t, writable=t.writable)
+        out = OpenCLTensor(buf, dense, context=ctx, parent=t, writable=writable)
         if mode.writes and info.nbytes:
             name = self.name
 

@@ -21,4 +21,9 @@ class CPUToOpenCV(MemoryMapper):
 
         if mode.writes and not t.writable:
             raise InvalidTensorError("this CPU tensor is read-only: map it with AccessMode.READ")
-        return OpenCVTensor(as_mat(t.numpy()), parent=t, writable=t.writable)
+        writable = t.writable and mode.writes
+        arr = t.numpy()
+        if not writable and arr.flags.writeable:
+            arr = arr.view()
+            arr.flags.writeable = False  # a READ mapping's cv2.Mat is read-only too (OpenCV refuses it as an output)
+        return OpenCVTensor(as_mat(arr), parent=t, writable=writable)

@@ -5,6 +5,10 @@ OpenVINO shares only C-contiguous, writeable memory. A plane with padded rows is
 FFmpeg) when the padding of the last row lies inside the buffer; otherwise the plane must be copied, which is
 refused unless ``allow_copy=True`` and then counted. A read-only array (e.g. a READ view of a decoded frame)
 is handed to OpenVINO through a private writeable alias for READ mappings; OpenVINO never writes its inputs.
+
+A READ mapping is read-only through interop: ``numpy.asarray(t)`` and ``np.from_dlpack(t)`` give read-only
+arrays and a WRITE mapping of it is refused. The ``ov.Tensor`` in ``.native`` cannot be made read-only
+(OpenVINO shares only writeable memory): writing through ``t.native.data`` writes into the source.
 """
 
 from __future__ import annotations
@@ -129,7 +133,9 @@ class CPUToOpenVINO(FastMapper):
                     record_copy(name, copy.nbytes)
                 out.on_release(write_back)
             return out
-        writable = t.writable and arr.flags.writeable
+        # A READ mapping is read-only for interop's users (numpy/DLPack views of it), whatever the source allows;
+        # the ov.Tensor in ``native`` cannot be made read-only (OpenVINO shares only writeable memory)
+        writable = mode.writes and t.writable and arr.flags.writeable
         if not shared.flags.writeable:  # private writeable alias: OpenVINO never writes inputs
             shared = _alias(int(shared.__array_interface__["data"][0]), shared.shape, shared.dtype, shared,
                             readonly=False)

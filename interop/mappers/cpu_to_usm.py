@@ -56,7 +56,7 @@ class CPUToUSM(MemoryMapper):
         origin = _usm_origin(t, ctx)
         if origin is not None:
             return USMTensor(origin.native, info, pointer=origin.base_pointer, usm_type=origin.usm_type, context=ctx,
-                             parent=t, offset=t.data_ptr - origin.base_pointer, writable=t.writable)
+                             parent=t, offset=t.data_ptr - origin.base_pointer, writable=t.writable and mode.writes)
         self.copying(info.nbytes, allow_copy, "this host memory is not a USM allocation")
         dense = TensorInfo(info.shape, info.dtype)
         mem = ctx.allocate(dense.nbytes, "shared")
@@ -64,7 +64,8 @@ class CPUToUSM(MemoryMapper):
         dst = host_view(ptr, dense, mem, writable=True)
         src = t.numpy()
         np.copyto(dst, src)
-        out = USMTensor(mem, dense, pointer=ptr, usm_type="shared", context=ctx, parent=t, writable=t.writable)
+        out = USMTensor(mem, dense, pointer=ptr, usm_type="shared", context=ctx, parent=t,
+                        writable=t.writable and mode.writes)
         if mode.writes and info.nbytes:
             name = self.name
             back = host_view(t.data_ptr, info, t, writable=True)

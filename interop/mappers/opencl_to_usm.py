@@ -46,16 +46,19 @@ class OpenCLToUSM(MemoryMapper):
                 kind = usm.alloc_type(ocl.cl_context, host_ptr)  # type: ignore[union-attr]
                 if kind != "unknown":
                     q.finish()  # OpenCL work on the buffer is done before SYCL touches it
-                    mem: Any = dpctl().memory.as_usm_memory(_SUAI(host_ptr, t.native.size, ctx.queue))
+                    # the dpctl memory holds the SUAI, which holds ``t``: the allocation under the cl_mem lives
+                    # as long as a user holds ``.native``
+                    mem: Any = dpctl().memory.as_usm_memory(_SUAI(host_ptr, t.native.size, ctx.queue, owner=t))
                     return USMTensor(mem, info, pointer=host_ptr, usm_type=kind, context=ctx, parent=t,
-                                     offset=t.offset, writable=t.writable)
+                                     offset=t.offset, writable=t.writable and mode.writes)
         self.copying(info.nbytes, allow_copy, "the cl_mem is not a USM allocation of the SYCL context")
         dense = TensorInfo(info.shape, info.dtype)
         mem = ctx.allocate(dense.nbytes, "shared")
         ptr = int(mem._pointer)
         host = host_view(ptr, dense, mem, writable=True)
         enqueue_host_copy(q, t.native, t.offset, info, host, to_device=False)
-        out = USMTensor(mem, dense, pointer=ptr, usm_type="shared", context=ctx, parent=t, writable=t.writable)
+        out = USMTensor(mem, dense, pointer=ptr, usm_type="shared", context=ctx, parent=t,
+                        writable=t.writable and mode.writes)
         if mode.writes and info.nbytes:
             name, buf, off = self.name, t.native, t.offset
             squeue = ctx.queue

@@ -13,6 +13,7 @@ from ..context import Context
 from ..errors import ContextMismatchError, InvalidTensorError
 from ..info import TensorInfo
 from ..mapper import MemoryMapper, register
+from ..meter import record_copy
 from ..tensor import Tensor
 from ..types import AccessMode, MemoryType
 
@@ -47,8 +48,9 @@ class USMToOpenCL(MemoryMapper):
             if kind == "unknown":
                 raise ContextMismatchError(f"{t.base_pointer:#x} is not a USM allocation of cl_context {ctx.cl_context:#x}")
             size = getattr(t.native, "nbytes", None) or (t.offset + info.extent)
+            # the Buffer holds ``t`` (hence the allocation) for as long as a user holds ``.native``
             buf = buffer_over_host(ctx, t.base_pointer, int(size), t, read_only=not t.writable)
-            return OpenCLTensor(buf, info, offset=t.offset, context=ctx, parent=t, writable=t.writable,
+            return OpenCLTensor(buf, info, offset=t.offset, context=ctx, parent=t, writable=t.writable and mode.writes,
                                 usm_pointer=t.base_pointer)
         # Separate contexts: copy through the host view of the allocation (host/shared) into an OpenCL buffer.
         if t.usm_type == "device":
@@ -59,5 +61,16 @@ class USMToOpenCL(MemoryMapper):
         cl_ = cl()
         dense = TensorInfo(info.shape, info.dtype)
         buf = cl_.Buffer(ctx.native, cl_.mem_flags.READ_WRITE, max(info.nbytes, 1))
-        enqueue_host_copy(ctx.queue, buf, 0, dense, t.numpy(), to_device=True)
-        return OpenCLTensor(buf, dense, context=ctx, parent=t, writable=t.writable)
+        host = t.numpy()
+        q = ctx.queue
+        enqueue_host_copy(q, buf, 0, dense, host, to_device=True)
+        out = OpenCLTensor(buf, dense, context=ctx, parent=t, writable=mode.writes)
+        if mode.writes and info.nbytes:  # the copy goes back into the allocation at release (counted)
+            name = self.name
+
+            def write_back() -> None:
+                enqueue_host_copy(q, buf, 0, dense, host, to_device=False)
+                record_copy(name, info.nbytes)
+
+            out.on_release(write_back)
+        return out

@@ -30,7 +30,7 @@ from ..context import Context, register_default_context
 from ..errors import ContextMismatchError, InteropError, InvalidTensorError, UnsupportedTypeError
 from ..frame import Frame
 from ..info import TensorInfo, contiguous_strides, packed_offsets, plane_infos
-from ..tensor import Tensor
+from ..tensor import Tensor, _ArrayExport
 from ..types import AccessMode, FrameFormat, MemoryType
 
 if TYPE_CHECKING:
@@ -374,14 +374,20 @@ def mapped_count() -> int:
 
 
 def buffer_over_host(ctx: OpenCLContext, address: int, nbytes: int, owner: Any, *, read_only: bool) -> Any:
-    """A USE_HOST_PTR buffer over host memory (zero-copy on a device that works in host memory)."""
-    import ctypes
+    """A USE_HOST_PTR buffer over host memory (zero-copy on a device that works in host memory).
 
+    The Buffer itself keeps ``owner`` (whatever keeps the memory at ``address`` alive: a numpy view, a mapping, a
+    USM allocation) alive: pyopencl holds the ``hostbuf`` of a USE_HOST_PTR buffer for the buffer's lifetime,
+    and that hostbuf is an array whose base is ``owner``. So the ``pyopencl.Buffer`` a user takes from
+    ``.native`` stays valid after the tensor, the mapping and the source are gone.
+    """
     cl_ = cl()
     mf = cl_.mem_flags
-    host = (ctypes.c_char * max(nbytes, 1)).from_address(address)
+    iface = {"version": 3, "shape": (max(nbytes, 1),), "typestr": "|u1", "descr": [("", "|u1")],
+             "data": (int(address), False), "strides": None}
+    host = np.asarray(_ArrayExport(iface, owner))  # a private alias: pyopencl takes a writeable host pointer
     flags = mf.USE_HOST_PTR | (mf.READ_ONLY if read_only else mf.READ_WRITE)
-    return cl_.Buffer(ctx.native, flags, hostbuf=host)  # the tensor made over it keeps ``owner`` alive (parent)
+    return cl_.Buffer(ctx.native, flags, hostbuf=host)
 
 
 def live_count() -> int:

@@ -65,9 +65,14 @@ def dpctl() -> Any:
 
 
 class _SUAI:
-    """A minimal ``__sycl_usm_array_interface__`` over (pointer, nbytes) so dpctl accepts interior pointers."""
+    """A minimal ``__sycl_usm_array_interface__`` over (pointer, nbytes) so dpctl accepts interior pointers.
 
-    def __init__(self, ptr: int, nbytes: int, queue: Any, readonly: bool = False):
+    dpctl's ``as_usm_memory`` keeps this object as the memory's ``reference_obj``; ``owner`` (whatever keeps the
+    allocation alive) rides on it, so the dpctl memory object handed out as ``.native`` holds the allocation.
+    """
+
+    def __init__(self, ptr: int, nbytes: int, queue: Any, readonly: bool = False, owner: Any = None):
+        self.owner = owner
         self.__sycl_usm_array_interface__ = {"data": (int(ptr), readonly), "shape": (int(nbytes),), "strides": None,
                                              "typestr": "|u1", "version": 1, "syclobj": queue}
 
