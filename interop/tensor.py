@@ -159,7 +159,7 @@ class Tensor:
             key = next(iter(keys))
         if key not in keys:
             known = ", ".join(keys) or "none"
-            raise InteropError(f"{type(self).__name__} has no handle {key!r}; its handles are: {known}")
+            raise InvalidTensorError(f"{type(self).__name__} has no handle {key!r}; its handles are: {known}")
         return int(getattr(self, keys[key]))
 
     @property

@@ -144,6 +144,9 @@ def as_dtype(value: object) -> np.dtype:
     """Normalise a dtype-like to a supported numpy dtype, or raise InvalidTensorError."""
     if value is None:  # numpy would read None as float64; a missing dtype is a mistake here
         raise InvalidTensorError(f"a dtype is required: use one of {', '.join(SUPPORTED_DTYPES)}")
+    if isinstance(value, (np.generic, np.ndarray)):  # numpy reads a value's own dtype; here it is a misplaced argument
+        raise InvalidTensorError(f"dtype must be a dtype or its name, not the value {value!r}: use value.dtype, or one of "
+                                 f"{', '.join(SUPPORTED_DTYPES)}")
     try:
         dt = np.dtype(value)  # type: ignore[call-overload]
     except (TypeError, ValueError, SyntaxError) as e:  # numpy parses strings such as "0" or "(" with these

@@ -40,6 +40,7 @@ from interop import (
     UnsupportedFormatError,
     UnsupportedTypeError,
 )
+from interop.errors import InteropBufferError
 from interop.info import plane_infos, plane_layout
 from tests.reliability import backends as B
 from tests.reliability import stats
@@ -462,7 +463,7 @@ def _parse_unknown_memory_type():
     MemoryType.parse("tpu")
 
 
-@case("arguments", "core", InteropError, r"its handles are")
+@case("arguments", "core", InvalidTensorError, r"its handles are")
 def _unknown_handle_key():
     interop.wrap(np.zeros(4, U8)).handle("dma_fd")
 
@@ -476,6 +477,208 @@ def _mapper_given_wrong_memory_type():
             cls().map(np.zeros((4, 4), U8))
             return
     pytest.fail("no mapper from a non-CPU memory type is registered")
+
+
+# ---- issue 15: argument types, buffers that are gone, layouts wrap() cannot read as bytes -------------------
+
+
+@case("arguments", "core", UnsupportedTypeError, r"choose one of")
+def _parse_none_as_memory_type():
+    MemoryType.parse(None)  # type: ignore[arg-type]
+
+
+@case("arguments", "core", UnsupportedTypeError, r"True or False")
+def _map_allow_copy_int():
+    interop.map(np.zeros(4, U8), MemoryType.CPU, allow_copy=1)  # type: ignore[arg-type]
+
+
+@case("arguments", "core", UnsupportedTypeError, r"True or False")
+def _map_allow_copy_none():
+    interop.map(np.zeros(4, U8), MemoryType.CPU, allow_copy=None)  # type: ignore[arg-type]
+
+
+@case("arguments", "core", UnsupportedTypeError, r"READ, WRITE, READ_WRITE")
+def _map_mode_bool():
+    interop.map(np.zeros(4, U8), MemoryType.DMA, mode=True, allow_copy=True)  # type: ignore[arg-type]
+
+
+@case("arguments", "core", UnsupportedTypeError, r"must be an interop.MemoryType")
+def _map_to_bool():
+    interop.map(np.zeros(4, U8), True)  # type: ignore[arg-type]
+
+
+@case("arguments", "core", UnsupportedTypeError, r"must be an interop.Context")
+def _wrap_context_of_wrong_type():
+    interop.wrap(np.zeros(4, U8), context=MemoryType.CPU)  # type: ignore[arg-type]
+
+
+@case("arguments", "core", UnsupportedTypeError, r"must be an interop.Context")
+def _map_context_of_wrong_type():
+    interop.map(np.zeros(4, U8), MemoryType.DMA, context="cpu", allow_copy=True)  # type: ignore[arg-type]
+
+
+@case("arguments", "core", UnsupportedTypeError, r"must be an interop.FrameFormat")
+def _wrap_format_as_int():
+    interop.wrap(np.zeros((6, 4), U8), format=1)  # type: ignore[arg-type]
+
+
+@case("arguments", "core", UnsupportedTypeError, r"MemoryType or an interop.Context")
+def _route_from_bool():
+    interop.route(True, MemoryType.CPU)  # type: ignore[arg-type]
+
+
+@case("arguments", "core", UnsupportedTypeError, r"True or False")
+def _tensor_writable_not_bool():
+    Tensor(None, TensorInfo((4,), U8), writable="no")  # type: ignore[arg-type]
+
+
+@case("arguments", "core", UnsupportedTypeError, r"interop.Context or None")
+def _tensor_context_of_wrong_type():
+    from interop.tensors.cpu import CPUTensor
+
+    CPUTensor(np.zeros(4, U8), context=MemoryType.CPU)  # type: ignore[arg-type]
+
+
+@case("arguments", "core", UnsupportedTypeError, r"key name such as")
+def _handle_key_not_a_string():
+    interop.wrap(np.zeros(4, U8)).handle(0)  # type: ignore[arg-type]
+
+
+@case("arguments", "core", InvalidTensorError, r"must be an integer, got the boolean")
+def _region_with_bool():
+    interop.wrap(np.zeros((4, 4), U8)).region(True, 0, 1, 1)
+
+
+@case("shape/dtype/strides", "core", InvalidTensorError, r"must be an integer, got the boolean")
+def _info_bool_dimension():
+    TensorInfo((True, 4))
+
+
+@case("shape/dtype/strides", "core", InvalidTensorError, r"must be an integer")
+def _info_float_dimension_after_the_int_one():
+    TensorInfo((4, 4))  # interned first: the cache must not answer for (4.0, 4)
+    TensorInfo((4.0, 4))
+
+
+@case("shape/dtype/strides", "core", InvalidTensorError, r"must be an integer")
+def _info_numpy_float_stride_after_the_int_one():
+    TensorInfo((4, 4), U8, (4, 1))
+    TensorInfo((4, 4), U8, (np.float64(4), 1))
+
+
+@case("shape/dtype/strides", "core", InvalidTensorError, r"tuple of integers")
+def _info_shape_as_set():
+    TensorInfo({4, 2})
+
+
+@case("frame", "core", UnsupportedTypeError, r"list of interop.Tensor planes")
+def _frame_of_none():
+    Frame(None, FrameFormat.GRAY8)  # type: ignore[arg-type]
+
+
+@case("frame", "core", UnsupportedTypeError, r"pass \[tensor\]")
+def _frame_of_one_tensor_not_in_a_list():
+    Frame(interop.wrap(np.zeros((4, 4), U8)), FrameFormat.GRAY8)  # type: ignore[arg-type]
+
+
+@case("frame", "core", InvalidTensorError, r"give the frame's visible width and height")
+def _frame_size_disagrees_with_planes():
+    Frame([interop.wrap(np.zeros((4, 4), U8))], FrameFormat.GRAY8, 100, 100)
+
+
+@case("frame", "core", InvalidTensorError, r"give the frame's visible width and height")
+def _frame_chroma_plane_of_wrong_size():
+    y, uv = interop.wrap(np.zeros((8, 8), U8)), interop.wrap(np.zeros((2, 2, 2), U8))
+    Frame([y, uv], FrameFormat.NV12, 8, 8)
+
+
+@case("frame", "core", InvalidTensorError, r"width must be an integer, got the boolean")
+def _frame_width_bool():
+    Frame([interop.wrap(np.zeros((4, 4), U8))], FrameFormat.GRAY8, True, 4)
+
+
+@case("frame", "core", UnsupportedTypeError, r"interop.Context or None")
+def _frame_context_of_wrong_type():
+    Frame([interop.wrap(np.zeros((4, 4), U8))], FrameFormat.GRAY8, context=MemoryType.CPU)  # type: ignore[arg-type]
+
+
+@case("frame", "core", UnsupportedTypeError, r"Fraction\(1, 25\)")
+def _frame_time_base_float():
+    Frame([interop.wrap(np.zeros((4, 4), U8))], FrameFormat.GRAY8, time_base=0.04)  # type: ignore[arg-type]
+
+
+@case("frame", "core", UnsupportedTypeError, r"interop.ColorSpace or None")
+def _frame_colorspace_string():
+    Frame([interop.wrap(np.zeros((4, 4), U8))], FrameFormat.GRAY8, colorspace="bt709")  # type: ignore[arg-type]
+
+
+@case("buffers", "CPU", InteropBufferError, r"numpy.asarray\(\) it first")
+def _wrap_non_contiguous_memoryview():
+    interop.wrap(memoryview(np.zeros((4, 4), U8)[:, ::2]))
+
+
+@case("buffers", "CPU", InvalidTensorError, r"keep the buffer open")
+def _wrap_closed_mmap():
+    import mmap
+
+    m = mmap.mmap(-1, 4096)
+    m.close()
+    interop.wrap(m)
+
+
+@case("buffers", "CPU", InvalidTensorError, r"keep the buffer open")
+def _wrap_released_memoryview():
+    mv = memoryview(bytearray(16))
+    mv.release()
+    interop.wrap(mv)
+
+
+@case("buffers", "CPU", InvalidTensorError, r"ascontiguousarray")
+def _wrap_i420_column_stride():
+    interop.wrap(np.arange(48, dtype=U8).reshape(6, 8)[:, ::2], format=FrameFormat.I420)
+
+
+@case("buffers", "CPU", InvalidTensorError, r"ascontiguousarray")
+def _wrap_nv12_rows_reversed():
+    interop.wrap(np.zeros((6, 8), U8)[::-1], format=FrameFormat.NV12)
+
+
+@case("buffers", "CPU", InvalidTensorError, r"ascontiguousarray")
+def _wrap_p010_fortran_order():
+    interop.wrap(np.asfortranarray(np.zeros((6, 8), np.uint16)), format=FrameFormat.P010)
+
+
+@case("buffers", "CPU", InvalidTensorError, r"ascontiguousarray")
+def _wrap_strided_view_with_info():
+    interop.wrap(np.zeros((8, 8), U8)[:, ::2], info=TensorInfo((32,), U8))
+
+
+@case("buffers", "CPU", InteropBufferError, r"max_version")
+def _dlpack_legacy_capsule_of_read_only_tensor():
+    a = np.zeros(4, U8)
+    a.flags.writeable = False
+    interop.wrap(a).__dlpack__()
+
+
+@case("released", "core", InvalidTensorError, r"map or wrap the source again")
+def _released_tensor_data_ptr():
+    t = interop.wrap(np.zeros(4, U8))
+    t.release()
+    t.data_ptr  # noqa: B018
+
+
+@case("released", "core", InvalidTensorError, r"map or wrap the source again")
+def _released_tensor_handle():
+    t = interop.wrap(np.zeros(4, U8))
+    t.release()
+    t.handle("data")
+
+
+@case("released", "core", InvalidTensorError, r"map or wrap the source again")
+def _released_tensor_dlpack():
+    t = interop.wrap(np.zeros(4, U8))
+    t.release()
+    t.__dlpack__(max_version=(1, 0))
 
 
 # ---- routes -----------------------------------------------------------------------------------------------
@@ -963,3 +1166,62 @@ def test_fuzz_dma_frame_layouts(fmt, w, h, pitches, offsets, buf_size, size):
         os.close(fd)
     gc.collect()
     assert B.fd_count() == before - 1, "fds leaked by a frame over a memfd"
+
+
+# ---- every public argument, every wrong type ---------------------------------------------------------------
+
+_WRONG = {"True": True, "1.5": 1.5, "str": "x", "None": None, "object": object(), "np.float64": np.float64(2),
+          "np.bool_": np.True_, "list": [1]}
+
+
+def _plane():
+    return interop.wrap(np.zeros((4, 4), U8))
+
+
+# (name, call taking the wrong value, wrong values that are valid for this argument)
+_ARGS: list[tuple[str, Callable[[object], object], tuple[str, ...]]] = [
+    ("wrap info", lambda v: interop.wrap(np.zeros(16, U8), info=v), ("None",)),
+    ("wrap format", lambda v: interop.wrap(np.zeros((6, 4), U8), format=v), ("None",)),
+    ("wrap context", lambda v: interop.wrap(np.zeros(4, U8), context=v), ("None",)),
+    ("map to", lambda v: interop.map(np.zeros(4, U8), v), ()),
+    ("map mode", lambda v: interop.map(np.zeros(4, U8), MemoryType.CPU, mode=v), ()),
+    ("map context", lambda v: interop.map(np.zeros(4, U8), MemoryType.DMA, context=v, allow_copy=True), ("None",)),
+    ("map allow_copy", lambda v: interop.map(np.zeros(4, U8), MemoryType.CPU, allow_copy=v), ("True", "np.bool_")),
+    ("route src", lambda v: interop.route(v, MemoryType.CPU), ()),
+    ("route dst", lambda v: interop.route(MemoryType.CPU, v), ()),
+    ("route allow_copy", lambda v: interop.route(MemoryType.CPU, MemoryType.CPU, allow_copy=v), ("True",)),
+    ("TensorInfo shape", lambda v: TensorInfo(v), ("list",)),  # [1] is the shape (1,)
+    ("TensorInfo dim", lambda v: TensorInfo((v, 4)), ()),
+    ("TensorInfo dtype", lambda v: TensorInfo((4,), v), ()),
+    ("TensorInfo stride", lambda v: TensorInfo((4,), U8, (v,)), ()),
+    ("Frame tensors", lambda v: Frame(v, FrameFormat.GRAY8), ()),
+    ("Frame format", lambda v: Frame([_plane()], v), ()),
+    ("Frame width", lambda v: Frame([_plane()], FrameFormat.GRAY8, v, 4), ("None",)),
+    ("Frame height", lambda v: Frame([_plane()], FrameFormat.GRAY8, 4, v), ("None",)),
+    ("Frame context", lambda v: Frame([_plane()], FrameFormat.GRAY8, context=v), ("None",)),
+    ("Frame colorspace", lambda v: Frame([_plane()], FrameFormat.GRAY8, colorspace=v), ("None",)),
+    ("Frame color_range", lambda v: Frame([_plane()], FrameFormat.GRAY8, color_range=v), ("None",)),
+    ("Frame pts", lambda v: Frame([_plane()], FrameFormat.GRAY8, pts=v), ("None",)),
+    ("Frame time_base", lambda v: Frame([_plane()], FrameFormat.GRAY8, time_base=v), ("None",)),
+    ("Frame metadata", lambda v: Frame([_plane()], FrameFormat.GRAY8, metadata=v), ("None",)),
+    ("Frame.crop x", lambda v: Frame([_plane()], FrameFormat.GRAY8).crop(v, 0, 1, 1), ()),
+    ("Tensor info", lambda v: Tensor(None, v), ()),
+    ("Tensor context", lambda v: Tensor(None, TensorInfo((4,), U8), context=v), ("None",)),
+    ("Tensor writable", lambda v: Tensor(None, TensorInfo((4,), U8), writable=v), ("True", "np.bool_")),
+    ("Tensor.region w", lambda v: _plane().region(0, 0, v, 1), ()),
+    ("Tensor.handle key", lambda v: _plane().handle(v), ()),
+    ("MemoryType.parse", lambda v: MemoryType.parse(v), ()),
+]
+
+
+@pytest.mark.parametrize("name,call,valid", _ARGS, ids=[a[0] for a in _ARGS])
+def test_public_arguments_of_the_wrong_type(name, call, valid):
+    """Each public argument given each wrong type: an InteropError that is also a TypeError or ValueError (what a
+    caller of a Python API catches for a bad argument), never a raw exception from deep inside, never accepted."""
+    for label, v in _WRONG.items():
+        if label in valid:
+            continue
+        with pytest.raises(InteropError) as ei:
+            call(v)
+        assert isinstance(ei.value, (TypeError, ValueError)), f"{name}={label}: {type(ei.value).__name__}"
+        stats.add("bad input: wrong-type arguments refused")
