@@ -96,6 +96,10 @@ class FFmpegTensor(Tensor):
 
     The plane (and through it the frame and its AVBuffer) stays alive as long as this tensor or any numpy view
     of it does, so views outlive the decoder moving on.
+
+    ``writable=False`` (decoded frames, and every READ mapping) makes numpy and DLPack views of it read-only.
+    The ``av.VideoPlane`` in ``native`` cannot be made read-only: PyAV exposes its buffer as writeable, and a
+    write through it lands in the frame (a decoder's reference frame, or the source of a READ mapping).
     """
 
     memory_type = MemoryType.FFMPEG

@@ -100,7 +100,10 @@ class OpenVINOTensor(Tensor):
     """An ``openvino.Tensor`` (``native``). Host tensors are CPU-reachable (numpy/DLPack export, zero-copy);
     ``RemoteTensor``s are not.
 
-    ``writable=False`` makes numpy views of it read-only (for inputs aliasing a decoder's reference frame).
+    ``writable=False`` makes numpy views of it read-only (for inputs aliasing a decoder's reference frame, and
+    every READ mapping). The ``ov.Tensor`` in ``native`` cannot be made read-only: OpenVINO shares only
+    writeable memory, so ``native.data`` of a READ mapping is writeable and a write through it lands in the
+    source. Read it, hand it to OpenVINO, but write only through a WRITE/READ_WRITE mapping.
     """
 
     memory_type = MemoryType.OPENVINO
