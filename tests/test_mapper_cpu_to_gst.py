@@ -7,19 +7,16 @@ from __future__ import annotations
 import gc
 from fractions import Fraction
 
-import gi
 import numpy as np
 import pytest
 
-gi.require_version("Gst", "1.0")
-from gi.repository import Gst  # noqa: E402
+import interop
+from interop import AccessMode, FrameFormat, InvalidTensorError, MemoryType
+from interop.native import gst as ng
+from interop.tensors.gst import GstFrame, GstTensor, NotWritableError, gst
 
-import interop  # noqa: E402
-from interop import AccessMode, FrameFormat, InvalidTensorError, MemoryType  # noqa: E402
-from interop.native import gst as ng  # noqa: E402
-from interop.tensors.gst import GstFrame, GstTensor, NotWritableError  # noqa: E402
+Gst = gst()  # through interop: it loads GStreamer after ordering the native libraries
 
-Gst.init(None)
 
 
 def padded_nv12(w: int = 854, h: int = 480, pitch: int = 896) -> tuple[np.ndarray, interop.Frame]:

@@ -6,19 +6,17 @@ from __future__ import annotations
 import gc
 import os
 
-import gi
 import numpy as np
 import pytest
 
-gi.require_version("Gst", "1.0")
-from gi.repository import Gst  # noqa: E402
+import interop
+from interop import AccessMode, CopyRequiredError, FrameFormat, InteropError, MemoryType
+from interop.mappers.gst_to_cpu import GstToCPU
+from interop.native import gst as ng
+from interop.tensors.gst import NotWritableError, gst, wrap_buffer
+from tests.test_tensor_gst import decoded_clip, own_buffer, pull_samples, videotest
 
-import interop  # noqa: E402
-from interop import AccessMode, CopyRequiredError, FrameFormat, InteropError, MemoryType  # noqa: E402
-from interop.mappers.gst_to_cpu import GstToCPU  # noqa: E402
-from interop.native import gst as ng  # noqa: E402
-from interop.tensors.gst import NotWritableError, wrap_buffer  # noqa: E402
-from tests.test_tensor_gst import decoded_clip, own_buffer, pull_samples, videotest  # noqa: E402
+Gst = gst()  # through interop: it loads GStreamer after ordering the native libraries
 
 
 def test_views_are_the_mapped_memory_itself():

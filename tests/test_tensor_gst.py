@@ -12,20 +12,17 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import gi
 import numpy as np
 import pytest
 
-gi.require_version("Gst", "1.0")
-from gi.repository import Gst  # noqa: E402
+import interop
+from interop import ColorRange, ColorSpace, FrameFormat, InvalidTensorError, MemoryType, TensorInfo
+from interop.errors import UnsupportedFormatError, UnsupportedTypeError
+from interop.native import gst as ng
+from interop.tensors.gst import GstFrame, GstTensor, caps_for, gst, wrap_buffer
 
-import interop  # noqa: E402
-from interop import ColorRange, ColorSpace, FrameFormat, InvalidTensorError, MemoryType, TensorInfo  # noqa: E402
-from interop.errors import UnsupportedFormatError, UnsupportedTypeError  # noqa: E402
-from interop.native import gst as ng  # noqa: E402
-from interop.tensors.gst import GstFrame, GstTensor, caps_for, wrap_buffer  # noqa: E402
+Gst = gst()  # through interop: it loads GStreamer after ordering the native libraries
 
-Gst.init(None)
 CLIP = Path(__file__).resolve().parent.parent / "interop" / "data" / "text.mp4"
 
 
