@@ -33,5 +33,5 @@ def test_public_api_names():
     assert issubclass(interop.NoRouteError, interop.InteropError)
     assert issubclass(interop.BackendUnavailableError, ImportError)
     assert issubclass(interop.InvalidTensorError, ValueError)
-    assert {m.name for m in interop.MemoryType} == {"CPU", "FFMPEG", "OPENCV", "OPENCV_UMAT", "OPENCL", "USM", "DMA",
+    assert {m.name for m in interop.MemoryType} == {"CPU", "FFMPEG", "GST", "OPENCV", "OPENCV_UMAT", "OPENCL", "USM", "DMA",
                                                      "VAAPI", "OPENVINO", "NPU", "CUDA"}
