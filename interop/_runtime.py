@@ -124,6 +124,16 @@ def _user_icd_vendors_works(value: str) -> bool:
     return os.path.isfile(value)
 
 
+def _global_libgcc() -> None:
+    # GModule (GStreamer through PyGObject) opens its libraries and their dependencies (libz, libdw, cairo)
+    # RTLD_GLOBAL. With any of those global before libgcc_s, Intel's CPU OpenCL runtime, started later in the same
+    # process, aborts; with libgcc_s global first it does not. So it goes first, before any backend loads.
+    try:
+        ctypes.CDLL("libgcc_s.so.1", mode=os.RTLD_GLOBAL | os.RTLD_NOW)
+    except OSError:  # no libgcc_s (not glibc): nothing to order
+        pass
+
+
 def setup() -> RuntimeState:
     """Run the set-up once. Safe to call again."""
     global _done
@@ -132,6 +142,7 @@ def setup() -> RuntimeState:
     _done = True
     if not sys.platform.startswith("linux"):
         return STATE
+    _global_libgcc()
     lib = _find_intel_lib_dir()
     STATE.lib_dir = lib
     if "openvino" in sys.modules:

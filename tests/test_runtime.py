@@ -84,3 +84,17 @@ def test_users_own_working_icd_vendors_is_respected(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [str(tmp_path), str(tmp_path)]
+
+
+def test_opencl_starts_after_gstreamer_loaded_its_libraries_globally():
+    # GModule (GStreamer through PyGObject) loads libz, libdw, cairo RTLD_GLOBAL; Intel's CPU OpenCL runtime then
+    # aborted at start-up unless libgcc_s was made global first, which interop's start-up does.
+    import subprocess
+    import sys
+
+    code = ("import ctypes, os, interop\n"
+            "ctypes.CDLL('libz.so.1', mode=os.RTLD_GLOBAL)\n"
+            "from interop import Context, MemoryType\n"
+            "print(Context.default(MemoryType.OPENCL).device)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, (p.returncode, p.stderr[-2000:])

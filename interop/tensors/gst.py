@@ -54,7 +54,6 @@ def gst() -> Any:
     """``gi.repository.Gst``, initialised, on first use (BackendUnavailableError naming the extra if missing)."""
     if _gst:
         return _gst[0]
-    _preload_libgcc()
     gi = _import_gi()
     try:
         gi.require_version("Gst", "1.0")
@@ -71,18 +70,6 @@ def gst() -> Any:
     ng.libs()
     _gst.append(Gst)
     return Gst
-
-
-def _preload_libgcc() -> None:
-    # GModule opens GStreamer, cairo and their dependencies (libz, libdw…) RTLD_GLOBAL. With one of those global
-    # before libgcc_s, Intel's CPU OpenCL runtime, initialised later in the same process, aborts (doctor, and the
-    # OpenCL tests after the GStreamer ones); with libgcc_s global first it does not. Must run before gi loads.
-    import ctypes
-
-    try:
-        ctypes.CDLL("libgcc_s.so.1", mode=ctypes.RTLD_GLOBAL)
-    except OSError:  # not a glibc system with libgcc_s: nothing to order
-        pass
 
 
 class NotWritableError(CopyRequiredError, BufferError):
