@@ -11,6 +11,9 @@ PYTEST_ARGS ?=
 # Everything is downloaded once, into the wheelhouse; the venv (and the install test, which builds a fresh venv
 # outside the checkout) installs from there with --no-index.
 $(STAMP): pyproject.toml constraints.txt models.txt
+	# GStreamer (tier A) and what PyGObject builds against come from Debian's packages: installed as root, else
+	# the script fails and prints the apt command to run.
+	bash tests/prepare.d/gstreamer.sh
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip wheel -q -c constraints.txt -w $(WHEELS) setuptools wheel '.[all,test]'
@@ -28,7 +31,8 @@ run: $(STAMP)
 	$(VENV)/bin/interop run
 
 test: $(STAMP)
-	@for f in tests/prepare.d/*.sh; do [ -e "$$f" ] && bash "$$f" || true; done
+	bash tests/prepare.d/gstreamer.sh
+	@for f in tests/prepare.d/fakes_*.sh; do [ -e "$$f" ] && bash "$$f" || true; done
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 lint: $(STAMP)
