@@ -371,3 +371,24 @@ def test_resource_error_carries_errno():
 def test_timeout_error_is_caught_as_timeout():
     with pytest.raises(TimeoutError):
         raise E.InteropTimeoutError("no free buffer within 1.0 s: release frames")
+
+
+def test_every_kind_refuses_data_ptr_and_handles_once_released():
+    """Each tensor kind this machine can make: data_ptr and every handle(key) raise after release, repr says so."""
+    from tests.reliability import backends as B
+
+    ok, _missing = B.probe_factories()
+    assert not B.broken(), B.broken()
+    assert "cpu-tensor" in ok
+    for kind in ok:
+        obj = B.make(kind, np.random.default_rng(0)).obj
+        planes = obj.tensors if isinstance(obj, Frame) else [obj]
+        obj.release()
+        for t in planes:
+            with pytest.raises(InvalidTensorError):
+                t.data_ptr  # noqa: B018
+            for key in type(t).HANDLE_KEYS:
+                with pytest.raises(InvalidTensorError):
+                    t.handle(key)
+            assert "released" in repr(t), (kind, repr(t))
+        assert "released" in repr(obj), (kind, repr(obj))
