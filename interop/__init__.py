@@ -14,9 +14,12 @@ from .errors import (  # noqa: E402
     BackendUnavailableError,
     ContextMismatchError,
     CopyRequiredError,
+    InteropBufferError,
     InteropError,
+    InteropTimeoutError,
     InvalidTensorError,
     NoRouteError,
+    ResourceError,
     UnsupportedFormatError,
     UnsupportedTypeError,
     WrongMemoryError,
@@ -45,4 +48,5 @@ __all__ = [
     "Tensor", "Frame", "Context", "MemoryMapper", "MemoryMapperChain", "wrap", "map", "route", "copy_meter",
     "Inference", "InteropError", "NoRouteError", "CopyRequiredError", "BackendUnavailableError",
     "InvalidTensorError", "UnsupportedTypeError", "ContextMismatchError", "UnsupportedFormatError", "WrongMemoryError",
+    "ResourceError", "InteropTimeoutError", "InteropBufferError",
 ]
