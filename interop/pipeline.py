@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import queue
+import re
 import sys
 import threading
 import time
@@ -22,7 +24,50 @@ from typing import Any, TextIO
 import numpy as np
 
 from . import textdet
-from .errors import InteropError
+from .errors import InteropError, UnsupportedFormatError
+from .meter import record_copy
+
+log = logging.getLogger(__name__)
+
+
+class VideoInputError(InteropError, OSError):
+    """The video given to ``interop run`` cannot be read: missing, a directory, empty, not a media file, no video
+    stream. Also an OSError, as a caller handling file errors expects."""
+
+
+class OutputPathError(InteropError, OSError):
+    """``--save`` names a path that cannot be written (checked before decoding starts)."""
+
+
+class RunArgumentError(InteropError, ValueError):
+    """An option of ``interop run`` out of range (``--frames 0``)."""
+
+
+# The pixel format a frame is converted to with ``allow_copy`` (``--allow-copy``) when the model cannot take its own.
+CONVERT_TO = "yuv420p"
+
+
+@dataclass
+class FrameResult:
+    """One frame's results, in the frame's own coordinates (its ``width`` x ``height``)."""
+
+    index: int
+    pts: int | None
+    time: float | None  # seconds (pts * time_base), None when the stream has no timestamps
+    width: int
+    height: int
+    boxes: list[textdet.TextBox] | None = None  # the text detector
+    outputs: dict[str, Any] | None = None  # a user model: per output shape, min, max (argmax)
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"index": self.index, "pts": self.pts, "time": self.time, "width": self.width,
+                             "height": self.height}
+        if self.boxes is not None:
+            d["boxes"] = [{"points": [[int(x), int(y)] for x, y in b.points], "score": round(b.score, 4)}
+                          for b in self.boxes]
+        if self.outputs is not None:
+            d["outputs"] = self.outputs
+        return d
 
 
 @dataclass
@@ -48,6 +93,26 @@ class RunResult:
     boxes: dict[int, list[textdet.TextBox]] = field(default_factory=dict)
     outputs: dict[int, dict[str, Any]] = field(default_factory=dict)
     last_image: np.ndarray | None = None
+    # per frame (index -> (pts, time, width, height)), filled by the decode loop before the frame's request starts
+    frame_info: dict[int, tuple[int | None, float | None, int, int]] = field(default_factory=dict)
+    declared_frames: int = 0  # as the container says (0: unknown)
+    decode_errors: int = 0  # packets the decoder refused (skipped)
+    sizes: list[tuple[int, int, int]] = field(default_factory=list)  # (first frame index, width, height) per size
+    converted: dict[str, str] = field(default_factory=dict)  # pixel formats converted with allow_copy -> to what
+    warnings: list[str] = field(default_factory=list)
+
+    def results(self) -> list[FrameResult]:
+        """Every frame's results, in order (the text boxes or the output summary, in the frame's coordinates)."""
+        out = []
+        for i in range(self.frames):
+            pts, t, w, h = self.frame_info.get(i, (None, None, self.width, self.height))
+            fr = FrameResult(i, pts, t, w, h)
+            if i in self.boxes:
+                fr.boxes = self.boxes[i]
+            elif i in self.outputs:
+                fr.outputs = self.outputs[i]
+            out.append(fr)
+        return out
 
     @property
     def fps(self) -> float:
@@ -60,7 +125,15 @@ class RunResult:
             "stages": {"decode": round(self.decode, 6), "map": round(self.map, 6), "infer": round(self.infer, 6)},
             "wall_s": round(self.wall, 6), "compile_s": round(self.compile, 6), "video": self.video,
             "size": [self.width, self.height], "input_size": list(self.input_size) if self.input_size else None,
+            "warnings": list(self.warnings),
         }
+        # One entry per input stream (one today; the schema is ready for several): docs/run.md documents it.
+        d["streams"] = [{
+            "input": self.video, "frames": self.frames, "declared_frames": self.declared_frames or None,
+            "decode_errors": self.decode_errors, "sizes": [{"width": w, "height": h, "from_frame": first} for first, w, h in self.sizes],
+            "converted": dict(self.converted), "warnings": list(self.warnings),
+            "results": [r.to_json() for r in self.results()],
+        }]
         if self.boxes:
             counts = [len(self.boxes.get(i, [])) for i in range(self.frames)]
             last = self.boxes.get(self.frames - 1, [])
@@ -70,6 +143,9 @@ class RunResult:
         elif self.outputs:
             d["outputs"] = self.outputs.get(self.frames - 1, {})
         return d
+
+
+_CONVERT_HINT = re.compile(r"[.:;]?\s*(e\.g\.\s*)?convert the frame first.*$", re.IGNORECASE | re.DOTALL)
 
 
 def _summary(out: dict[Any, np.ndarray]) -> dict[str, Any]:
@@ -83,23 +159,98 @@ def _summary(out: dict[Any, np.ndarray]) -> dict[str, Any]:
     return s
 
 
+def _sniff(path: str) -> str:
+    """Why FFmpeg could not open ``path``, from its first and last bytes: the one-line reason a user can act on."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(4096)
+        f.seek(max(0, size - (1 << 20)))
+        tail = f.read()
+    if head[4:8] == b"ftyp":  # an MP4/MOV: FFmpeg reads it only with its index (the moov atom)
+        if b"moov" not in head and b"moov" not in tail:
+            return ("is an MP4/MOV without its index (no moov atom): the recording was not finished or the file was "
+                    "cut; it cannot be decoded as it is (re-record it, or rebuild the index with a repair tool)")
+        return "is an MP4/MOV that FFmpeg cannot parse (damaged): re-encode or re-download it"
+    try:
+        head.decode("utf-8")
+        text = not any(c < 9 or 13 < c < 32 for c in head)
+    except UnicodeDecodeError:
+        text = False
+    if text:
+        return "is a text file, not a video: give a video file (mp4, mkv, ts, webm...)"
+    return "is not a media file FFmpeg recognises (or is damaged at its start): give a video file"
+
+
 def open_video(path: str) -> Any:
-    """Open a video with PyAV: (container, stream)."""
+    """Open a video with PyAV: (container, stream). Every unreadable input is one VideoInputError saying why."""
     from .backends import require
 
     av = require("av", "FFmpeg", "ffmpeg")
+    if os.path.isdir(path):
+        raise VideoInputError(f"video {path!r} is a directory: give a video file in it (or none, for the bundled clip)")
+    if not os.path.exists(path):
+        raise VideoInputError(f"video {path!r} not found: give a video file path (or none, for the bundled clip)")
     if not os.path.isfile(path):
-        raise InteropError(f"video {path!r} not found: give a video file path (or none, for the bundled clip)")
+        raise VideoInputError(f"video {path!r} is not a regular file (a device or pipe?): give a video file")
+    if not os.access(path, os.R_OK):
+        raise VideoInputError(f"video {path!r} is not readable by this user: fix its permissions")
+    if os.path.getsize(path) == 0:
+        raise VideoInputError(f"video {path!r} is empty (0 bytes): the file was not written; give a video file")
     try:
         container = av.open(path)
     except av.error.FFmpegError as e:  # type: ignore[attr-defined]
-        raise InteropError(f"FFmpeg cannot open {path!r}: {e}") from e
+        raise VideoInputError(f"video {path!r} {_sniff(path)} (FFmpeg: {getattr(e, 'strerror', None) or e})") from e
     if not container.streams.video:
+        kinds = sorted({s.type for s in container.streams})
         container.close()
-        raise InteropError(f"{path!r} has no video stream")
+        raise VideoInputError(f"{path!r} has no video stream (it has {', '.join(kinds) or 'no streams'}): "
+                              f"give a file with video in it")
     stream = container.streams.video[0]
     stream.thread_type = "AUTO"  # frame + slice threads: the decoder's own fastest mode for long clips
     return container, stream
+
+
+class _Decoded:
+    """Frames of ``stream``, decoded packet by packet so that a damaged packet is counted and skipped (FFmpeg's own
+    iterator stops the whole video at the first one)."""
+
+    def __init__(self, container: Any, stream: Any):
+        self.errors = 0
+        self._it = self._frames(container, stream)
+
+    def _frames(self, container: Any, stream: Any) -> Iterator[Any]:
+        import av
+
+        for packet in container.demux(stream):  # the last packet is empty: it flushes the decoder's delayed frames
+            try:
+                frames = packet.decode()
+            except av.error.FFmpegError as e:  # type: ignore[attr-defined]
+                self.errors += 1
+                log.debug("packet at pts %s failed to decode: %s", packet.pts, e)
+                continue
+            yield from frames
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._it
+
+    def __next__(self) -> Any:
+        return next(self._it)
+
+
+def _supported_message(e: Exception, fmt: str) -> str:
+    """``e`` (a refusal of pixel format ``fmt``) with the way round it that ``interop run`` offers instead of the
+    Python-only hint (``frame.reformat()``)."""
+    reason = _CONVERT_HINT.sub("", str(e)).rstrip(" .:;")
+    return (f"{reason}. Run with --allow-copy (CLI) or allow_copy=True (interop.pipeline.run) to convert each "
+            f"{fmt} frame to {CONVERT_TO} before the model: one counted copy per frame")
+
+
+def _converted(vf: Any) -> Any:
+    """``vf`` converted to CONVERT_TO, the copy recorded in the copy meter (it is a copy, and the run says so)."""
+    out = vf.reformat(format=CONVERT_TO)
+    w, h = out.width, out.height
+    record_copy(f"reformat {vf.format.name}->{CONVERT_TO} (allow_copy)", w * h + 2 * (-(-w // 2)) * (-(-h // 2)))
+    return out
 
 
 class _ResultWorker:
@@ -166,9 +317,15 @@ def _opencv_single_threaded(on: bool) -> Iterator[None]:
 
 def run(video: str | None = None, model: str | None = None, device: str | None = None, frames: int | None = None,
         precision: str | None = None, progress: bool = False, keep_last: bool = False,
-        input_size: tuple[int, int] | None = None, postprocess: bool = True) -> RunResult:
+        input_size: tuple[int, int] | None = None, postprocess: bool = True, allow_copy: bool = False) -> RunResult:
     """Decode -> map -> infer over a video; returns the measurements (see RunResult).
 
+    Every frame's results are in that frame's own coordinates: when the size changes mid-stream, the model (whose
+    input size is fixed by the first frame) gets the new frames resized by its own pre-processing, and the boxes
+    are scaled to each frame's width and height; the change is logged once. A pixel format the model cannot take
+    raises UnsupportedFormatError, unless ``allow_copy``: then such frames are converted to yuv420p, each
+    conversion counted in the copy meter (``copies``). Damaged packets are skipped and counted; a stream that ends
+    before the frame count its container declares is logged (warnings also in ``RunResult.warnings``).
     ``postprocess=False`` skips turning outputs into results (text boxes; done on a thread of their own, see
     _ResultWorker) (benchmarks).
     """
@@ -178,21 +335,25 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
 
     path = video or _default_clip()
     container, stream = open_video(path)
-    width, height = stream.codec_context.width, stream.codec_context.height
-    config = {"INFERENCE_PRECISION_HINT": precision} if precision else None
-    is_textdet = model is None
-    size: tuple[int, int] | None
-    if is_textdet:
-        size = input_size or textdet.input_size_for(width, height)
-        inf = Inference(textdet.model_path(), device, input_size=size, mean=textdet.MEAN, scale=textdet.SCALE,
-                        rgb=textdet.RGB, config=config)
-        model_name = textdet.MODEL_NAME
-    else:
-        assert model is not None
-        size = input_size
-        inf = Inference(model, device, input_size=size, config=config)
-        model_name = inf.model_name
-    res = RunResult(path, model_name, inf.device, width, height, size)
+    try:
+        width, height = stream.codec_context.width, stream.codec_context.height
+        config = {"INFERENCE_PRECISION_HINT": precision} if precision else None
+        is_textdet = model is None
+        size: tuple[int, int] | None
+        if is_textdet:
+            size = input_size or textdet.input_size_for(width, height)
+            inf = Inference(textdet.model_path(), device, input_size=size, mean=textdet.MEAN, scale=textdet.SCALE,
+                            rgb=textdet.RGB, config=config)
+            model_name = textdet.MODEL_NAME
+        else:
+            assert model is not None
+            size = input_size
+            inf = Inference(model, device, input_size=size, config=config)
+            model_name = inf.model_name
+    except BaseException:
+        container.close()
+        raise
+    res = RunResult(path, model_name, inf.device, width, height, size, declared_frames=int(stream.frames or 0))
     total = stream.frames or None
     if frames is not None:
         total = min(total, frames) if total else frames
@@ -204,14 +365,16 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
             bar = tqdm(total=total, unit="frame", file=sys.stderr, leave=False, desc="interop run")
         except ImportError:
             bar = None
+    info = res.frame_info
 
     def on_result(outputs: dict[Any, np.ndarray], i: int) -> None:  # the result worker's thread
         if not postprocess:
             pass
         elif is_textdet:
-            res.boxes[i] = textdet.boxes_from_map(next(iter(outputs.values())), width, height)
-        elif i == res.frames - 1 or len(res.outputs) < 1:
-            res.outputs = {i: _summary(outputs)}
+            _, _, fw, fh = info[i]  # the frame's own size: boxes in its coordinates
+            res.boxes[i] = textdet.boxes_from_map(next(iter(outputs.values())), fw, fh)
+        else:
+            res.outputs[i] = _summary(outputs)
         if bar is not None:
             bar.update(1)
 
@@ -219,7 +382,10 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
     callback = worker.put if worker is not None else None  # on OpenVINO's thread: queue the outputs, nothing more
     perf = time.perf_counter
     last_vf = None
-    it = container.decode(stream)
+    decoded = _Decoded(container, stream)
+    it = iter(decoded)
+    layouts: set[tuple[str, int, int]] = set()  # (pixel format, width, height) whose model variant is compiled
+    tb = stream.time_base
     try:
         with interop.copy_meter() as meter, _opencv_single_threaded(postprocess and is_textdet):
             t_start = perf()
@@ -231,12 +397,19 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
                 except StopIteration:
                     break
                 t1 = perf()
-                mapped = interop.map(vf, inf.memory_type)  # the decoded frame's planes, in one step
-                t2 = perf()
-                if i == 0:  # compile the model for this plane layout; excluded from fps and stage times
-                    inf.compile_for(mapped)
-                    res.compile = perf() - t2
-                t2b = perf()
+                fmt = vf.format.name
+                key = (fmt, vf.width, vf.height)
+                if key in layouts:
+                    mapped = interop.map(_converted(vf) if fmt in res.converted else vf, inf.memory_type)
+                    t2 = t2b = perf()
+                else:  # a new layout: compile for it, excluded from fps and stage times
+                    t2 = perf()
+                    mapped = _first_of_layout(res, inf, vf, allow_copy, i)
+                    layouts.add(key)
+                    t2b = perf()
+                    res.compile += t2b - t2
+                time_s = float(vf.pts * tb) if vf.pts is not None and tb is not None else None
+                info[i] = (vf.pts, time_s, vf.width, vf.height)
                 res.frames = i + 1
                 inf.infer_async(mapped, callback, i)
                 t3 = perf()
@@ -260,10 +433,59 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
         container.close()
     res.copies, res.bytes_copied, res.copy_records = meter.copies, meter.bytes, meter.records
     res.output_bytes = inf.output_bytes
+    res.decode_errors = decoded.errors
     inf.close()  # stop OpenVINO's request threads now, not during interpreter teardown
+    _damage_warnings(res, stopped_early=frames is not None and res.frames >= frames)
     if keep_last and last_vf is not None:
         res.last_image = last_vf.to_ndarray(format="bgr24")  # for --save only, after the timed run
     return res
+
+
+def _first_of_layout(res: RunResult, inf: Any, vf: Any, allow_copy: bool, i: int) -> Any:
+    """First frame of a (pixel format, size): note a size change, convert the format when the model cannot take it
+    and ``allow_copy``, compile the model for the layout. Returns the frame mapped for the model."""
+    import interop
+
+    size = (vf.width, vf.height)
+    if res.sizes and res.sizes[-1][1:] != size and len(res.sizes) == 1:  # logged once; later changes: `sizes`
+        msg = (f"frame size changed from {res.sizes[-1][1]}x{res.sizes[-1][2]} to {size[0]}x{size[1]} at frame {i}: "
+               f"results are in each frame's own coordinates")
+        log.warning(msg)
+        res.warnings.append(msg)
+    if not res.sizes:  # the container's header may describe a later part of the stream (MPEG-TS): the frame decides
+        res.width, res.height = size
+    if not res.sizes or res.sizes[-1][1:] != size:
+        res.sizes.append((i, *size))
+    fmt = vf.format.name
+    if fmt not in res.converted:
+        try:
+            mapped = interop.map(vf, inf.memory_type)
+            inf.compile_for(mapped)
+            return mapped
+        except UnsupportedFormatError as e:
+            if not allow_copy or fmt == CONVERT_TO:
+                raise UnsupportedFormatError(_supported_message(e, fmt)) from e
+        msg = f"pixel format {fmt} is converted to {CONVERT_TO} before the model (allow_copy): a counted copy per frame"
+        log.warning(msg)
+        res.warnings.append(msg)
+        res.converted[fmt] = CONVERT_TO
+    mapped = interop.map(_converted(vf), inf.memory_type)
+    inf.compile_for(mapped)
+    return mapped
+
+
+def _damage_warnings(res: RunResult, stopped_early: bool) -> None:
+    """Say (log, and keep in ``res.warnings``) when the stream was shorter than declared or packets were skipped."""
+    if res.decode_errors:
+        msg = (f"{res.decode_errors} packet{'s' if res.decode_errors != 1 else ''} of {res.video!r} failed to decode "
+               f"and {'were' if res.decode_errors != 1 else 'was'} skipped (damaged data)")
+        log.warning(msg)
+        res.warnings.append(msg)
+    if not stopped_early and res.declared_frames and res.frames < res.declared_frames:
+        msg = (f"{res.video!r} ended early: {res.frames} of the {res.declared_frames} frames its container declares "
+               f"were decoded (the file is cut or damaged)")
+        log.warning(msg)
+        res.warnings.append(msg)
 
 
 def _default_clip() -> str:
@@ -277,7 +499,14 @@ def report(res: RunResult, out: TextIO) -> None:
     p = lambda *a: print(*a, file=out)  # noqa: E731
     p(f"interop run: {res.video} ({res.width}x{res.height}) -> {res.model} on {res.device}"
       + (f", model input {res.input_size[0]}x{res.input_size[1]}" if res.input_size else ""))
-    p(f"  frames        {res.frames}")
+    p(f"  frames        {res.frames}" + (f" of {res.declared_frames} declared" if res.declared_frames > res.frames
+                                            else "") + (f"   ({res.decode_errors} damaged packets skipped)"
+                                                        if res.decode_errors else ""))
+    if len(res.sizes) > 1:
+        p("  sizes         " + ", ".join(f"{w}x{h} from frame {first}" for first, w, h in res.sizes)
+          + "   (results in each frame's own coordinates)")
+    for fmt, to in res.converted.items():
+        p(f"  converted     {fmt} -> {to} on every such frame (allow_copy: counted in copies)")
     p(f"  fps           {res.fps:.1f}   ({res.frames} frames in {res.wall:.3f} s; model compilation {res.compile:.2f} s excluded)")
     p(f"  stages (s)    decode {res.decode:.3f}   map {res.map:.3f}   infer (waiting for results) {res.infer:.3f}")
     p(f"  copies        {res.copies}   bytes copied {res.bytes_copied}   (copy_meter over the run)")
@@ -299,6 +528,7 @@ def report(res: RunResult, out: TextIO) -> None:
 
 
 def save_image(res: RunResult, path: str) -> str:
+    """The last frame, at its own size, with its boxes drawn."""
     import cv2
 
     if res.last_image is None:
@@ -307,26 +537,33 @@ def save_image(res: RunResult, path: str) -> str:
     if res.boxes:
         textdet.draw(img, res.boxes.get(res.frames - 1, []))
     if not cv2.imwrite(path, img):
-        raise InteropError(f"could not write {path!r}: use a .png or .jpg path in a writable directory")
+        raise OutputPathError(f"could not write {path!r}: use a .png or .jpg path in a writable directory")
     return path
 
 
 def save_video(res: RunResult, path: str) -> str:
     """Re-decode the frames of the run and write them with their boxes drawn (after the timed run: copies here
-    are for the picture, outside the copy meter)."""
+    are for the picture, outside the copy meter). A video has one size: frames of another size (a resolution change
+    mid-stream) get their boxes drawn in their own coordinates and are then scaled to the first frame's size."""
     import av
+    import cv2
 
     container, stream = open_video(res.video)
     try:
         with av.open(path, "w") as out:
             rate = stream.average_rate or 30
             s = out.add_stream("libx264", rate=rate)
-            s.width, s.height, s.pix_fmt = res.width & ~1, res.height & ~1, "yuv420p"
-            for i, vf in enumerate(container.decode(stream)):
+            first_w, first_h = (res.sizes[0][1], res.sizes[0][2]) if res.sizes else (res.width, res.height)
+            s.width, s.height, s.pix_fmt = first_w & ~1, first_h & ~1, "yuv420p"
+            for i, vf in enumerate(_Decoded(container, stream)):
                 if i >= res.frames:
                     break
-                img = np.ascontiguousarray(vf.to_ndarray(format="bgr24")[:s.height, :s.width])
+                img = np.ascontiguousarray(vf.to_ndarray(format="bgr24"))
                 textdet.draw(img, res.boxes.get(i, []))
+                if (vf.width, vf.height) == (first_w, first_h):
+                    img = np.ascontiguousarray(img[:s.height, :s.width])
+                else:
+                    img = np.asarray(cv2.resize(img, (s.width, s.height), interpolation=cv2.INTER_AREA), np.uint8)
                 for pkt in s.encode(av.VideoFrame.from_ndarray(img, format="bgr24").reformat(format="yuv420p")):
                     out.mux(pkt)
             for pkt in s.encode():
@@ -340,26 +577,58 @@ _VIDEO_EXT = (".mp4", ".mkv", ".mov", ".avi")
 _IMAGE_EXT = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
 
 
+def check_save_path(save: str) -> str:
+    """Refuse a ``--save`` path that cannot be written before any decoding starts; returns its extension."""
+    ext = os.path.splitext(save)[1].lower()
+    if ext not in _IMAGE_EXT + _VIDEO_EXT:
+        raise OutputPathError(f"--save writes the last frame with its boxes (.png/.jpg) or the whole run as a video "
+                              f"(.mp4/.mkv): give such a path, not {save!r}")
+    if os.path.isdir(save):
+        raise OutputPathError(f"--save {save!r} is a directory: give a file path in it (e.g. {os.path.join(save, 'out' + ext)!r})")
+    folder = os.path.dirname(os.path.abspath(save))
+    if not os.path.isdir(folder):
+        raise OutputPathError(f"--save {save!r}: the folder {folder!r} does not exist: create it first or save elsewhere")
+    if os.path.exists(save) and not os.access(save, os.W_OK):
+        raise OutputPathError(f"--save {save!r} exists and is not writable by this user: save elsewhere")
+    try:  # a real write (root passes access() checks on read-only file systems)
+        import tempfile
+
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".interop-save-check-"):
+            pass
+    except OSError as e:
+        raise OutputPathError(f"--save {save!r}: cannot write in {folder!r} ({e.strerror or e}): save to a writable "
+                              f"folder") from e
+    return ext
+
+
 def main(args: argparse.Namespace) -> int:
-    """``interop run``: args has video, model, device, frames, save, json, precision, no_progress."""
+    """``interop run``: args has video, model, device, frames, save, json, precision, no_progress, allow_copy."""
     as_json = bool(getattr(args, "json", False))
     out = sys.stderr if as_json else sys.stdout
     frames = getattr(args, "frames", None)
     if frames is not None and frames <= 0:
-        raise InteropError(f"--frames must be positive, not {frames}")
+        raise RunArgumentError(f"--frames must be a positive number of frames, not {frames} (leave it out for all)")
+    input_size = getattr(args, "input_size", None)
+    if input_size is not None and min(input_size) <= 0:
+        raise RunArgumentError(f"--input-size W H must be positive, not {' '.join(map(str, input_size))}")
     save = getattr(args, "save", None)
-    ext = os.path.splitext(save)[1].lower() if save else ""
-    if save and ext not in _IMAGE_EXT + _VIDEO_EXT:
-        raise InteropError(f"--save writes the last frame with its boxes (.png/.jpg) or the whole run as a video "
-                           f"(.mp4/.mkv): give such a path, not {save!r}")
+    ext = check_save_path(save) if save else ""
     progress = not getattr(args, "no_progress", False) and sys.stderr.isatty()
     res = run(getattr(args, "video", None), getattr(args, "model", None), getattr(args, "device", None), frames,
-              getattr(args, "precision", None), progress=progress, keep_last=bool(save) and ext in _IMAGE_EXT)
+              getattr(args, "precision", None), progress=progress, keep_last=bool(save) and ext in _IMAGE_EXT,
+              input_size=tuple(args.input_size) if getattr(args, "input_size", None) else None,  # type: ignore[arg-type]
+              allow_copy=bool(getattr(args, "allow_copy", False)))
     report(res, out)
-    if save and ext in _VIDEO_EXT:
-        print(f"  saved         {save_video(res, save)} ({res.frames} frames with their boxes)", file=out)
-    elif save:
-        print(f"  saved         {save_image(res, save)} (last frame with its boxes)", file=out)
+    try:
+        if save and ext in _VIDEO_EXT:
+            print(f"  saved         {save_video(res, save)} ({res.frames} frames with their boxes"
+                  + (", scaled to the first frame's size" if len(res.sizes) > 1 else "") + ")", file=out)
+        elif save:
+            print(f"  saved         {save_image(res, save)} (last frame with its boxes)", file=out)
+    except OSError as e:  # the folder went away or filled up while the video ran
+        if isinstance(e, InteropError):
+            raise
+        raise OutputPathError(f"could not write --save {save!r}: {e.strerror or e}") from e
     if as_json:
         out.flush()
         print(json.dumps(res.to_json()), file=sys.stdout, flush=True)
