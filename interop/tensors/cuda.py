@@ -19,7 +19,13 @@ import numpy as np
 
 from ..backends import BackendReport, Wrapper, class_in, module_available, register_probe, register_wrapper
 from ..context import Context, register_default_context
-from ..errors import BackendUnavailableError, InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError
+from ..errors import (
+    BackendUnavailableError,
+    InteropBufferError,
+    InvalidTensorError,
+    UnsupportedFormatError,
+    UnsupportedTypeError,
+)
 from ..frame import Frame
 from ..info import TensorInfo, packed_offsets, plane_infos, plane_layout
 from ..meter import record_copy
@@ -130,11 +136,13 @@ class CUDATensor(Tensor):
 
     @property
     def device_id(self) -> int:
+        self._check()
         return self._device_id
 
     @property
     def stream(self) -> int | None:
         """The stream the producer's writes are queued on (1 = legacy default), or None when nothing is pending."""
+        self._check()
         return self._stream
 
     def _view(self, offset: int, info: TensorInfo) -> Tensor:
@@ -167,12 +175,12 @@ class CUDATensor(Tensor):
         self._check()
         dev = (dlpack.KDL_CUDA, self._device_id)
         if dl_device is not None and tuple(dl_device) != dev:
-            raise BufferError(f"this tensor lives on cuda:{self._device_id}; to get it on {tuple(dl_device)} use "
+            raise InteropBufferError(f"this tensor lives on cuda:{self._device_id}; to get it on {tuple(dl_device)} use "
                               f"interop.map(t, MemoryType.CPU, allow_copy=True)")
         if copy:
-            raise BufferError("a CUDA tensor exports its own memory (copy=True is not supported); copy on the consumer side")
+            raise InteropBufferError("a CUDA tensor exports its own memory (copy=True is not supported); copy on the consumer side")
         if stream is not None and not isinstance(stream, int):
-            raise BufferError(f"stream must be an int handle or None, got {type(stream).__name__}")
+            raise InteropBufferError(f"stream must be an int handle or None, got {type(stream).__name__}")
         self.sync_to(stream)
         if self._whole:
             # The producer's own capsule (PyAV builds it in C; it holds a reference on the AVFrame). It is a

@@ -251,14 +251,17 @@ class VATensor(Tensor):
 
     @property
     def plane_index(self) -> int:
+        self._check()
         return self._plane_index
 
     @property
     def x(self) -> int:
+        self._check()
         return self._x
 
     @property
     def y(self) -> int:
+        self._check()
         return self._y
 
     def origin_bytes(self, pitch: int) -> int:
