@@ -1,5 +1,5 @@
 """ctypes bindings to the Level Zero loader (libze_loader.so.1): drivers, devices, contexts, USM
-allocations, and DMA-BUF import/export.
+allocations, DMA-BUF import/export, and host (system) memory import.
 
 Only the calls interop needs. Every failing call raises ZeError carrying the ze_result_t name; a machine
 without the loader or without a driver gets BackendUnavailableError saying which. Memory is owned by
@@ -10,6 +10,11 @@ are never destroyed by us.
 Import of a DMA-BUF fd does not take the fd: Level Zero drivers import it through DRM PRIME, which leaves
 the fd open, so the caller keeps its fd open while the allocation lives and closes it afterwards (the DMA
 tensor that owns the fd is the imported tensor's parent). An exported fd is new and belongs to the caller.
+
+Import of system memory (``import_system_memory``: ze_external_memory_import_system_memory_t chained to
+zeMemAllocHost, the NPU driver's extension that OpenVINO's NPU plugin uses for ``CPU_VA``) makes no new memory:
+the allocation is the caller's pages, page-aligned in address and size. zeMemFree ends the import, never the
+memory; the caller keeps the memory alive (pass its owner as ``keepalive``) until then.
 
 The loader library is ``libze_loader.so.1``; ``INTEROP_ZE_LOADER`` names another file (a test fallback,
 only for where the real loader cannot load a fake driver).
@@ -32,6 +37,7 @@ ZE_INIT_FLAG_VPU_ONLY = 1 << 1
 
 ZE_STRUCTURE_TYPE_DRIVER_PROPERTIES = 0x1
 ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES = 0x3
+ZE_STRUCTURE_TYPE_DEVICE_EXTERNAL_MEMORY_PROPERTIES = 0xC
 ZE_STRUCTURE_TYPE_CONTEXT_DESC = 0xD
 ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC = 0xE
 ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC = 0x15
@@ -43,6 +49,14 @@ ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_EXPORT_FD = 0x1A
 
 ZE_EXTERNAL_MEMORY_TYPE_FLAG_OPAQUE_FD = 1 << 0
 ZE_EXTERNAL_MEMORY_TYPE_FLAG_DMA_BUF = 1 << 1
+ZE_HOST_MEM_ALLOC_FLAG_BIAS_WRITE_COMBINED = 1 << 2
+
+# ze_mem_import_system_memory_ext.h: the Level Zero NPU extension OpenVINO's NPU plugin carries (not in Debian's
+# libze-dev). tests/fakes/ze/ze_mem_import_system_memory_ext.h copies its declaration; the layout test checks both.
+ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_IMPORT_SYSTEM_MEMORY = 0x24
+ZE_EXTERNAL_MEMORY_TYPE_FLAG_STANDARD_ALLOCATION = 0x100
+#: the plugin's utils::STANDARD_PAGE_SIZE: what "page-aligned" means to the NPU plugin and driver
+STANDARD_PAGE_SIZE = 4096
 
 ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS = 1
 
@@ -171,6 +185,25 @@ class ZeExternalMemoryExportDesc(ctypes.Structure):
     _fields_ = [("stype", ctypes.c_uint32), ("pNext", ctypes.c_void_p), ("flags", ctypes.c_uint32)]
 
 
+class ZeDeviceExternalMemoryProperties(ctypes.Structure):
+    _fields_ = [("stype", ctypes.c_uint32), ("pNext", ctypes.c_void_p), ("memoryAllocationImportTypes", ctypes.c_uint32),
+                ("memoryAllocationExportTypes", ctypes.c_uint32), ("imageImportTypes", ctypes.c_uint32),
+                ("imageExportTypes", ctypes.c_uint32)]
+
+
+class ZeExternalMemoryImportSystemMemory(ctypes.Structure):
+    """ze_external_memory_import_system_memory_t (ze_mem_import_system_memory_ext.h); ``stype`` is declared there
+    as ze_structure_type_graph_ext_t, an enum (32 bits)."""
+
+    _fields_ = [("stype", ctypes.c_uint32), ("pNext", ctypes.c_void_p), ("pSystemMemory", ctypes.c_void_p),
+                ("size", ctypes.c_uint64)]
+
+
+#: structures of the NPU extension header (checked against tests/fakes/ze/ze_mem_import_system_memory_ext.h)
+EXTENSION_STRUCTURES: dict[str, type[ctypes.Structure]] = {
+    "ze_external_memory_import_system_memory_t": ZeExternalMemoryImportSystemMemory,
+}
+
 #: every Structure here with its C name (the layout test compares them with the real header)
 STRUCTURES: dict[str, type[ctypes.Structure]] = {
     "ze_base_desc_t": ZeBaseDesc, "ze_driver_uuid_t": ZeDriverUUID, "ze_device_uuid_t": ZeDeviceUUID,
@@ -182,6 +215,7 @@ STRUCTURES: dict[str, type[ctypes.Structure]] = {
     "ze_external_memory_import_fd_t": ZeExternalMemoryImportFd,
     "ze_external_memory_export_fd_t": ZeExternalMemoryExportFd,
     "ze_external_memory_export_desc_t": ZeExternalMemoryExportDesc,
+    "ze_device_external_memory_properties_t": ZeDeviceExternalMemoryProperties,
 }
 
 # ---- the loader -------------------------------------------------------------------------------------------
@@ -195,6 +229,7 @@ _SIGNATURES: dict[str, list[Any]] = {
     "zeDriverGetExtensionProperties": [_P, _U32P, ctypes.POINTER(ZeDriverExtensionProperties)],
     "zeDeviceGet": [_P, _U32P, ctypes.POINTER(_P)],
     "zeDeviceGetProperties": [_P, ctypes.POINTER(ZeDeviceProperties)],
+    "zeDeviceGetExternalMemoryProperties": [_P, ctypes.POINTER(ZeDeviceExternalMemoryProperties)],
     "zeContextCreate": [_P, ctypes.POINTER(ZeContextDesc), ctypes.POINTER(_P)],
     "zeContextDestroy": [_P],
     "zeMemAllocHost": [_P, ctypes.POINTER(ZeHostMemAllocDesc), ctypes.c_size_t, ctypes.c_size_t, ctypes.POINTER(_P)],
@@ -321,6 +356,14 @@ def driver_api_version(driver: int) -> tuple[int, int]:
     return (v.value >> 16, v.value & 0xFFFF)
 
 
+def external_memory_import_types(device: int) -> int:
+    """zeDeviceGetExternalMemoryProperties' memoryAllocationImportTypes (ZE_EXTERNAL_MEMORY_TYPE_FLAG_*): the NPU
+    plugin imports host memory only where ZE_EXTERNAL_MEMORY_TYPE_FLAG_STANDARD_ALLOCATION is set (zero_init.cpp)."""
+    p = ZeDeviceExternalMemoryProperties(stype=ZE_STRUCTURE_TYPE_DEVICE_EXTERNAL_MEMORY_PROPERTIES)
+    _check("zeDeviceGetExternalMemoryProperties", loader().zeDeviceGetExternalMemoryProperties(_P(device), ctypes.byref(p)))
+    return int(p.memoryAllocationImportTypes)
+
+
 def driver_extensions(driver: int) -> dict[str, int]:
     """Extension name -> version (e.g. ZE_extension_external_memory_import_fd)."""
     lib = loader()
@@ -410,7 +453,7 @@ class Allocation:
     """
 
     def __init__(self, context: ZeContext, pointer: int, size: int, kind: str, device: int | None,
-                 imported_fd: int | None = None, keepalive: Any = None):
+                 imported_fd: int | None = None, keepalive: Any = None, system_memory: bool = False):
         global _live
         self.context = context
         self.pointer = int(pointer)
@@ -418,6 +461,8 @@ class Allocation:
         self.kind = kind
         self.device = device
         self.imported_fd = imported_fd
+        #: True for an import of the caller's host pages (zeMemFree ends the import, the memory stays the caller's)
+        self.system_memory = system_memory
         self._keepalive = keepalive  # e.g. the object owning an imported fd
         with _lock:
             _live += 1
@@ -512,6 +557,35 @@ def import_dma_buf(context: ZeContext, fd: int, size: int, kind: str = "device",
     """Import a DMA-BUF fd as Level Zero memory of ``size`` bytes (from the fd's start). The fd stays the
     caller's and must stay open while the allocation lives (pass its owner as ``keepalive``)."""
     return allocate(context, size, kind, device=device, import_fd=fd, keepalive=keepalive)
+
+
+def page_range(address: int, size: int, page: int = STANDARD_PAGE_SIZE) -> tuple[int, int]:
+    """(start, size) of the whole pages holding [address, address + size)."""
+    start = address - address % page
+    end = -(-(address + size) // page) * page
+    return start, end - start
+
+
+def import_system_memory(context: ZeContext, pointer: int, size: int, *, keepalive: Any = None,
+                         write_combined: bool = False) -> Allocation:
+    """Import the caller's host pages [pointer, pointer + size) into ``context`` (zeMemAllocHost with
+    ze_external_memory_import_system_memory_t chained). No copy: the allocation is that memory. Both must be
+    multiples of STANDARD_PAGE_SIZE (InvalidTensorError otherwise, before the driver is asked); the memory must
+    stay mapped until the allocation is released (``keepalive`` is held until then)."""
+    for what, v in (("pointer", pointer), ("size", size)):
+        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+            raise InvalidTensorError(f"{what} must be a positive int, not {v!r}")
+        if v % STANDARD_PAGE_SIZE:
+            raise InvalidTensorError(f"system memory import needs a page-aligned {what} (a multiple of "
+                                     f"{STANDARD_PAGE_SIZE}); got {v:#x}: import the whole pages (page_range())")
+    imp = ZeExternalMemoryImportSystemMemory(stype=ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_IMPORT_SYSTEM_MEMORY,
+                                             pSystemMemory=pointer, size=size)
+    hd = ZeHostMemAllocDesc(stype=ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC, pNext=ctypes.addressof(imp),
+                            flags=ZE_HOST_MEM_ALLOC_FLAG_BIAS_WRITE_COMBINED if write_combined else 0)
+    out = _P()
+    r = loader().zeMemAllocHost(_P(context.handle), ctypes.byref(hd), size, STANDARD_PAGE_SIZE, ctypes.byref(out))
+    _check("zeMemAllocHost", r, f"importing {size} bytes of system memory at {pointer:#x}")
+    return Allocation(context, int(out.value or 0), size, "host", None, None, keepalive, system_memory=True)
 
 
 @dataclass(frozen=True)

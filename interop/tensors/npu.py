@@ -12,6 +12,14 @@ one of two ways, both zero-copy (docs/npu.md says why and what was verified how)
   of the plugin's context, which the NPU binds without copying. This serves any offset (the chroma plane of
   an NV12 buffer).
 
+Host memory (FFmpeg's decoded planes, page-aligned CPU tensors) goes a third way, ``"CPU_VA"`` (``host_planes``):
+the plugin imports the whole pages that hold the planes (``create_tensor(u8, [bytes], {"MEM_TYPE": "CPU_VA",
+"MEM_HANDLE": "0x<page>"})``, Level Zero's system-memory import, zero_mem.cpp ``import_standard_allocation_memory``)
+and each plane goes over as an ``ov.Tensor`` at its own address, inside that import: memory of the plugin's
+context, bound without a copy. Model shapes never depend on addresses (the planes keep the device-side shape
+below; only the import's shape is the page count). ``HostImports`` keeps one import per page range while the
+memory's owner lives, and refuses overlapping ones (WrongMemoryError naming the rule).
+
 MEM_HANDLE travels as a hex string: OpenVINO's Python binding turns an int into an int64 ``ov::Any``, which
 the plugin's ``as<void*>()`` refuses ("Bad as from: l to: Pv"), while a string is parsed by
 ``operator>>(void*&)`` into the pointer. So no C helper is needed.
@@ -24,13 +32,14 @@ the ov.Tensor of the import path); the CPU cannot read NPU tensors through inter
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
 
 from ..backends import BackendReport, module_available, register_probe
 from ..context import Context, register_default_context
-from ..errors import BackendUnavailableError, ContextMismatchError, InvalidTensorError
+from ..errors import BackendUnavailableError, ContextMismatchError, InvalidTensorError, WrongMemoryError
 from ..info import TensorInfo
 from ..tensor import Tensor, _ArrayExport
 from ..types import MemoryType
@@ -76,6 +85,7 @@ class NPUContext(Context):
         self.core = core
         self.strategy = strategy
         self._ze_context: int | None = None
+        self.host_imports = HostImports(self)
 
     @classmethod
     def create(cls, core: Any = None, *, strategy: str = "auto") -> NPUContext:
@@ -136,7 +146,8 @@ def npu_output_context(given: Context | None, who: str) -> NPUContext:
 class NPUTensor(Tensor):
     """An NPU input: ``native`` is the openvino RemoteTensor (fd hand-off) or ov.Tensor over memory of the
     plugin's Level Zero context (import). ``info`` is the device-side shape. Handles: ``mem_handle`` (the fd
-    or the pointer handed over), ``offset``; ``mem_type`` is "SHARED_BUF" or "L0_HOST"."""
+    or the pointer handed over), ``offset``; ``mem_type`` is "SHARED_BUF", "L0_HOST", "L0_USM" or "CPU_VA" (an
+    ov.Tensor at the plane's own address inside a CPU_VA import of its pages: ``host_import``)."""
 
     memory_type = MemoryType.NPU
     HANDLE_KEYS = {"mem_handle": "mem_handle", "offset": "offset"}
@@ -147,6 +158,12 @@ class NPUTensor(Tensor):
         self.mem_type = mem_type
         self.mem_handle = int(mem_handle)
         self.offset = int(offset)
+        self._host_import: HostImport | None = None
+
+    @property
+    def host_import(self) -> HostImport | None:
+        """The CPU_VA import this tensor lies in (mem_type "CPU_VA"), else None."""
+        return self._host_import
 
     @property
     def ov_tensor(self) -> Any:
@@ -236,6 +253,131 @@ def npu_planes(planes: list[Tensor], ctx: NPUContext, *, image: bool, parents: l
             addr = alloc.pointer + t.offset
             out.append(_host_tensor(alloc, addr, shape, t.info.dtype, ctx, parent, t.writable, "L0_HOST"))
     return out
+
+
+# ---- host memory: CPU_VA imports ---------------------------------------------------------------------
+PAGE = 4096  # the plugin's utils::STANDARD_PAGE_SIZE (interop.native.level_zero.STANDARD_PAGE_SIZE)
+_ZE_SOURCE = "src/plugins/intel_npu/src/utils/src/zero/zero_mem.cpp"
+
+
+class HostImport:
+    """One CPU_VA import: the plugin's RemoteTensor over the pages [start, end) and the owner of that memory.
+
+    The import ends (the RemoteTensor is dropped: the plugin's zeMemFree) before the owner is let go, so an import
+    never outlives the memory it covers. NPU tensors inside it hold it (their ov.Tensor's array refers to it)."""
+
+    def __init__(self, remote: Any, start: int, end: int, owner: Any):
+        self.start, self.end = start, end
+        self._box = [remote, owner]
+        self._finalizer = weakref.finalize(self, _end_import, self._box)
+
+    @property
+    def remote(self) -> Any:
+        return self._box[0]
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+    def __repr__(self) -> str:
+        return f"<HostImport {self.start:#x}..{self.end:#x} ({self.size} bytes)>"
+
+
+def _end_import(box: list[Any]) -> None:
+    box[0] = None  # the import first (RemoteTensor destroyed: zeMemFree in the plugin) ...
+    box.clear()  # ... then the memory's owner (FFmpeg may reuse or free the buffer from here on)
+
+
+class HostImports:
+    """The live CPU_VA imports of one NPU plugin context, by page range.
+
+    A range inside a live import reuses it; a range that overlaps one, or ends where one starts (the plugin checks
+    the page after the range: "Can not import a memory which is part of an existing allocation"), is refused with
+    WrongMemoryError; anything else becomes a new import."""
+
+    def __init__(self, ctx: NPUContext):
+        self._ctx = weakref.ref(ctx)
+        self._lock = threading.Lock()
+        self._live: list[weakref.ref[HostImport]] = []
+
+    def live(self) -> list[HostImport]:
+        out = [imp for r in self._live if (imp := r()) is not None and imp._box]
+        self._live = [weakref.ref(i) for i in out]
+        return out
+
+    def acquire(self, start: int, end: int, owner: Any) -> HostImport:
+        with self._lock:
+            for imp in self.live():
+                if imp.start <= start and end <= imp.end:
+                    return imp
+                if start < imp.end and imp.start <= end:
+                    raise WrongMemoryError(
+                        f"the pages {start:#x}..{end:#x} overlap the pages {imp.start:#x}..{imp.end:#x} already imported "
+                        f"into the NPU plugin's Level Zero context for other memory (rule: imports never overlap, "
+                        f"{_ZE_SOURCE}); release the NPU tensors of that memory first, or use page-aligned buffers")
+            ctx = self._ctx()
+            assert ctx is not None
+            props = {"MEM_TYPE": "CPU_VA", "MEM_HANDLE": handle_value(start)}
+            try:
+                remote = ctx.remote_context.create_tensor(ov_type(np.dtype(np.uint8)), [end - start], props)
+            except RuntimeError as e:  # the plugin's ZeroMemException / OPENVINO_THROW reach Python as RuntimeError
+                why = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+                raise WrongMemoryError(f"the NPU plugin cannot import the host pages {start:#x}..{end:#x} (CPU_VA): {why} "
+                                       f"(rules: page-aligned address and size, no overlap, a driver with "
+                                       f"ZE_EXTERNAL_MEMORY_TYPE_FLAG_STANDARD_ALLOCATION; {_ZE_SOURCE})") from e
+            got = parse_handle(remote.get_params().get("MEM_HANDLE", "0"))
+            if got != start:
+                # the planes are handed over at their own addresses: they must be the imported allocation's
+                raise WrongMemoryError(f"the NPU plugin imported the host pages {start:#x} at {got:#x}, not in place; "
+                                       f"planes at their own addresses would not be memory of its context")
+            imp = HostImport(remote, start, end, owner)
+            self._live.append(weakref.ref(imp))
+            return imp
+
+
+def host_planes(planes: list[Tensor], ctx: NPUContext, *, image: bool, aligned_start: bool,
+                limits: list[int] | None = None) -> list[NPUTensor]:
+    """NPU tensors over host-memory planes (each plane's ``data_ptr``), through CPU_VA imports of their pages.
+
+    Planes whose page ranges overlap or touch share one import (the planes of one FFmpeg frame live and die
+    together). ``aligned_start``: each import must begin at a plane's first byte (CPU tensors: the memory starts on
+    a page boundary, so no other object's bytes are imported); otherwise the whole pages around the planes are
+    imported (FFmpeg's buffers, held by the planes while the import lives). ``limits``: bytes reachable from each
+    plane's start (its buffer's end); the device reads whole padded rows, which must fit. Zero-copy."""
+    spans = []
+    for i, t in enumerate(planes):
+        addr = t._host_address()
+        if addr is None:
+            raise WrongMemoryError(f"{t!r} is not host memory; the NPU imports host memory only through CPU_VA")
+        shape, span = device_layout(t.info, image)
+        if limits is not None and span > limits[i]:
+            raise InvalidTensorError(f"the plane's padded rows ({span} bytes) run past the end of its buffer "
+                                     f"({limits[i]} bytes); the NPU reads whole rows: keep the full pitch")
+        spans.append((addr, addr + span, shape, i))
+    groups: list[list[Any]] = []
+    for s in sorted(spans):
+        page_start = s[0] - s[0] % PAGE
+        if groups and page_start <= groups[-1][1]:
+            groups[-1][1] = max(groups[-1][1], -(-s[1] // PAGE) * PAGE)
+            groups[-1][2].append(s)
+        else:
+            groups.append([page_start, -(-s[1] // PAGE) * PAGE, [s]])
+    out: list[NPUTensor | None] = [None] * len(planes)
+    for start, end, members in groups:
+        first = members[0][0]
+        if aligned_start and first % PAGE:
+            raise WrongMemoryError(
+                f"host memory at {first:#x} does not start on a page boundary: the NPU plugin imports host memory "
+                f"only page-aligned ({_ZE_SOURCE}: 'not aligned to standard page size'), and importing the page "
+                f"around it would take in another object's bytes; allocate the tensor page-aligned, or pass "
+                f"allow_copy=True to copy it")
+        imp = ctx.host_imports.acquire(start, end, [planes[m[3]] for m in members])
+        for addr, _, shape, i in members:
+            t = planes[i]
+            n = _host_tensor(imp, addr, shape, t.info.dtype, ctx, t, t.writable, "CPU_VA")
+            n._host_import = imp
+            out[i] = n
+    return out  # type: ignore[return-value]
 
 
 def _host_tensor(owner: Any, addr: int, shape: tuple[int, ...], dtype: np.dtype, ctx: NPUContext, parent: Any,

@@ -29,7 +29,7 @@ fi
 mkdir -p "$out"
 lib="$out/libze_fake_driver.so.1"
 inc="$out/fake_ze_tables.inc"
-if [ ! -f "$lib" ] || [ "$src/fake_ze_driver.c" -nt "$lib" ] || [ "$0" -nt "$lib" ]; then
+if [ ! -f "$lib" ] || [ "$src/fake_ze_driver.c" -nt "$lib" ] || [ "$src/ze_mem_import_system_memory_ext.h" -nt "$lib" ] || [ "$0" -nt "$lib" ]; then
     # every DDI-table getter the installed headers declare, except the six the fake implements
     awk '/^ZE_DLLEXPORT ze_result_t ZE_APICALL$/ { getline n; if (n ~ /Get[A-Za-z]*ProcAddrTable\($/) {
             sub(/\($/, "", n); getline; getline t; split(t, a, " "); ty = a[1]; sub(/\*$/, "", ty); print n, ty } }' \

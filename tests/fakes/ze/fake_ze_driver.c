@@ -5,6 +5,12 @@
  * memory: every allocation is a memfd mapped MAP_SHARED, so "device" memory is host-visible here (a real
  * device's is not); importing a DMA-BUF fd maps that fd (the driver does not take ownership of it, as
  * DRM PRIME import does not); exporting dups the allocation's memfd (the caller owns the new fd).
+ * System memory import (ze_external_memory_import_system_memory_t chained to zeMemAllocHost, the NPU extension
+ * declared in ze_mem_import_system_memory_ext.h, copied here) hands back the caller's own pages, with the rules
+ * OpenVINO's NPU plugin and driver apply: address and size page-aligned, the size the one asked for, the pages
+ * mapped, no overlap with any allocation of the context; zeMemFree ends the import and leaves the memory alone.
+ * zeDeviceGetExternalMemoryProperties reports DMA_BUF and STANDARD_ALLOCATION imports (FAKE_ZE_NO_SYSTEM_IMPORT=1:
+ * a driver without system memory import). fake_ze_device_read() is the "device" reading through an allocation.
  * Every other entry of every DDI table returns ZE_RESULT_ERROR_UNSUPPORTED_FEATURE.
  * FAKE_ZE_DEVICE_TYPE=gpu|vpu picks the device type (default vpu, an NPU's type); FAKE_ZE_TRACE=1 logs zeInit calls.
  */
@@ -13,6 +19,8 @@
 #include <level_zero/ze_ddi.h>
 #include <level_zero/zet_ddi.h>
 #include <level_zero/zes_ddi.h>
+
+#include "ze_mem_import_system_memory_ext.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,6 +44,7 @@ struct fake_alloc {
     size_t size;
     int fd;               /* our memfd, or -1 for an import (then the caller keeps its fd) */
     int import_fd;        /* the imported fd (not owned), or -1 */
+    int system;           /* an import of the caller's pages: never unmapped by us */
     ze_memory_type_t type;
     uint64_t id;
     ze_context_handle_t ctx;
@@ -148,6 +157,19 @@ static ze_result_t fake_device_get_properties(ze_device_handle_t dev, ze_device_
     return ZE_RESULT_SUCCESS;
 }
 
+static ze_result_t fake_device_get_external_memory_properties(ze_device_handle_t dev,
+                                                              ze_device_external_memory_properties_t *p) {
+    if (!dev) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (!p) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    if (p->stype != ZE_STRUCTURE_TYPE_DEVICE_EXTERNAL_MEMORY_PROPERTIES) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    p->memoryAllocationImportTypes = ZE_EXTERNAL_MEMORY_TYPE_FLAG_DMA_BUF;
+    if (!getenv("FAKE_ZE_NO_SYSTEM_IMPORT")) p->memoryAllocationImportTypes |= ZE_EXTERNAL_MEMORY_TYPE_FLAG_STANDARD_ALLOCATION;
+    p->memoryAllocationExportTypes = ZE_EXTERNAL_MEMORY_TYPE_FLAG_DMA_BUF;
+    p->imageImportTypes = 0;
+    p->imageExportTypes = 0;
+    return ZE_RESULT_SUCCESS;
+}
+
 /* ---- contexts ----------------------------------------------------------------------------------------- */
 static ze_result_t fake_context_create(ze_driver_handle_t d, const ze_context_desc_t *desc, ze_context_handle_t *out) {
     if (!d) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
@@ -184,9 +206,15 @@ static ze_result_t fake_context_get_status(ze_context_handle_t h) {
 
 /* ---- memory ------------------------------------------------------------------------------------------- */
 /* Walk a pNext chain for an import descriptor; reject what we do not know the way a driver would. */
-static ze_result_t find_import(const void *pnext, int *fd) {
+static ze_result_t find_import(const void *pnext, int *fd, const ze_external_memory_import_system_memory_t **sys) {
     *fd = -1;
+    if (sys) *sys = NULL;
     for (const ze_base_desc_t *b = pnext; b; b = b->pNext) {
+        if (b->stype == (ze_structure_type_t)ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_IMPORT_SYSTEM_MEMORY) {
+            if (!sys || getenv("FAKE_ZE_NO_SYSTEM_IMPORT")) return ZE_RESULT_ERROR_UNSUPPORTED_FEATURE;
+            *sys = (const void *)b;
+            continue;
+        }
         if (b->stype == ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_IMPORT_FD) {
             const ze_external_memory_import_fd_t *imp = (const void *)b;
             if (!(imp->flags & ZE_EXTERNAL_MEMORY_TYPE_FLAG_DMA_BUF)) return ZE_RESULT_ERROR_UNSUPPORTED_ENUMERATION;
@@ -199,14 +227,54 @@ static ze_result_t find_import(const void *pnext, int *fd) {
     return ZE_RESULT_SUCCESS;
 }
 
+static int overlaps(ze_context_handle_t ctx, uintptr_t start, uintptr_t end) {
+    for (struct fake_alloc *a = g_allocs; a; a = a->next)
+        if (a->ctx == ctx && start < (uintptr_t)a->ptr + a->size && (uintptr_t)a->ptr < end) return 1;
+    return 0;
+}
+
+/* The caller's pages become the allocation: the rules of the NPU plugin (zero_mem.cpp) and driver. */
+static ze_result_t import_system(ze_context_handle_t ctx, const ze_external_memory_import_system_memory_t *sys,
+                                 size_t size, void **out) {
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t p = (uintptr_t)sys->pSystemMemory;
+    if (!p) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    if (p % 4096 || sys->size % 4096 || p % (uintptr_t)page) return ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT;
+    if (sys->size != size || size == 0) return ZE_RESULT_ERROR_INVALID_SIZE;
+    /* every page must be mapped: a driver pins them */
+    size_t npages = size / (size_t)page;
+    unsigned char *vec = malloc(npages);
+    if (!vec) return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    int mapped = mincore(sys->pSystemMemory, size, vec) == 0;
+    free(vec);
+    if (!mapped) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    struct fake_alloc *a = calloc(1, sizeof *a);
+    if (!a) return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
+    pthread_mutex_lock(&g_lock);
+    if (overlaps(ctx, p, p + size)) { pthread_mutex_unlock(&g_lock); free(a); return ZE_RESULT_ERROR_OVERLAPPING_REGIONS; }
+    a->ptr = sys->pSystemMemory; a->size = size; a->fd = -1; a->import_fd = -1; a->system = 1;
+    a->type = ZE_MEMORY_TYPE_HOST; a->ctx = ctx;
+    a->id = g_next_id++;
+    a->next = g_allocs;
+    g_allocs = a;
+    pthread_mutex_unlock(&g_lock);
+    *out = sys->pSystemMemory;
+    return ZE_RESULT_SUCCESS;
+}
+
 static ze_result_t alloc_common(ze_context_handle_t ctx, const void *pnext, size_t size, ze_memory_type_t type, void **out) {
     if (!ctx) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
     if (!out) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     if (size == 0) return ZE_RESULT_ERROR_UNSUPPORTED_SIZE;
     if (!context_valid(ctx)) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
     int import_fd;
-    ze_result_t r = find_import(pnext, &import_fd);
+    const ze_external_memory_import_system_memory_t *sys;
+    ze_result_t r = find_import(pnext, &import_fd, type == ZE_MEMORY_TYPE_HOST ? &sys : NULL);
     if (r != ZE_RESULT_SUCCESS) return r;
+    if (sys) {
+        if (import_fd >= 0) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+        return import_system(ctx, sys, size, out);
+    }
     int fd = -1, map_fd;
     if (import_fd >= 0) {
         struct stat st;
@@ -276,7 +344,7 @@ static ze_result_t fake_mem_free(ze_context_handle_t ctx, void *ptr) {
     struct fake_alloc *a = *pp;
     *pp = a->next;
     pthread_mutex_unlock(&g_lock);
-    munmap(a->ptr, a->size);
+    if (!a->system) munmap(a->ptr, a->size);
     if (a->fd >= 0) close(a->fd);
     free(a);
     return ZE_RESULT_SUCCESS;
@@ -307,6 +375,7 @@ static ze_result_t fake_mem_get_alloc_properties(ze_context_handle_t ctx, const 
                 pthread_mutex_unlock(&g_lock);
                 return ZE_RESULT_ERROR_UNSUPPORTED_ENUMERATION;
             }
+            if (a->system) { pthread_mutex_unlock(&g_lock); return ZE_RESULT_ERROR_UNSUPPORTED_FEATURE; }
             int src = a->fd >= 0 ? a->fd : a->import_fd;
             exp->fd = fcntl(src, F_DUPFD_CLOEXEC, 0);
             if (exp->fd < 0) { pthread_mutex_unlock(&g_lock); return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY; }
@@ -362,6 +431,19 @@ static ze_result_t fake_cmdlist_append_copy(ze_command_list_handle_t h, void *ds
     return ZE_RESULT_SUCCESS;
 }
 
+/* The device reading memory, for the tests (not a Level Zero call): a device reaches only memory that is an
+ * allocation of the context (its own, or imported), so [ptr, ptr + size) must lie inside one. Copies it to out. */
+EXPORT ze_result_t fake_ze_device_read(ze_context_handle_t ctx, const void *ptr, size_t size, void *out) {
+    if (!ctx) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    if (!ptr || !out) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    pthread_mutex_lock(&g_lock);
+    struct fake_alloc *a = find_alloc(ctx, ptr);
+    int inside = a && (const char *)ptr + size <= (char *)a->ptr + a->size;
+    if (inside) memcpy(out, ptr, size);
+    pthread_mutex_unlock(&g_lock);
+    return inside ? ZE_RESULT_SUCCESS : ZE_RESULT_ERROR_INVALID_ARGUMENT;
+}
+
 /* ---- DDI table entry points the loader looks up ------------------------------------------------------- */
 EXPORT ze_result_t ZE_APICALL zeGetGlobalProcAddrTable(ze_api_version_t v, ze_global_dditable_t *t) {
     (void)v;
@@ -388,6 +470,7 @@ EXPORT ze_result_t ZE_APICALL zeGetDeviceProcAddrTable(ze_api_version_t v, ze_de
     fill_unsupported(t, sizeof *t);
     t->pfnGet = fake_device_get;
     t->pfnGetProperties = fake_device_get_properties;
+    t->pfnGetExternalMemoryProperties = fake_device_get_external_memory_properties;
     return ZE_RESULT_SUCCESS;
 }
 
