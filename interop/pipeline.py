@@ -159,6 +159,21 @@ def _summary(out: dict[Any, np.ndarray]) -> dict[str, Any]:
     return s
 
 
+_TEXT_MEDIA = (b"#EXTM3U", b"v=0", b"ffconcat", b"[playlist]")  # text formats FFmpeg opens as media (HLS, SDP...)
+
+
+def _is_text(head: bytes) -> bool:
+    """Looks like plain text (FFmpeg's tty demuxer would 'decode' it as ANSI art, a video of a text screen)."""
+    if not head or head.lstrip().startswith(_TEXT_MEDIA):
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 4:  # not just a character cut at the end of the sample
+            return False
+    return not any(c < 9 or 13 < c < 32 or c == 127 for c in head)
+
+
 def _sniff(path: str) -> str:
     """Why FFmpeg could not open ``path``, from its first and last bytes: the one-line reason a user can act on."""
     size = os.path.getsize(path)
@@ -171,13 +186,6 @@ def _sniff(path: str) -> str:
             return ("is an MP4/MOV without its index (no moov atom): the recording was not finished or the file was "
                     "cut; it cannot be decoded as it is (re-record it, or rebuild the index with a repair tool)")
         return "is an MP4/MOV that FFmpeg cannot parse (damaged): re-encode or re-download it"
-    try:
-        head.decode("utf-8")
-        text = not any(c < 9 or 13 < c < 32 for c in head)
-    except UnicodeDecodeError:
-        text = False
-    if text:
-        return "is a text file, not a video: give a video file (mp4, mkv, ts, webm...)"
     return "is not a media file FFmpeg recognises (or is damaged at its start): give a video file"
 
 
@@ -196,6 +204,10 @@ def open_video(path: str) -> Any:
         raise VideoInputError(f"video {path!r} is not readable by this user: fix its permissions")
     if os.path.getsize(path) == 0:
         raise VideoInputError(f"video {path!r} is empty (0 bytes): the file was not written; give a video file")
+    with open(path, "rb") as f:
+        if _is_text(f.read(4096)):
+            raise VideoInputError(f"video {path!r} is a text file, not a video: give a video file (mp4, mkv, ts, "
+                                  f"webm...)")
     try:
         container = av.open(path)
     except av.error.FFmpegError as e:  # type: ignore[attr-defined]

@@ -155,3 +155,140 @@ def test_run_leaves_opencv_threads_as_they_were() -> None:
     assert res.frames == 3 and len(res.boxes) == 3 and res.copies == 0
     assert seen and set(seen) == {1}  # post-processing ran with OpenCV's pool off
     assert cv2.getNumThreads() == before
+
+
+# issue 17: per-frame JSON results, resolution changes, damaged input, --allow-copy
+
+
+def _json_run(*args: str, cwd: str = ROOT) -> tuple[subprocess.CompletedProcess, dict]:
+    p = subprocess.run([sys.executable, "-m", "interop", "run", *args, "--no-progress", "--json"], capture_output=True,
+                       text=True, timeout=300, cwd=cwd)
+    lines = p.stdout.strip().splitlines()
+    assert len(lines) == 1, (p.stdout, p.stderr)
+    return p, json.loads(lines[0])
+
+
+def test_run_json_carries_every_frames_results() -> None:
+    _model_or_skip()
+    p, d = _json_run("--frames", "4")
+    assert p.returncode == 0, p.stderr
+    (s,) = d["streams"]
+    assert s["input"] == d["video"] and s["frames"] == d["frames"] == 4
+    assert [r["index"] for r in s["results"]] == [0, 1, 2, 3]
+    for r in s["results"]:
+        assert (r["width"], r["height"]) == (640, 480) and isinstance(r["pts"], int) and r["time"] >= 0
+        assert len(r["boxes"]) >= 3
+        for b in r["boxes"]:
+            assert len(b["points"]) == 4 and all(len(pt) == 2 for pt in b["points"]) and 0 < b["score"] <= 1
+            assert all(0 <= x < 640 and 0 <= y < 480 for x, y in b["points"])
+    assert s["results"][0]["boxes"] != s["results"][3]["boxes"]  # each frame's own, not the last frame's
+
+
+def _size_change_clip(tmp_path) -> str:
+    """An MPEG-TS stream: 4 frames of rendered text at 320x240, then 4 at 640x480 (two encodes, concatenated)."""
+    from interop.clip import make_clip
+
+    out = tmp_path / "change.ts"
+    with open(out, "wb") as f:
+        for j, (w, h) in enumerate([(320, 240), (640, 480)]):
+            part = make_clip(str(tmp_path / f"part{j}.ts"), w, h, frames=4, preset="ultrafast")
+            f.write(open(part, "rb").read())
+    return str(out)
+
+
+def test_run_resolution_change_boxes_in_each_frames_coordinates(tmp_path) -> None:
+    _model_or_skip()
+    import av
+
+    video = _size_change_clip(tmp_path)
+    mp4 = tmp_path / "saved.mp4"
+    p, d = _json_run(video, "--save", str(mp4))
+    assert p.returncode == 0, p.stderr
+    (s,) = d["streams"]
+    assert [(r["width"], r["height"]) for r in s["results"]] == [(320, 240)] * 4 + [(640, 480)] * 4
+    assert s["sizes"] == [{"width": 320, "height": 240, "from_frame": 0}, {"width": 640, "height": 480, "from_frame": 4}]
+    assert d["size"] == [320, 240]  # the first frame's size, whatever the container's header said
+    small = [x for r in s["results"][:4] for b in r["boxes"] for x, _ in b["points"]]
+    large = [x for r in s["results"][4:] for b in r["boxes"] for x, _ in b["points"]]
+    assert small and large and max(small) < 320 and max(large) > 320  # the 640-wide frames' boxes span them
+    assert p.stderr.count("frame size changed from 320x240 to 640x480 at frame 4") == 1  # logged once
+    with av.open(str(mp4)) as c:  # a video has one size: the later frames are scaled to the first one
+        assert [(f.width, f.height) for f in c.decode(video=0)] == [(320, 240)] * 8
+
+
+def test_run_cut_mp4_decodes_what_is_there_and_warns(tmp_path) -> None:
+    _model_or_skip()
+    import av
+
+    from tests.ffmpeg_clips import make_clip
+
+    full = make_clip(tmp_path / "full.mp4", 160, 120, 40)
+    fast = tmp_path / "faststart.mp4"  # the index at the front, as streaming encoders write it
+    with av.open(str(full)) as i, av.open(str(fast), "w", options={"movflags": "faststart"}) as o:
+        s = o.add_stream_from_template(i.streams.video[0])
+        for pkt in i.demux(i.streams.video[0]):
+            if pkt.dts is not None:
+                pkt.stream = s
+                o.mux(pkt)
+    data = fast.read_bytes()
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(data[: len(data) // 2])
+    p, d = _json_run(str(cut))
+    assert p.returncode == 0, p.stderr
+    assert 0 < d["frames"] < 40
+    assert d["streams"][0]["declared_frames"] == 40
+    warn = f"ended early: {d['frames']} of the 40 frames its container declares"
+    assert warn in p.stderr and any(warn in w for w in d["warnings"])
+
+
+def test_run_mp4_without_index_and_audio_only_are_exact_errors(tmp_path) -> None:
+    import av
+    import numpy as np
+
+    from tests.ffmpeg_clips import make_clip
+
+    data = make_clip(tmp_path / "full.mp4", 160, 120, 10).read_bytes()
+    nomoov = tmp_path / "nomoov.mp4"
+    nomoov.write_bytes(data[: data.rfind(b"moov") - 4])  # libx264 in mp4 writes the index last: cut it off
+    wav = tmp_path / "audio.wav"
+    with av.open(str(wav), "w") as o:
+        s = o.add_stream("pcm_s16le", rate=8000)
+        f = av.AudioFrame.from_ndarray(np.zeros((1, 800), np.int16), format="s16", layout="mono")
+        f.sample_rate = 8000
+        for pkt in [*s.encode(f), *s.encode()]:
+            o.mux(pkt)
+    for path, expect in ((nomoov, "without its index (no moov atom)"), (wav, "has no video stream (it has audio)")):
+        p, d = _json_run(str(path))
+        assert p.returncode == 1 and d["error"]["type"] == "VideoInputError", p.stderr
+        assert expect in d["error"]["message"] and "Traceback" not in p.stderr
+
+
+def _raw_clip(tmp_path, fmt: str) -> str:
+    """A few frames in pixel format ``fmt`` (rawvideo keeps any format) that no model input takes as it is."""
+    import av
+    import numpy as np
+
+    path = tmp_path / f"raw_{fmt}.nut"
+    with av.open(str(path), "w") as o:
+        s = o.add_stream("rawvideo", rate=25)
+        s.width, s.height, s.pix_fmt = 96, 64, fmt
+        for i in range(3):
+            vf = av.VideoFrame.from_ndarray(np.full((64, 96, 3), 40 * i, np.uint8), format="rgb24").reformat(format=fmt)
+            for pkt in s.encode(vf):
+                o.mux(pkt)
+        for pkt in s.encode():
+            o.mux(pkt)
+    return str(path)
+
+
+def test_run_allow_copy_converts_an_unsupported_pixel_format_and_counts_it(tmp_path) -> None:
+    _model_or_skip()
+    video = _raw_clip(tmp_path, "yuv410p")
+    p, d = _json_run(video)
+    assert p.returncode == 1 and d["error"]["type"] == "UnsupportedFormatError"
+    assert "--allow-copy" in d["error"]["message"] and "reformat(" not in d["error"]["message"]
+    p, d = _json_run(video, "--allow-copy")
+    assert p.returncode == 0, p.stderr
+    assert d["frames"] == 3 and d["copies"] == 3 and d["bytes_copied"] == 3 * (96 * 64 + 2 * 48 * 32)
+    assert d["streams"][0]["converted"] == {"yuv410p": "yuv420p"}
+    assert "converted to yuv420p" in p.stderr
