@@ -249,9 +249,6 @@ def test_native_outlives_source_and_mapping(path: tuple[str, ...]) -> None:
 # Edges whose mapper files belong to other developers (issue 15 item 14, reported): strict, so a fix shows up.
 KNOWN_WRITABLE = {
     ("CPU", "DMA"): "interop/mappers/dma_to_cpu.py maps a read-only DMA tensor for WRITE (no t.writable check)",
-    ("OPENCL", "OPENCV_UMAT"): "interop/mappers/opencl_to_opencv_umat.py: a READ mapping gets writable=t.writable",
-    ("OPENCV_UMAT", "OPENCL"): "interop/mappers/opencv_umat_to_opencl.py: a READ mapping gets writable=t.writable",
-    ("OPENVINO", "CPU"): "interop/mappers/openvino_to_cpu.py: a READ view of a writeable ov.Tensor is writeable",
     ("CPU", "GST"): "interop/mappers/cpu_to_gst.py: a READ mapping gets writable=t.writable",
 }
 

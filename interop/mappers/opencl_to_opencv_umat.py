@@ -44,7 +44,7 @@ class OpenCLToOpenCVUMat(MemoryMapper):
         dst = cl_.Buffer.from_int_ptr(umat.handle(cv2().ACCESS_WRITE), retain=True)
         enqueue_copy_region(q, dst, umat.offset, dense, t.native, t.offset, info)
         q.finish()  # OpenCV may use another queue of the same context
-        out = UMatTensor(umat, dense, parent=t, writable=t.writable)
+        out = UMatTensor(umat, dense, parent=t, writable=t.writable and mode.writes)
         if mode.writes and info.nbytes:
             name, src, src_off = self.name, t.native, t.offset
 

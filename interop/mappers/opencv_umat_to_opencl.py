@@ -35,4 +35,4 @@ class OpenCVUMatToOpenCL(MemoryMapper):
             c.ocl.finish()
         # handle() with write access tells OpenCV its host copy is stale, so OpenCL writes are seen by OpenCV.
         buf = cl().Buffer.from_int_ptr(t.cl_mem_for(mode.writes), retain=True)
-        return OpenCLTensor(buf, t.info, offset=t.offset, context=ctx, parent=t, writable=t.writable)
+        return OpenCLTensor(buf, t.info, offset=t.offset, context=ctx, parent=t, writable=t.writable and mode.writes)

@@ -29,7 +29,7 @@ class OpenVINOToCPU(FastMapper):
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         self._check_input(t, mode)
-        return CPUView.of(t.numpy(), t.info, t, t.writable)
+        return CPUView.of(t.numpy(), t.info, t, t.writable and mode.writes)
 
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
         planes = []
@@ -40,7 +40,7 @@ class OpenVINOToCPU(FastMapper):
             if arr.ndim == 4 and arr.shape[0] == 1 and arr.shape[1] == want[0] and arr.shape[2] >= want[1]:
                 arr = arr[0] if len(want) == 3 else arr[0, :, :, 0]
                 arr = arr[:, : want[1]]
-            planes.append(CPUView.of(arr, TensorInfo(arr.shape, arr.dtype, arr.strides), t, t.writable))
+            planes.append(CPUView.of(arr, TensorInfo(arr.shape, arr.dtype, arr.strides), t, t.writable and mode.writes))
         return derive_frame(f, planes, CPU_CONTEXT)
 
     @staticmethod
