@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -113,6 +114,32 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+# doctor's row (BackendReport.name) for each memory type: a step whose framework is installed may still have no
+# device here (VA-API without a render node, NPU without /dev/accel, CUDA without a driver); doctor knows which.
+_BACKEND_OF = {"CPU": "CPU", "FFMPEG": "FFmpeg", "GST": "GStreamer", "OPENCV": "OpenCV Mat",
+               "OPENCV_UMAT": "OpenCV UMat (OpenCL)", "OPENCL": "OpenCL", "USM": "SYCL USM (dpctl)", "DMA": "DMA-BUF",
+               "VAAPI": "VA-API", "OPENVINO": "OpenVINO", "NPU": "NPU (OpenVINO)", "CUDA": "CUDA"}
+
+
+def _not_here() -> Any:
+    """A function: mapper (class or instance) -> why it cannot run on this machine, or None."""
+    from .backends import run_probes
+
+    reports = {r.name: r for r in run_probes()}
+
+    def why(m: Any) -> str | None:
+        missing = m.missing()
+        if missing is not None:
+            return str(missing)
+        for end in (m.src, m.dst):
+            r = reports.get(_BACKEND_OF.get(end.name, ""))
+            if r is not None and not r.available:
+                return f"{r.name}: {r.reason or 'not installed'}"
+        return None
+
+    return why
+
+
 def cmd_routes(args: argparse.Namespace) -> int:
     from .errors import CopyRequiredError, NoRouteError
     from .mapper import registered
@@ -121,10 +148,11 @@ def cmd_routes(args: argparse.Namespace) -> int:
 
     if args.src is None:
         edges = registered()
-        missing = sum(1 for cls in edges.values() if cls.missing() is not None)
+        not_here = _not_here()
+        missing = sum(1 for cls in edges.values() if not_here(cls) is not None)
         print(f"{len(edges)} mappers (edges of the routing graph), {missing} cannot run here (marked, with why):")
         for (a, b), cls in sorted(edges.items(), key=lambda kv: (kv[0][0].value, kv[0][1].value)):
-            why = cls.missing()
+            why = not_here(cls)
             state = "" if why is None else f"   [cannot run here: {why}]"
             print(f"  {a.name:12s} -> {b.name:12s} {'zero-copy' if cls.zero_copy else 'copy':9s} tier {cls.tier}  {cls.name}{state}")
         return 0
@@ -145,10 +173,11 @@ def cmd_routes(args: argparse.Namespace) -> int:
     if not chain.mappers:
         print(f"{src.name} -> {dst.name}: identity (nothing to do)")
         return 0
+    not_here = _not_here()
     kind = "zero-copy" if chain.zero_copy else f"{chain.copies} cop{'y' if chain.copies == 1 else 'ies'}"
     print(f"{src.name} -> {dst.name}: {len(chain)} step{'s' if len(chain) > 1 else ''}, {kind}")
     for m in chain.mappers:
-        why = m.missing()
+        why = not_here(m)
         print(f"  {m.src.name:12s} -> {m.dst.name:12s} {'zero-copy' if m.zero_copy else 'COPY':9s} {m.name}"
               + ("" if why is None else f"   [cannot run here: {why}]"))
     return 0
@@ -310,6 +339,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _fail("KeyboardInterrupt", "interrupted", as_json)
         return 130
+    except BrokenPipeError:  # `interop routes | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at interpreter exit
+        return 0
     except Exception as e:  # noqa: BLE001 - the CLI boundary: one line, the traceback only with -v
         known = _predictable(e)
         if known is None and args.verbose:

@@ -84,3 +84,39 @@ def test_bench_only_dma_json_is_one_line():
     assert {"map+release", "hand-off", "socket"} <= {w for r in data["results"] for w in r["case"].split()}
     assert all(r["value"] > 0 for r in data["results"])
     assert data["machine"] and data["date"] and data["command"] == "interop bench --only dma --quick"
+
+
+# `interop routes` marks the steps that cannot run on this machine, with why (issue 17)
+
+
+def _unavailable() -> dict[str, str]:
+    data = json.loads(cli("doctor", "--json").stdout)
+    return {b["name"]: b["reason"] for b in data["backends"] if not b["available"]}
+
+
+def test_routes_marks_steps_whose_device_is_missing_here():
+    gone = _unavailable()
+    if "VA-API" not in gone or "NPU (OpenVINO)" not in gone:
+        pytest.skip("this machine has VA-API and an NPU: nothing to mark on VAAPI -> NPU")
+    out = cli("routes", "vaapi", "npu")
+    assert out.returncode == 0, out.stderr
+    steps = [ln for ln in out.stdout.splitlines() if "->" in ln and ln.startswith("  ")]
+    assert steps and all("[cannot run here: " in ln for ln in steps), out.stdout
+    assert gone["VA-API"] in out.stdout and gone["NPU (OpenVINO)"] in out.stdout  # doctor's reason, word for word
+
+
+def test_routes_graph_marks_every_edge_touching_a_missing_backend():
+    gone = _unavailable()
+    names = {"VA-API": "VAAPI", "NPU (OpenVINO)": "NPU", "CUDA": "CUDA"}
+    missing_types = {names[n] for n in gone if n in names}
+    if not missing_types:
+        pytest.skip("VA-API, NPU and CUDA all run here")
+    out = cli("routes")
+    assert out.returncode == 0, out.stderr
+    edges = [ln.split() for ln in out.stdout.splitlines()[1:]]
+    touching = [e for e in edges if e[0] in missing_types or e[2] in missing_types]
+    assert touching and all("[cannot" in e for e in touching), out.stdout
+    marked = sum("[cannot" in e for e in edges)
+    assert f"{marked} cannot run here" in out.stdout.splitlines()[0]
+    plain = [e for e in edges if "[cannot" not in e]
+    assert all(e[0] not in missing_types and e[2] not in missing_types for e in plain)
