@@ -81,6 +81,15 @@ def make_clip(path: Path, frames: int = 120) -> Path:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    try:  # one line naming what is missing, not a traceback, where there is no GPU
+        import torch
+
+        need = None if torch.cuda.is_available() else "an NVIDIA GPU and its driver (torch finds no CUDA device)"
+    except ImportError:
+        need = "torch built with CUDA (pip install torch)"
+    if need:
+        print("cuda_infer: cannot run here: needs " + need, file=sys.stderr)
+        raise SystemExit(2)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("video", nargs="?")
     ap.add_argument("--frames", type=int, default=0, help="stop after N frames (0: all)")

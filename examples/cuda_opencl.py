@@ -86,6 +86,15 @@ def nvdec_to_opencl(video: str, frames: int) -> None:
 
 
 def main() -> int:
+    try:  # one line naming what is missing, not a traceback, where there is no GPU
+        import torch
+
+        need = None if torch.cuda.is_available() else "an NVIDIA GPU and its driver (torch finds no CUDA device)"
+    except ImportError:
+        need = "torch built with CUDA (pip install torch)"
+    if need:
+        print("cuda_opencl: cannot run here: needs " + need, file=sys.stderr)
+        raise SystemExit(2)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("video", nargs="?")
     ap.add_argument("--frames", type=int, default=60)

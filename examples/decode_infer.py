@@ -9,8 +9,8 @@ normalisation run inside the model. Usage:
 from __future__ import annotations
 
 import argparse
-
-import av
+import importlib.util
+import sys
 
 import interop
 from interop import textdet
@@ -22,6 +22,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("video", nargs="?", default=None)
     ap.add_argument("--frames", type=int, default=30)
     args = ap.parse_args(argv)
+    ok, where = textdet.model_status()
+    need = ("PyAV: pip install '.[ffmpeg]'" if importlib.util.find_spec("av") is None else
+            "OpenVINO: pip install '.[openvino]'" if importlib.util.find_spec("openvino") is None else
+            None if ok else f"the text-detection model, {where}")
+    if need:
+        print(f"decode_infer: cannot run here: needs {need}", file=sys.stderr)
+        return 2
+    import av
 
     with av.open(args.video or default_clip()) as container:
         stream = container.streams.video[0]

@@ -11,6 +11,7 @@ conversion (cv2.cvtColor + cv2.resize), and the model's outputs on both images a
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from typing import Any
 
@@ -78,8 +79,13 @@ def reference(vf: Any, width: int, height: int) -> np.ndarray:
     import cv2
 
     y, u, v = (np.frombuffer(p, np.uint8).reshape(p.height, p.line_size)[:, :p.width] for p in vf.planes)
-    i420 = np.concatenate([y.reshape(-1), u.reshape(-1), v.reshape(-1)]).reshape(vf.height * 3 // 2, vf.width)
-    rgb = cv2.cvtColor(i420, cv2.COLOR_YUV2RGB_I420)
+    # OpenCV's I420 layout needs even sizes; an odd-size frame's chroma planes are already rounded up (ceil(W/2)),
+    # so repeat the last luma row/column to the even size, convert, and crop back: each pixel still takes the
+    # chroma sample (x >> 1, y >> 1), as the kernel does.
+    w2, h2 = u.shape[1] * 2, u.shape[0] * 2
+    y = np.pad(y, ((0, h2 - y.shape[0]), (0, w2 - y.shape[1])), mode="edge")
+    i420 = np.concatenate([y.reshape(-1), u.reshape(-1), v.reshape(-1)]).reshape(h2 * 3 // 2, w2)
+    rgb = cv2.cvtColor(i420, cv2.COLOR_YUV2RGB_I420)[:vf.height, :vf.width]
     return cv2.resize(rgb, (width, height), interpolation=cv2.INTER_LINEAR)
 
 
@@ -129,12 +135,31 @@ def run(video: str | None = None, frames: int = 5, size: tuple[int, int] = (224,
     return stats
 
 
+def _missing() -> str | None:
+    """What this example needs and this machine lacks (one line), or None."""
+    import importlib.util
+
+    for mod, what in (("av", "PyAV: pip install '.[ffmpeg]'"), ("cv2", "OpenCV: pip install '.[opencv]'"),
+                      ("pyopencl", "pyopencl: pip install '.[opencl]'"), ("openvino", "OpenVINO: pip install '.[openvino]'")):
+        if importlib.util.find_spec(mod) is None:
+            return f"needs {what}"
+    try:
+        interop.Context.default(MemoryType.OPENCL)
+    except interop.InteropError as e:
+        return f"needs an OpenCL device: {e}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("video", nargs="?", default=None)
     ap.add_argument("--frames", type=int, default=5)
     ap.add_argument("--size", type=int, nargs=2, default=(224, 160), metavar=("W", "H"))
     args = ap.parse_args(argv)
+    missing = _missing()
+    if missing:
+        print(f"opencl_preprocess: cannot run here: {missing}", file=sys.stderr)
+        return 2
     s = run(args.video, args.frames, tuple(args.size))
     print(f"{s['frames']} frames on {s['device']}: kernel {s['kernel_ms']:.2f} ms/frame; vs OpenCV: max |diff| "
           f"{s['max_abs_diff']}, mean {s['mean_abs_diff']:.3f}; model outputs rel diff {s['max_output_rel_diff']:.2e}; "

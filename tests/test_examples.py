@@ -1,0 +1,99 @@
+"""Every example runs here (tier A, on small inputs) or, for a tier-B example without a GPU, exits with one line naming
+what is missing; examples run on odd frame sizes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+TIER_B = ("cuda_infer.py", "cuda_opencl.py")
+
+
+def _example(name: str, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+def _odd_clip(path: Path, width: int = 853, height: int = 479, frames: int = 3) -> str:
+    """yuv420p at an odd size (FFV1 keeps it; libx264 wants even sizes)."""
+    av = pytest.importorskip("av", reason="needs PyAV (pip install '.[ffmpeg]')")
+    from tests.ffmpeg_clips import pattern
+
+    with av.open(str(path), "w") as o:
+        s = o.add_stream("ffv1", rate=25)
+        s.width, s.height, s.pix_fmt = width, height, "yuv420p"
+        for i in range(frames):
+            for pkt in s.encode(av.VideoFrame.from_ndarray(pattern(width, height, i), format="rgb24")):
+                o.mux(pkt)
+        for pkt in s.encode():
+            o.mux(pkt)
+    return str(path)
+
+
+def _needs_or_skip(p: subprocess.CompletedProcess) -> None:
+    """An example that says it cannot run here (one line on stderr, exit 2) is skipped with its reason."""
+    if p.returncode == 2 and "cannot run here" in p.stderr:
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1, p.stderr
+        pytest.skip(lines[0])
+
+
+def test_every_example_is_covered() -> None:
+    covered = {"decode_infer.py", "opencl_preprocess.py", "dma_producer.py", "dma_consumer.py", *TIER_B}
+    assert {p.name for p in EXAMPLES.glob("*.py")} == covered  # a new example gets a test here
+
+
+def test_decode_infer_runs() -> None:
+    p = _example("decode_infer.py", "--frames", "3")
+    _needs_or_skip(p)
+    assert p.returncode == 0, p.stderr
+    assert "copies 0 (0 bytes)" in p.stdout and p.stdout.count("text boxes") == 3
+
+
+def test_decode_infer_on_an_odd_size(tmp_path: Path) -> None:
+    p = _example("decode_infer.py", _odd_clip(tmp_path / "odd.mkv"), "--frames", "2")
+    _needs_or_skip(p)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("text boxes") == 2
+
+
+def test_opencl_preprocess_on_an_odd_size(tmp_path: Path) -> None:
+    """It crashed in its own OpenCV check (a reshape to (H*3/2, W)) on a 853x479 video."""
+    p = _example("opencl_preprocess.py", _odd_clip(tmp_path / "odd.mkv"), "--frames", "2", "--size", "97", "61")
+    _needs_or_skip(p)
+    assert p.returncode == 0, p.stderr
+    assert "2 frames on" in p.stdout and "mapper copies 0" in p.stdout
+    diff = int(p.stdout.split("max |diff| ")[1].split(",")[0])
+    assert diff <= 2  # the kernel and OpenCV agree on the odd edge too
+
+
+def test_opencl_preprocess_default_clip() -> None:
+    p = _example("opencl_preprocess.py", "--frames", "2", "--size", "64", "48")
+    _needs_or_skip(p)
+    assert p.returncode == 0, p.stderr
+    assert "mapper copies 0 (0 bytes)" in p.stdout
+
+
+def _gpu_here() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+@pytest.mark.parametrize("name", TIER_B)
+def test_tier_b_example_without_a_gpu_is_one_line(name: str) -> None:
+    if _gpu_here():
+        pytest.skip("a CUDA GPU is here: the example runs (tests/test_*cuda* and the GPU machine's runs cover it)")
+    p = _example(name, timeout=120)
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{name[:-3]}: cannot run here: needs "), p.stderr
+    assert "GPU" in lines[0] or "CUDA" in lines[0]
+    assert "Traceback" not in p.stderr and p.stdout == ""
