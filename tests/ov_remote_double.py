@@ -7,7 +7,15 @@ RemoteTensor; plugin behaviour from src/plugins/intel_npu, zero_remote_tensor.cp
   must be one of the plugin's names; MEM_HANDLE must survive OpenVINO's ``as<void*>()``, i.e. be a string a
   C++ ``operator>>(void*&)`` parses (an int fails there with "Bad as from: l to: Pv", as the real one does);
 - SHARED_BUF "imports" the fd from its start like the plugin: the fd must be open and hold the tensor's bytes;
-  the double maps it, so a test can check that the plugin would read the frame's own memory.
+  the double maps it, so a test can check that the plugin would read the frame's own memory;
+- CPU_VA imports host memory as the plugin's ``zero_mem::import_standard_allocation_memory`` does
+  (src/plugins/intel_npu/src/utils/src/zero/zero_mem.cpp), in this order: a driver with
+  ZE_EXTERNAL_MEMORY_TYPE_FLAG_STANDARD_ALLOCATION, address and byte size multiples of 4096, the page after the
+  range not part of an existing allocation of the context, then zeMemAllocHost with the system-memory import; the
+  messages are the plugin's. Given a real (fake-driver) Level Zero context (``ze_context=``), the import is a real
+  zeMemAllocHost through interop.native.level_zero, so the fake driver's own rules apply too; without one, the
+  double keeps the live imports itself. The import ends when the RemoteTensor is collected (the plugin frees it in
+  its destructor); ``imports`` lists the live ones.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import mmap
 import os
 import re
+import weakref
 from typing import Any
 
 MEM_TYPES = ("L0_INTERNAL_BUF", "SHARED_BUF", "MMAPED_FILE", "CPU_VA")
@@ -54,6 +63,11 @@ class RemoteTensorDouble:
         self.byte_size = type.size * _prod(shape)
         self.fd: int | None = None
         self.mapping: mmap.mmap | None = None
+        self.start = 0
+        self.alloc: Any = None
+        if props.get("MEM_TYPE") == "CPU_VA":
+            self.start = ctx._import(as_void_ptr(props["MEM_HANDLE"]) if "MEM_HANDLE" in props else 0, self.byte_size, self)
+            self._props["MEM_HANDLE"] = OVAnyPointer(self.start)  # update_properties(): mem_handle(_data)
         if props.get("MEM_TYPE") == "SHARED_BUF":
             fd = as_void_ptr(props["MEM_HANDLE"])
             st = os.fstat(fd)  # raises on a closed fd, as the plugin's import would fail
@@ -82,13 +96,58 @@ class RemoteTensorDouble:
 class RemoteContextDouble:
     _next = 0x5A5A0000
 
-    def __init__(self, l0_context: int | None = None):
+    def __init__(self, l0_context: int | None = None, *, ze_context: Any = None, standard_allocation: bool = True):
+        if ze_context is not None:
+            l0_context = ze_context.handle
         if l0_context is None:  # each double its own plugin context unless told otherwise
             RemoteContextDouble._next += 0x1000
             l0_context = RemoteContextDouble._next
         self.l0_context = int(l0_context)
         self.calls: list[tuple[Any, list[int], dict[str, Any]]] = []
-        self.tensors: list[RemoteTensorDouble] = []
+        self.tensors: list[RemoteTensorDouble] = []  # SHARED_BUF / L0_INTERNAL_BUF tensors (kept alive)
+        self.ze_context = ze_context
+        self.standard_allocation = standard_allocation
+        self._imports: list[weakref.ref[RemoteTensorDouble]] = []
+
+    @property
+    def imports(self) -> list[RemoteTensorDouble]:
+        """The live CPU_VA imports (RemoteTensors not yet collected)."""
+        live = [t for r in self._imports if (t := r()) is not None]
+        self._imports = [weakref.ref(t) for t in live]
+        return live
+
+    def _allocation_id(self, address: int) -> int:
+        """zeroUtils::get_l0_context_memory_allocation_id: the id of the allocation holding ``address``, else 0."""
+        if self.ze_context is not None:
+            from interop.native import level_zero as ze
+
+            return ze.alloc_properties(self.ze_context, address).id
+        for t in self.imports:
+            if t.start <= address < t.start + t.byte_size:
+                return id(t)
+        return 0
+
+    def _import(self, address: int, size: int, tensor: RemoteTensorDouble) -> int:
+        if not self.standard_allocation:
+            raise RuntimeError("Importing standard allocation is not supported with this driver version")
+        if address % 4096 or size % 4096:
+            raise RuntimeError("Importing standard allocation is not supported if memory is not aligned to standard page size")
+        if self._allocation_id(address + size) > 0:
+            raise RuntimeError("Can not import a memory which is part of an existing allocation")
+        if self.ze_context is not None:
+            from interop.native import level_zero as ze
+
+            try:
+                tensor.alloc = ze.import_system_memory(self.ze_context, address, size)
+            except Exception as e:
+                raise RuntimeError(f"Importing memory failed ({e})") from e
+            start = tensor.alloc.pointer
+        else:
+            if address == 0 or any(t.start < address + size and address < t.start + t.byte_size for t in self.imports):
+                raise RuntimeError("Importing memory failed")  # the driver refuses NULL and overlaps
+            start = address
+        self._imports.append(weakref.ref(tensor))
+        return start
 
     def get_device_name(self) -> str:
         return "NPU"
@@ -109,7 +168,8 @@ class RemoteContextDouble:
             raise RuntimeError(f"MEM_TYPE must be one of {MEM_TYPES}, got {properties.get('MEM_TYPE')!r}")
         self.calls.append((type, list(shape), dict(properties)))
         t = RemoteTensorDouble(self, type, shape, properties)
-        self.tensors.append(t)
+        if properties.get("MEM_TYPE") != "CPU_VA":
+            self.tensors.append(t)
         return t
 
 

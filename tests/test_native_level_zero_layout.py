@@ -15,7 +15,8 @@ from tests import ze_fake
 
 CONSTANTS = [
     "ZE_INIT_FLAG_GPU_ONLY", "ZE_INIT_FLAG_VPU_ONLY", "ZE_STRUCTURE_TYPE_DRIVER_PROPERTIES",
-    "ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES", "ZE_STRUCTURE_TYPE_CONTEXT_DESC", "ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC",
+    "ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES", "ZE_STRUCTURE_TYPE_DEVICE_EXTERNAL_MEMORY_PROPERTIES",
+    "ZE_HOST_MEM_ALLOC_FLAG_BIAS_WRITE_COMBINED", "ZE_STRUCTURE_TYPE_CONTEXT_DESC", "ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC",
     "ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC", "ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES",
     "ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_EXPORT_DESC", "ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_IMPORT_FD",
     "ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_EXPORT_FD", "ZE_EXTERNAL_MEMORY_TYPE_FLAG_OPAQUE_FD",
@@ -78,3 +79,30 @@ def test_result_names_cover_header() -> None:
         if name == "ZE_RESULT_FORCE_UINT32":
             continue
         assert ze.RESULT_NAMES.get(int(value, 0)) == name, name
+
+
+EXT_HEADER = ze_fake.ROOT / "tests" / "fakes" / "ze" / "ze_mem_import_system_memory_ext.h"
+
+
+@pytest.mark.parametrize("cname", sorted(ze.EXTENSION_STRUCTURES))
+def test_extension_struct_matches_header(cname: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The NPU extension's system-memory import structure against the copy of its declaration that the fake driver
+    is built with (ze_mem_import_system_memory_ext.h is not packaged; the copy says where it comes from)."""
+    if not ze_fake.HEADERS.exists() or shutil.which("gcc") is None:
+        pytest.skip("needs the Debian packages libze-dev and gcc (apt install libze-dev gcc)")
+    cls = ze.EXTENSION_STRUCTURES[cname]
+    fields = ", ".join(f'\\"field_{f}\\": %zu' for f, _ in cls._fields_)
+    args = ", ".join(f"offsetof({cname}, {f})" for f, _ in cls._fields_)
+    src = "\n".join([f'#include "{EXT_HEADER}"', "#include <stdio.h>", "#include <stddef.h>", "int main(void) {",
+                     f'printf("{{\\"size\\": %zu, \\"align\\": %zu, {fields}, \\"stype\\": %d, \\"flag\\": %d}}", '
+                     f"sizeof({cname}), _Alignof({cname}), {args}, ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_IMPORT_SYSTEM_MEMORY, "
+                     f"ZE_EXTERNAL_MEMORY_TYPE_FLAG_STANDARD_ALLOCATION);", "return 0; }"])
+    (tmp_path / "ext.c").write_text(src)
+    subprocess.run(["gcc", "-std=c11", "-Wall", "-Werror", "-o", str(tmp_path / "ext"), str(tmp_path / "ext.c")],
+                   check=True, capture_output=True, timeout=120)
+    c = json.loads(subprocess.run([str(tmp_path / "ext")], capture_output=True, text=True, check=True).stdout)
+    assert ctypes.sizeof(cls) == c["size"] and ctypes.alignment(cls) == c["align"]
+    for fname, _ in cls._fields_:
+        assert getattr(cls, fname).offset == c[f"field_{fname}"], f"offsetof({cname}, {fname})"
+    assert ze.ZE_STRUCTURE_TYPE_EXTERNAL_MEMORY_IMPORT_SYSTEM_MEMORY == c["stype"]
+    assert ze.ZE_EXTERNAL_MEMORY_TYPE_FLAG_STANDARD_ALLOCATION == c["flag"]

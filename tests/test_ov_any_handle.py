@@ -2,7 +2,8 @@
 
 A C++ program built against the openvino wheel's headers and libopenvino shows that ``as<void*>()`` refuses the
 int64 that a Python int becomes, parses a hex string into the pointer, and prints a void* as hex (which is how
-``parse_handle`` reads ``get_params()["L0_CONTEXT"]``)."""
+``parse_handle`` reads ``get_params()["L0_CONTEXT"]``), and that the CPU_VA property map interop sends converts
+the way the NPU plugin's remote context reads it (``ov::Any(...).as<ov::intel_npu::MemType>()`` / ``as<void*>()``)."""
 
 from __future__ import annotations
 
@@ -49,3 +50,12 @@ def test_hex_string_handle_becomes_the_pointer(any_results: dict[str, str]) -> N
 
 def test_void_ptr_prints_as_hex_and_parses_back(any_results: dict[str, str]) -> None:
     assert parse_handle(any_results["ptr_as_string"]) == 0x1234ABCD
+
+
+def test_cpu_va_property_map_reads_as_the_plugin_reads_it(any_results: dict[str, str]) -> None:
+    """The map host_planes gives create_tensor: MEM_TYPE "CPU_VA" becomes MemType::CPU_VA (3) and MEM_HANDLE the
+    page's address, through the wheel's own operator>> and ov::Any; an unknown name is refused, not misread."""
+    assert any_results["cpu_va_is_cpu_va"] == "1" and any_results["cpu_va_mem_type"] == "3"
+    assert int(any_results["cpu_va_mem_handle"], 16) == 0x7F0000001000 == int(handle_value(0x7F0000001000), 16)
+    assert any_results["mem_type_name"].split()[0] == "MEM_TYPE"
+    assert any_results["bad_mem_type"] == "refused"

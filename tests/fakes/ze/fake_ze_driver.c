@@ -268,7 +268,7 @@ static ze_result_t alloc_common(ze_context_handle_t ctx, const void *pnext, size
     if (size == 0) return ZE_RESULT_ERROR_UNSUPPORTED_SIZE;
     if (!context_valid(ctx)) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
     int import_fd;
-    const ze_external_memory_import_system_memory_t *sys;
+    const ze_external_memory_import_system_memory_t *sys = NULL;
     ze_result_t r = find_import(pnext, &import_fd, type == ZE_MEMORY_TYPE_HOST ? &sys : NULL);
     if (r != ZE_RESULT_SUCCESS) return r;
     if (sys) {
