@@ -22,7 +22,10 @@ def _example(name: str, *args: str, timeout: int = 300) -> subprocess.CompletedP
 def _odd_clip(path: Path, width: int = 853, height: int = 479, frames: int = 3) -> str:
     """yuv420p at an odd size (FFV1 keeps it; libx264 wants even sizes)."""
     av = pytest.importorskip("av", reason="needs PyAV (pip install '.[ffmpeg]')")
-    from tests.ffmpeg_clips import pattern
+    try:  # the helpers are moving to tests/support
+        from tests.support.ffmpeg_clips import pattern
+    except ImportError:
+        from tests.ffmpeg_clips import pattern
 
     with av.open(str(path), "w") as o:
         s = o.add_stream("ffv1", rate=25)

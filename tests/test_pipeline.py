@@ -220,7 +220,10 @@ def test_run_cut_mp4_decodes_what_is_there_and_warns(tmp_path) -> None:
     _model_or_skip()
     import av
 
-    from tests.ffmpeg_clips import make_clip
+    try:  # the helpers are moving to tests/support
+        from tests.support.ffmpeg_clips import make_clip
+    except ImportError:
+        from tests.ffmpeg_clips import make_clip
 
     full = make_clip(tmp_path / "full.mp4", 160, 120, 40)
     fast = tmp_path / "faststart.mp4"  # the index at the front, as streaming encoders write it
@@ -245,7 +248,10 @@ def test_run_mp4_without_index_and_audio_only_are_exact_errors(tmp_path) -> None
     import av
     import numpy as np
 
-    from tests.ffmpeg_clips import make_clip
+    try:  # the helpers are moving to tests/support
+        from tests.support.ffmpeg_clips import make_clip
+    except ImportError:
+        from tests.ffmpeg_clips import make_clip
 
     data = make_clip(tmp_path / "full.mp4", 160, 120, 10).read_bytes()
     nomoov = tmp_path / "nomoov.mp4"
