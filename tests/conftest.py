@@ -1,10 +1,13 @@
-"""Shared test set-up: markers, --soak, and skips that name the missing device."""
+"""Shared test set-up: markers, --soak, the skip policy (tests/support/requirements.py) and shared fixtures."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+
+#: shared fixtures and the skip policy (tests/support/requirements.py: the `needs` marker, torch on CUDA machines)
+pytest_plugins = ["tests.support.requirements", "tests.support.ffmpeg_clips", "tests.support.va_fake"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -23,20 +26,19 @@ def cycles(request_or_flag: object, short: int, full: int = 100_000) -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    from tests.devices import cuda_device, hardware_devices
+    from tests.support.devices import cuda_device, hardware_devices
+    from tests.support.requirements import HARDWARE
 
     cuda = cuda_device()
     hw = hardware_devices()
     for item in items:
         if "gpu" in item.keywords and cuda is None:
-            item.add_marker(pytest.mark.skip(reason="needs an NVIDIA CUDA GPU (tier B): none found on this machine"))
+            item.add_marker(pytest.mark.skip(reason=f"needs {HARDWARE['cuda']} (tier B): none found on this machine"))
         if "hardware" in item.keywords:
             needs = [m.args[0] for m in item.iter_markers("hardware") if m.args] or ["any"]
             for need in needs:
                 if need == "any" and not any(hw.values()) or need != "any" and not hw.get(need):
-                    what = {"vaapi": "a VA-API render node with a working driver", "level_zero": "a Level Zero driver",
-                            "npu": "an Intel NPU", "dma_heap": "a dma-buf heap (/dev/dma_heap/system)",
-                            "udmabuf": "the udmabuf device (/dev/udmabuf)"}.get(need, "VA-API, Level Zero or an NPU")
+                    what = HARDWARE.get(need, "VA-API, Level Zero or an NPU")
                     item.add_marker(pytest.mark.skip(reason=f"needs {what} (tier C): none found on this machine"))
                     break
 

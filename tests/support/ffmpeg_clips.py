@@ -1,0 +1,66 @@
+"""Small H.264 clips made with PyAV's bundled libx264 for the FFmpeg tests (nothing is downloaded).
+
+A pytest plugin (tests/conftest.py lists it in ``pytest_plugins``) that tests also import helpers from. PYTEST_DONT_REWRITE
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.support.requirements import need_module
+
+
+def pattern(width: int, height: int, i: int) -> np.ndarray:
+    """An RGB test image that moves with the frame index ``i``."""
+    img = np.zeros((height, width, 3), np.uint8)
+    img[..., 0] = (np.arange(width)[None, :] + 7 * i) % 256
+    img[..., 1] = (np.arange(height)[:, None] * 2 + 3 * i) % 256
+    img[..., 2] = 128
+    return img
+
+
+def make_clip(path: Path, width: int, height: int, frames: int, pix_fmt: str = "yuv420p") -> Path:
+    import av
+
+    with av.open(str(path), "w") as out:
+        s = out.add_stream("libx264", rate=25)
+        s.width, s.height, s.pix_fmt = width, height, pix_fmt
+        s.options = {"preset": "ultrafast"}
+        for i in range(frames):
+            for pkt in s.encode(av.VideoFrame.from_ndarray(pattern(width, height, i), format="rgb24")):
+                out.mux(pkt)
+        for pkt in s.encode():
+            out.mux(pkt)
+    return path
+
+
+@pytest.fixture(scope="session")
+def clip_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    need_module("av")
+    return tmp_path_factory.mktemp("ffmpeg_clips")
+
+
+@pytest.fixture(scope="session")
+def clip_854(clip_dir: Path) -> Path:
+    """854x480: odd width, so decoded planes have padded rows (Y pitch 896 > 854)."""
+    return make_clip(clip_dir / "odd_854x480.mp4", 854, 480, 12)
+
+
+@pytest.fixture(scope="session")
+def clip_small(clip_dir: Path) -> Path:
+    return make_clip(clip_dir / "small_320x240.mp4", 320, 240, 12)
+
+
+@pytest.fixture(scope="session")
+def clip_yuvj(clip_dir: Path) -> Path:
+    return make_clip(clip_dir / "full_range_160x120.mp4", 160, 120, 3, pix_fmt="yuvj420p")
+
+
+def decode(path: Path) -> list:
+    import av
+
+    with av.open(str(path)) as c:
+        return list(c.decode(video=0))
