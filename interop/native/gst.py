@@ -99,6 +99,12 @@ def libs() -> tuple[Any, Any]:
         _sig(g, "gst_memory_new_wrapped", _vp, _int, _vp, _sz, _sz, _sz, _vp, DESTROY_NOTIFY)
         _sig(g, "gst_buffer_append_memory", None, _vp, _vp)
         _sig(g, "gst_buffer_get_meta", _vp, _vp, _c.c_size_t)
+        _sig(g, "gst_mini_object_set_qdata", None, _vp, _uint, _vp, DESTROY_NOTIFY)
+        _sig(g, "gst_element_get_static_pad", _vp, _vp, _c.c_char_p)
+        _sig(g, "gst_pad_add_probe", _c.c_ulong, _vp, _int, PROBE_CB, _vp, _vp)
+        _sig(g, "gst_object_unref", None, _vp)
+        _sig(g, "gst_query_add_allocation_meta", None, _vp, _c.c_size_t, _vp)
+        _sig(g, "gst_query_find_allocation_meta", _bool, _vp, _c.c_size_t, _c.POINTER(_uint))
         _sig(v, "gst_video_meta_api_get_type", _c.c_size_t)
         _sig(v, "gst_buffer_add_video_meta_full", _vp, _vp, _int, _int, _uint, _uint, _uint,
              _c.POINTER(_sz), _c.POINTER(_int))
@@ -322,3 +328,151 @@ def append_host_memory(buf: int, address: int, size: int, keep: object, readonly
         _release_kept(key)
         raise InvalidTensorError(f"GStreamer refused to wrap {size} bytes at {address:#x}")
     g.gst_buffer_append_memory(buf, mem)  # takes the memory's reference
+
+
+# ---- fd / dma-buf memory (libgstallocators-1.0) ----------------------------------------------------------
+
+GST_FD_MEMORY_FLAG_DONT_CLOSE = 1 << 2
+_alloc_libs: list[Any] = []
+_allocators: dict[str, int] = {}
+
+
+def allocators_lib() -> Any:
+    """libgstallocators-1.0 with the fd/dma-buf signatures set; loaded once."""
+    if _alloc_libs:
+        return _alloc_libs[0]
+    libs()
+    with _lock:
+        if not _alloc_libs:
+            a = _load("gstallocators-1.0")
+            _sig(a, "gst_is_fd_memory", _bool, _vp)
+            _sig(a, "gst_is_dmabuf_memory", _bool, _vp)
+            _sig(a, "gst_fd_memory_get_fd", _int, _vp)
+            _sig(a, "gst_fd_allocator_new", _vp)
+            _sig(a, "gst_fd_allocator_alloc", _vp, _vp, _int, _sz, _int)
+            _sig(a, "gst_dmabuf_allocator_new", _vp)
+            _sig(a, "gst_dmabuf_allocator_alloc_with_flags", _vp, _vp, _int, _sz, _int)
+            _alloc_libs.append(a)
+    return _alloc_libs[0]
+
+
+def fd_of_memory(mem: int) -> int | None:
+    """The fd under a GstFdMemory/GstDmaBufMemory (GStreamer's, not a dup), or None for other memory."""
+    a = allocators_lib()
+    if not a.gst_is_fd_memory(mem):
+        return None
+    fd = int(a.gst_fd_memory_get_fd(mem))
+    return fd if fd >= 0 else None
+
+
+def is_dmabuf_memory(mem: int) -> bool:
+    return bool(allocators_lib().gst_is_dmabuf_memory(mem))
+
+
+def _allocator(kind: str) -> int:
+    a = allocators_lib()
+    with _lock:
+        p = _allocators.get(kind)
+        if p is None:
+            # kept for the process's life: GStreamer allocators are singletons in practice
+            p = _allocators[kind] = int((a.gst_dmabuf_allocator_new() if kind == "dmabuf" else
+                                         a.gst_fd_allocator_new()) or 0)
+    if not p:
+        raise InvalidTensorError(f"GStreamer could not make a {kind} allocator")
+    return p
+
+
+def append_fd_memory(buf: int, fd: int, size: int, keep: object, dmabuf: bool) -> int:
+    """Append a GstFdMemory (GstDmaBufMemory when ``dmabuf``) over ``fd`` to ``buf`` and return it.
+
+    ``fd`` must be a dup the caller hands over: GStreamer gets it with DONT_CLOSE and interop closes it (and drops
+    ``keep``, e.g. the DMA frame and so its pool slot) when GStreamer frees the memory (a qdata destroy notify)."""
+    g, a = libs()[0], allocators_lib()
+    alloc = _allocator("dmabuf" if dmabuf else "fd")
+    if dmabuf:
+        mem = a.gst_dmabuf_allocator_alloc_with_flags(alloc, fd, size, GST_FD_MEMORY_FLAG_DONT_CLOSE)
+    else:
+        mem = a.gst_fd_allocator_alloc(alloc, fd, size, GST_FD_MEMORY_FLAG_DONT_CLOSE)
+    if not mem:
+        raise InvalidTensorError(f"GStreamer refused to wrap fd {fd} ({size} bytes) as fd memory")
+    with _lock:
+        key = _next_key[0]
+        _next_key[0] += 1
+        _kept[key] = (keep, _FdCloser(fd))
+    g.gst_mini_object_set_qdata(mem, _quark(), key, _release_cb)
+    g.gst_buffer_append_memory(buf, mem)  # takes the memory's reference
+    return int(mem)
+
+
+class _FdCloser:
+    """Closes the fd it holds when dropped (from GStreamer's destroy notify, on whichever thread frees the memory)."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def __del__(self) -> None:
+        import os
+
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
+_quarks: list[int] = []
+
+
+def _quark() -> int:
+    if not _quarks:
+        glib = _load("glib-2.0")
+        _sig(glib, "g_quark_from_static_string", _uint, _c.c_char_p)
+        _quarks.append(int(glib.g_quark_from_static_string(b"interop-keep")))
+    return _quarks[0]
+
+
+# ---- ALLOCATION query answer (pad probe) ------------------------------------------------------------------
+
+PROBE_CB = _c.CFUNCTYPE(_int, _vp, _vp, _vp)
+GST_PAD_PROBE_TYPE_QUERY_DOWNSTREAM = 1 << 9
+GST_PAD_PROBE_OK = 1
+GST_QUERY_ALLOCATION = (150 << 8) | 3  # GST_QUERY_MAKE_TYPE (150, UPSTREAM | DOWNSTREAM)
+_QUERY_TYPE_OFFSET = 64  # GstQuery: a GstMiniObject (64 bytes on LP64), then GstQueryType
+_PROBE_DATA_OFFSET = 16  # GstPadProbeInfo: type (int), id (gulong), then data
+
+
+def _on_query(pad: int | None, info: int | None, user_data: int | None) -> int:
+    # runs on a streaming thread; ctypes holds the GIL for it. Only reads/extends the query (refcount 1 here:
+    # no Python wrapper takes a reference, so the query stays writable)
+    try:
+        q = _c.c_void_p.from_address(int(info or 0) + _PROBE_DATA_OFFSET).value
+        if q and _c.c_int.from_address(q + _QUERY_TYPE_OFFSET).value == GST_QUERY_ALLOCATION:
+            g, v = libs()
+            api = v.gst_video_meta_api_get_type()
+            if not g.gst_query_find_allocation_meta(q, api, None):
+                g.gst_query_add_allocation_meta(q, api, None)
+    except Exception:  # never raise into GStreamer's thread
+        import logging
+
+        logging.getLogger("interop").exception("interop's ALLOCATION query answer failed")
+    return GST_PAD_PROBE_OK
+
+
+_probe_cb = PROBE_CB(_on_query)  # module-level: GStreamer may call it as long as a pipeline lives
+
+
+def offer_video_meta(element: Any, pad_name: str = "sink") -> None:
+    """Answer the ALLOCATION queries reaching ``element``'s ``pad_name`` pad with GstVideoMeta support, so that
+    upstream (decoders) may hand over buffers with padded strides instead of copying into tight ones.
+
+    PyGObject cannot do this: its wrapper of the query takes a reference, which makes the query read-only."""
+    g = libs()[0]
+    pad = g.gst_element_get_static_pad(pointer_of(element, "Gst.Element"), pad_name.encode())
+    if not pad:
+        raise InvalidTensorError(f"element has no static {pad_name!r} pad")
+    try:
+        if not g.gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_QUERY_DOWNSTREAM, _probe_cb, None, None):
+            raise InvalidTensorError("GStreamer refused the ALLOCATION query probe")
+    finally:
+        g.gst_object_unref(pad)

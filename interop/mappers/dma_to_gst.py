@@ -1,0 +1,83 @@
+"""DMA -> GST: DMA frames (FramePool frames included) as a ``Gst.Buffer`` of fd-backed ``GstMemory``. Zero-copy.
+
+Each distinct DMA buffer under the planes becomes one GstMemory (``gst_dmabuf_allocator_alloc`` for a real
+dma-buf, ``gst_fd_allocator_alloc`` for the memfd stand-in) over a dup of its fd, given with DONT_CLOSE: interop
+closes the dup, and lets go of the DMA frame (so a pool gets its slot back), when GStreamer frees the memory. The
+buffer carries a GstVideoMeta with each plane's offset (its memory's place in the buffer + its offset in the fd)
+and pitch. GStreamer maps the fd itself (mmap): the pages are the DMA buffer's.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import InvalidTensorError
+from ..frame import Frame
+from ..mapper import MemoryMapper, register
+from ..native import gst as ng
+from ..tensor import Tensor
+from ..tensors.dma import DMATensor
+from ..tensors.gst import GST_CPU, GST_FORMAT_NAMES, GstTensor, caps_for, gst, wrap_buffer
+from ..types import AccessMode, MemoryType
+
+
+def _append(buf: int, t: DMATensor, keep: object) -> None:
+    b = t.buffer
+    fd = os.dup(b.fd)
+    try:
+        ng.append_fd_memory(buf, fd, b.size, keep, b.is_dmabuf)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+@register
+class DMAToGst(MemoryMapper):
+    src = MemoryType.DMA
+    dst = MemoryType.GST
+    zero_copy = True
+    requires = ("gi",)
+    extra = "gst"
+    tier = "A"
+
+    def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
+        Gst = gst()
+        name = GST_FORMAT_NAMES.get(f.format)
+        caps = caps_for(f.format, f.width, f.height)  # refuses formats GStreamer lacks, with the list
+        assert name is not None
+        planes = f.tensors
+        if not all(isinstance(t, DMATensor) for t in planes):
+            raise InvalidTensorError(f"{self.name} maps DMATensors, not {type(planes[0]).__name__}")
+        buffer = Gst.Buffer.new()
+        buf = ng.pointer_of(buffer, "Gst.Buffer")
+        starts: dict[int, int] = {}  # id(DMABuffer) -> its memory's offset in the Gst.Buffer
+        pos = 0
+        offsets, strides = [], []
+        for t in planes:
+            assert isinstance(t, DMATensor)
+            if t.info.ndim < 2:
+                raise InvalidTensorError(f"plane of shape {t.info.shape} is not an image plane (H, W[, C])")
+            b = t.buffer
+            if id(b) not in starts:
+                _append(buf, t, f)  # the frame stays alive (pool slot held) until GStreamer frees the memory
+                starts[id(b)] = pos
+                pos += b.size
+            offsets.append(starts[id(b)] + t.offset)
+            strides.append(t.info.strides[0])
+        ng.add_video_meta(buf, name, f.width, f.height, offsets, strides)
+        if f.pts is not None and f.time_base is not None:
+            buffer.pts = int(f.pts * f.time_base * 1_000_000_000)
+        out = wrap_buffer(buffer, caps)
+        out._parent = f
+        out.metadata.update(f.metadata)
+        out.colorspace, out.color_range = f.colorspace, f.color_range
+        return out
+
+    def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
+        Gst = gst()
+        if not isinstance(t, DMATensor):
+            raise InvalidTensorError(f"{self.name} maps DMATensors, not {type(t).__name__}")
+        buffer = Gst.Buffer.new()
+        _append(ng.pointer_of(buffer, "Gst.Buffer"), t, t)
+        return GstTensor(buffer.peek_memory(0), t.info, offset=t.offset, buffer=buffer, memory_index=0,
+                         context=GST_CPU, parent=t)
