@@ -127,6 +127,58 @@ def test_npu_infers_on_the_frame_memory_like_the_cpu() -> None:
     assert isinstance(n[0].native, (ov.RemoteTensor, ov.Tensor))
 
 
+def _need_npu() -> None:
+    if not glob.glob("/dev/accel/accel*"):
+        pytest.skip("needs an Intel NPU (/dev/accel/accel*): none on this machine")
+    if not _lib_present("libze_intel_vpu.so*", "libze_intel_npu.so*"):
+        pytest.skip("needs the NPU's Level Zero driver (libze_intel_vpu.so.1, intel-driver-compiler-npu/linux-npu-driver): not installed")
+    import openvino
+
+    if not glob.glob(os.path.join(os.path.dirname(openvino.__file__), "libs", "libopenvino_intel_npu_plugin.so*")):
+        pytest.skip("needs OpenVINO's NPU plugin (libopenvino_intel_npu_plugin.so): not in this openvino")
+
+
+@pytest.mark.hardware("npu")
+def test_npu_infers_on_ffmpeg_frames_in_place_like_the_cpu(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Decoded FFmpeg frames -> CPU_VA imports -> NPU inference equals the CPU's on the same bytes; zero-copy shown by
+    address (each plane's ov.Tensor is the plane's own memory, inside an import of the plugin's context)."""
+    av = pytest.importorskip("av", reason="needs PyAV (pip install 'interop[ffmpeg]')")
+    _need_npu()
+    from interop.native import level_zero as ze
+    from interop.tensors.npu import NPUContext
+    from interop.tensors.openvino import get_core
+    from tests.ffmpeg_clips import make_clip
+
+    clip = make_clip(tmp_path / "c.mp4", 320, 240, 20)
+    core = get_core()
+    npu_ctx = NPUContext.create(core)
+    with av.open(str(clip)) as c:
+        frames = c.decode(video=0)
+        first = next(frames)
+        pitch = first.planes[0].line_size
+        import openvino as ov
+        import openvino.opset13 as ops
+
+        y = ops.parameter([1, 240, pitch, 1], ov.Type.u8, name="y")
+        model = ov.Model([ops.reduce_mean(ops.convert(y, ov.Type.f32), [2, 3], keep_dims=False)], [y])
+        req = core.compile_model(model, "NPU").create_infer_request()
+        cpu = core.compile_model(model, "CPU").create_infer_request()
+        zctx = ze.ZeContext.borrow(npu_ctx.ze_context)
+        with interop.copy_meter() as m:
+            for vf in [first, *frames]:
+                n = interop.map(vf, npu_ctx)
+                ptr = int(vf.planes[0].buffer_ptr)
+                assert n[0].native.data.ctypes.data == ptr and ze.alloc_properties(zctx, ptr).id != 0
+                req.set_tensor("y", n[0].native)
+                req.infer()
+                rows = np.frombuffer(vf.planes[0], np.uint8).reshape(1, 240, pitch, 1)
+                cpu.set_tensor("y", ov.Tensor(np.ascontiguousarray(rows)))
+                cpu.infer()
+                assert np.allclose(req.get_output_tensor(0).data, cpu.get_output_tensor(0).data, atol=0.5)
+                del n
+        assert m.copies == 0
+
+
 def case_level_zero_hardware_test_code_runs_on_the_fake() -> None:
     """The hardware test's own code, run against the fake driver (so it is known to work before a device runs it)."""
     test_real_driver_export_import_round_trip()
