@@ -9,7 +9,7 @@ import pytest
 import interop
 from interop import AccessMode, MemoryType, TensorInfo
 from interop.errors import InvalidTensorError
-from tests.ocl_support import fill_bytes, need, opencl_context, read_bytes
+from tests.support.ocl_support import fill_bytes, need, opencl_context, read_bytes
 
 cl = need("pyopencl", "pyopencl")
 
