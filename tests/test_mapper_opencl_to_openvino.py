@@ -8,7 +8,7 @@ import pytest
 import interop
 from interop import AccessMode, MemoryType, TensorInfo
 from interop.errors import InvalidTensorError
-from tests.ocl_support import need, opencl_context, read_bytes
+from tests.support.ocl_support import need, opencl_context, read_bytes
 
 cl = need("pyopencl", "pyopencl")
 need("openvino", "OpenVINO")
