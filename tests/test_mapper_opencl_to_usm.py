@@ -8,7 +8,7 @@ import pytest
 import interop
 from interop import AccessMode, MemoryType, TensorInfo
 from interop.errors import ContextMismatchError, CopyRequiredError
-from tests.ocl_support import fill_bytes, need, opencl_context, read_bytes, sycl_context
+from tests.support.ocl_support import fill_bytes, need, opencl_context, read_bytes, sycl_context
 
 need("dpctl", "dpctl")
 cl = need("pyopencl", "pyopencl")
