@@ -13,7 +13,8 @@ import interop
 from interop import AccessMode, FrameFormat, MemoryType
 from interop.info import TensorInfo, plane_infos
 from tests import ze_fake
-from tests.devices import same_file
+from tests.support.devices import same_file
+from tests.support.requirements import need_module
 
 
 def case_export_tensor_is_zero_copy() -> None:
@@ -80,7 +81,7 @@ def case_round_trip_export_then_import() -> None:
 
 def test_sycl_usm_is_not_handed_to_level_zero() -> None:
     """A USM pointer from a SYCL/OpenCL context is refused before any Level Zero call: ContextMismatchError."""
-    pytest.importorskip("dpctl", reason="needs dpctl (pip install 'interop[sycl]')")
+    need_module("dpctl")
     from interop.errors import ContextMismatchError
     from interop.tensors.usm import allocate
 
