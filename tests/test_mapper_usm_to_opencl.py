@@ -8,7 +8,7 @@ import pytest
 import interop
 from interop import MemoryType, TensorInfo
 from interop.errors import ContextMismatchError, InvalidTensorError
-from tests.ocl_support import need, opencl_context, sycl_context
+from tests.support.ocl_support import need, opencl_context, sycl_context
 
 need("dpctl", "dpctl")
 cl = need("pyopencl", "pyopencl")
@@ -83,7 +83,7 @@ def test_foreign_context_copies_counted_and_exact():
     from interop.mappers.usm_to_opencl import USMToOpenCL
     from interop.tensors.opencl import OpenCLContext
     from interop.tensors.usm import allocate
-    from tests.ocl_support import read_bytes
+    from tests.support.ocl_support import read_bytes
 
     ctx = sycl_context()
     ocl = opencl_context()
