@@ -8,7 +8,7 @@ import pytest
 import interop
 from interop import AccessMode, MemoryType
 from interop.errors import InvalidTensorError
-from tests.ocl_support import need, opencl_context, umat_context
+from tests.support.ocl_support import need, opencl_context, umat_context
 
 cv2 = need("cv2", "OpenCV")
 
