@@ -8,7 +8,7 @@ import pytest
 import interop
 from interop import AccessMode, MemoryType
 from interop.errors import ContextMismatchError, InvalidTensorError
-from tests.ocl_support import fill_bytes, need, opencl_context, read_bytes, umat_context
+from tests.support.ocl_support import fill_bytes, need, opencl_context, read_bytes, umat_context
 
 cv2 = need("cv2", "OpenCV")
 cl = need("pyopencl", "pyopencl")
