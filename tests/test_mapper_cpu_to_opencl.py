@@ -9,7 +9,7 @@ import pytest
 import interop
 from interop import AccessMode, MemoryType
 from interop.errors import CopyRequiredError, InvalidTensorError
-from tests.ocl_support import need, opencl_context, read_bytes
+from tests.support.ocl_support import need, opencl_context, read_bytes
 
 cl = need("pyopencl", "pyopencl")
 
