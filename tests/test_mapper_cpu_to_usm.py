@@ -8,7 +8,7 @@ import pytest
 import interop
 from interop import AccessMode, MemoryType, TensorInfo
 from interop.errors import ContextMismatchError, CopyRequiredError
-from tests.ocl_support import need, sycl_context
+from tests.support.ocl_support import need, sycl_context
 
 need("dpctl", "dpctl")
 
