@@ -8,7 +8,7 @@ import pytest
 import interop
 from interop import AccessMode, MemoryType
 from interop.errors import InvalidTensorError
-from tests.ocl_support import need
+from tests.support.ocl_support import need
 
 cv2 = need("cv2", "OpenCV")
 
