@@ -9,11 +9,10 @@ import pytest
 
 import interop
 from interop import AccessMode, FrameFormat, MemoryType
-from tests.ffmpeg_clips import decode
+from tests.support.ffmpeg_clips import decode
+from tests.support.requirements import need_module
 
-pytest_plugins = ["tests.ffmpeg_clips"]  # the clip fixtures
-
-av = pytest.importorskip("av", reason="needs PyAV (pip install 'interop[ffmpeg]')")
+av = need_module("av")
 
 from interop.mappers.ffmpeg_to_cpu import FFmpegToCPU  # noqa: E402
 from interop.tensors.ffmpeg import FFmpegTensor  # noqa: E402
