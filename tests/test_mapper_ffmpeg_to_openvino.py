@@ -9,12 +9,11 @@ import pytest
 
 import interop
 from interop import AccessMode, FrameFormat, MemoryType
-from tests.ffmpeg_clips import decode
+from tests.support.ffmpeg_clips import decode
+from tests.support.requirements import need_module
 
-pytest_plugins = ["tests.ffmpeg_clips"]  # the clip fixtures
-
-av = pytest.importorskip("av", reason="needs PyAV (pip install 'interop[ffmpeg]')")
-ov = pytest.importorskip("openvino", reason="needs OpenVINO (pip install 'interop[openvino]')")
+av = need_module("av")
+ov = need_module("openvino")
 
 from interop.mappers.ffmpeg_to_openvino import FFmpegToOpenVINO  # noqa: E402
 from interop.tensors.ffmpeg import FFmpegTensor  # noqa: E402
