@@ -16,6 +16,7 @@ from interop.mappers.ffmpeg_to_cuda import FFmpegToCUDA
 from interop.native import cuda_driver as cd
 from interop.native import dlpack as cn
 from interop.tensors.cuda import CUDATensor
+from tests.support.requirements import need_module
 
 
 class FakePlane:
@@ -109,7 +110,7 @@ def test_torch_views_of_frames_it_cannot_take_say_what_to_do():
         torch_views(fake_hw_frame(sw="yuv444p"))
     with pytest.raises(UnsupportedTypeError, match="NVDEC-decoded av.VideoFrame"):
         torch_views(object())
-    av = pytest.importorskip("av")
+    av = need_module("av")
     vf = av.VideoFrame.from_ndarray(np.zeros((32, 64, 3), np.uint8), format="rgb24")
     with pytest.raises(InvalidTensorError, match="allow_copy=True"):
         torch_views(vf)
@@ -121,7 +122,7 @@ def test_route_is_zero_copy_and_tier_b():
 
 
 def test_software_frame_upload_is_a_copy_refused_by_default():
-    av = pytest.importorskip("av")
+    av = need_module("av")
     vf = av.VideoFrame.from_ndarray(np.zeros((32, 64, 3), np.uint8), format="rgb24").reformat(format="nv12")
     with pytest.raises(CopyRequiredError, match="uploaded"):
         interop.map(vf, MemoryType.CUDA)
@@ -132,18 +133,18 @@ def test_software_frame_upload_is_a_copy_refused_by_default():
 
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory):
-    pytest.importorskip("av")
-    from tests.gpu_clips import make_clip
+    need_module("av")
+    from tests.support.gpu_clips import make_clip
 
     return make_clip(tmp_path_factory.mktemp("clips") / "h264.mp4")
 
 
 @pytest.mark.gpu
 def test_nvdec_frames_map_zero_copy_and_match_cpu_decode(clip):
-    torch = pytest.importorskip("torch")
+    torch = need_module("torch", "cuda")
     import av
 
-    from tests.gpu_clips import nvdec
+    from tests.support.gpu_clips import nvdec
 
     with av.open(str(clip)) as c:
         cpu_frames = [f.to_ndarray(format="nv12") for f in c.decode(video=0)]
@@ -167,10 +168,10 @@ def test_nvdec_frames_map_zero_copy_and_match_cpu_decode(clip):
 
 @pytest.mark.gpu
 def test_one_step_and_general_paths_agree_on_nvdec_frames(clip):
-    torch = pytest.importorskip("torch")
+    torch = need_module("torch", "cuda")
     from interop.cuda import torch_views
     from interop.tensors.ffmpeg import SourcedFrame
-    from tests.gpu_clips import nvdec
+    from tests.support.gpu_clips import nvdec
 
     with nvdec(clip) as c:
         for vf in c.decode(video=0):
@@ -198,8 +199,8 @@ def test_one_step_and_general_paths_agree_on_nvdec_frames(clip):
 
 @pytest.mark.gpu
 def test_write_through_torch_is_seen_through_pyav(clip):
-    torch = pytest.importorskip("torch")
-    from tests.gpu_clips import nvdec
+    torch = need_module("torch", "cuda")
+    from tests.support.gpu_clips import nvdec
 
     with nvdec(clip) as c:
         vf = next(c.decode(video=0))
@@ -215,8 +216,8 @@ def test_write_through_torch_is_seen_through_pyav(clip):
 
 @pytest.mark.gpu
 def test_views_outlive_the_decoder_loop(clip):
-    torch = pytest.importorskip("torch")
-    from tests.gpu_clips import nvdec
+    torch = need_module("torch", "cuda")
+    from tests.support.gpu_clips import nvdec
 
     kept = []
     with nvdec(clip) as c:
@@ -230,8 +231,8 @@ def test_views_outlive_the_decoder_loop(clip):
 
 @pytest.mark.gpu
 def test_hevc_main10_is_p010(tmp_path):
-    torch = pytest.importorskip("torch")
-    from tests.gpu_clips import make_clip, nvdec
+    torch = need_module("torch", "cuda")
+    from tests.support.gpu_clips import make_clip, nvdec
 
     clip10 = make_clip(tmp_path / "hevc10.mp4", "libx265", frames=6, pix_fmt="yuv420p10le")
     with nvdec(clip10) as c:
@@ -244,7 +245,7 @@ def test_hevc_main10_is_p010(tmp_path):
 
 @pytest.mark.gpu
 def test_write_mode_is_refused_for_decoded_frames(clip):
-    from tests.gpu_clips import nvdec
+    from tests.support.gpu_clips import nvdec
 
     with nvdec(clip) as c:
         vf = next(c.decode(video=0))
@@ -254,7 +255,7 @@ def test_write_mode_is_refused_for_decoded_frames(clip):
 
 @pytest.mark.gpu
 def test_cuda_infer_example_runs_without_copies(clip):
-    pytest.importorskip("torch")
+    need_module("torch", "cuda")
     import importlib.util
     from pathlib import Path
 
@@ -268,9 +269,9 @@ def test_cuda_infer_example_runs_without_copies(clip):
 @pytest.mark.parametrize("primary, options", [((0, False), {"primary_ctx": "1"}), ((4, True), {"primary_ctx": "1"}),
                                               ((0, True), {"primary_ctx": "0", "current_ctx": "1"})])
 def test_open_nvdec_copes_with_a_primary_context_made_by_torch(monkeypatch, primary, options):
-    av = pytest.importorskip("av")
+    av = need_module("av")
     from interop.cuda import open_nvdec
-    from tests.cuda_fakes import FakeDriver
+    from tests.support.cuda_fakes import FakeDriver
 
     d = FakeDriver()
     d.primary = primary
@@ -295,7 +296,7 @@ def test_open_nvdec_copes_with_a_primary_context_made_by_torch(monkeypatch, prim
 
 @pytest.mark.gpu
 def test_nvdec_frames_decodes_ahead_and_stops_cleanly(clip):
-    pytest.importorskip("torch")
+    need_module("torch", "cuda")
     import threading
 
     from interop.cuda import nvdec_frames, torch_views
@@ -315,7 +316,7 @@ def test_torch_views_hand_out_pyav_capsules_on_the_legacy_stream_and_order_other
     the planes' own PyAV capsules, for the mapped frame and for the av.VideoFrame alike; on another stream each
     plane is ordered after the decoder's stream first."""
     from interop import cuda as cu
-    from tests.cuda_fakes import FakeDriver
+    from tests.support.cuda_fakes import FakeDriver
 
     current = {"stream": 0}
     fake_torch = SimpleNamespace(from_dlpack=lambda cap: cap)
