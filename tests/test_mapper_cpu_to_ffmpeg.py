@@ -10,8 +10,9 @@ import pytest
 import interop
 from interop import AccessMode, FrameFormat, MemoryType
 from interop.tensors.cpu import CPUTensor
+from tests.support.requirements import need_module
 
-av = pytest.importorskip("av", reason="needs PyAV (pip install 'interop[ffmpeg]')")
+av = need_module("av")
 
 from interop.mappers.cpu_to_ffmpeg import CPUToFFmpeg  # noqa: E402
 
