@@ -7,8 +7,9 @@ import pytest
 
 import interop
 from interop import AccessMode, FrameFormat, MemoryType
+from tests.support.requirements import need_module
 
-ov = pytest.importorskip("openvino", reason="needs OpenVINO (pip install 'interop[openvino]')")
+ov = need_module("openvino")
 
 from interop.mappers.cpu_to_openvino import CPUToOpenVINO  # noqa: E402
 from interop.tensors.cpu import CPUTensor  # noqa: E402
@@ -86,7 +87,7 @@ def test_frames_get_planes_shaped_like_ffmpegs() -> None:
 
 
 def test_decoded_frame_through_cpu_stays_zero_copy() -> None:
-    av = pytest.importorskip("av", reason="needs PyAV")
+    av = need_module("av")
     vf = av.VideoFrame(854, 480, "yuv420p")
     c = interop.map(vf, MemoryType.CPU)
     with interop.copy_meter() as m:
