@@ -7,8 +7,9 @@ import pytest
 
 import interop
 from interop import AccessMode, FrameFormat, MemoryType
+from tests.support.requirements import need_module
 
-ov = pytest.importorskip("openvino", reason="needs OpenVINO (pip install 'interop[openvino]')")
+ov = need_module("openvino")
 
 from interop.mappers.openvino_to_cpu import OpenVINOToCPU  # noqa: E402
 from interop.tensors.openvino import OpenVINOTensor  # noqa: E402
@@ -42,7 +43,7 @@ def test_read_only_tensors_give_read_only_views() -> None:
 
 
 def test_ffmpeg_frame_round_trip_gives_standard_planes() -> None:
-    av = pytest.importorskip("av", reason="needs PyAV")
+    av = need_module("av")
     vf = av.VideoFrame(854, 480, "nv12")
     o = interop.map(vf, MemoryType.OPENVINO)
     c = interop.map(o, MemoryType.CPU)
