@@ -16,7 +16,8 @@ from interop.mappers import cpu_to_cuda
 from interop.native import cuda_driver as cd
 from interop.tensors import cuda as cu
 from interop.tensors.cuda import CUDAContext, CUDATensor
-from tests.cuda_fakes import FakeDriver
+from tests.support.cuda_fakes import FakeDriver
+from tests.support.requirements import need_module
 
 
 @pytest.fixture
@@ -91,7 +92,7 @@ def test_write_mode_copies_back_at_release(fake):
 
 @pytest.mark.gpu
 def test_upload_to_torch_or_cupy_and_back():
-    pytest.importorskip("torch")
+    need_module("torch", "cuda")
     import torch
 
     src = np.random.default_rng(2).integers(0, 255, (270, 481, 3), dtype=np.uint8)[:, :480]
