@@ -16,7 +16,8 @@ from interop import AccessMode, FrameFormat, MemoryType
 from interop.errors import CopyRequiredError, InvalidTensorError
 from interop.native import cuda_driver as cd
 from interop.tensors import cuda as cu
-from tests.cuda_fakes import FakeDevice, FakeDriver
+from tests.support.cuda_fakes import FakeDevice, FakeDriver
+from tests.support.requirements import need_module
 
 
 @pytest.fixture
@@ -105,7 +106,7 @@ def test_non_row_layout_is_refused(driver):
 
 @pytest.mark.gpu
 def test_torch_tensor_downloads_with_pitch():
-    torch = pytest.importorskip("torch")
+    torch = need_module("torch", "cuda")
     x = torch.randint(0, 255, (120, 300), dtype=torch.uint8, device="cuda")[:, 17:217]
     with interop.copy_meter() as m:
         c = interop.map(x, MemoryType.CPU, allow_copy=True)
@@ -119,10 +120,10 @@ def test_torch_tensor_downloads_with_pitch():
 
 @pytest.mark.gpu
 def test_nvdec_frame_downloads_like_cpu_decode(tmp_path):
-    pytest.importorskip("av")
+    need_module("av")
     import av
 
-    from tests.gpu_clips import make_clip, nvdec
+    from tests.support.gpu_clips import make_clip, nvdec
 
     clip = make_clip(tmp_path / "c.mp4", frames=3)
     with av.open(str(clip)) as c:
