@@ -17,7 +17,8 @@ from interop import AccessMode, MemoryType
 from interop.errors import BackendUnavailableError, CopyRequiredError, InteropError, InvalidTensorError
 from interop.mappers.cuda_to_opencl import EXTENSION, CUDAToOpenCL
 from interop.native import cuda_export as ce
-from tests.cuda_fakes import FakeDevice
+from tests.support.cuda_fakes import FakeDevice
+from tests.support.requirements import need_module
 
 
 def test_route_asks_for_allow_copy_and_never_follows_another_hop():
@@ -132,7 +133,7 @@ def test_a_tensor_over_a_closed_allocation_is_refused():
 
 
 def test_without_an_importing_device_the_error_says_where_to_go():
-    pytest.importorskip("pyopencl")
+    need_module("pyopencl")
     from interop.mappers import cuda_to_opencl as m
 
     if m._found or any(EXTENSION in d.extensions.split() for p in _platforms() for d in p.get_devices()):
@@ -155,8 +156,8 @@ def _platforms():
 
 @pytest.fixture
 def nvidia_cl():
-    pytest.importorskip("torch")
-    pytest.importorskip("pyopencl")
+    need_module("torch", "cuda")
+    need_module("pyopencl")
     from interop.mappers.cuda_to_opencl import import_context
 
     try:
@@ -230,7 +231,7 @@ def test_nvdec_frames_reach_opencl_through_pooled_gpu_copies(nvidia_cl, tmp_path
     import torch
 
     from interop.mappers import cuda_to_opencl as m
-    from tests.gpu_clips import make_clip, nvdec
+    from tests.support.gpu_clips import make_clip, nvdec
 
     clip = make_clip(tmp_path / "c.mp4", frames=12)
     frames = 0
