@@ -9,11 +9,7 @@ import interop
 from interop import FrameFormat, MemoryType
 from interop.errors import CopyRequiredError, UnsupportedFormatError
 from interop.tensors.vaapi import VAContext
-from tests import va_fake
-from tests.va_fake import FakeVA
-
-fake_va = va_fake.fake_va
-va_ctx = va_fake.va_ctx  # fixtures
+from tests.support.va_fake import FakeVA
 
 
 def test_upload_is_a_counted_copy(fake_va: FakeVA, va_ctx: VAContext) -> None:
