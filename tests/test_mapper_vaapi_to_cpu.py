@@ -10,11 +10,7 @@ import pytest
 import interop
 from interop import AccessMode, FrameFormat, MemoryType
 from interop.tensors.vaapi import VAContext
-from tests import va_fake
-from tests.va_fake import FakeVA
-
-fake_va = va_fake.fake_va
-va_ctx = va_fake.va_ctx  # fixtures
+from tests.support.va_fake import FakeVA
 
 W, H = 70, 46
 
