@@ -13,12 +13,8 @@ from interop import AccessMode, FrameFormat, MemoryType
 from interop.native import libva as va
 from interop.tensors.dma import DMATensor, drm_fourcc_of, live_buffers
 from interop.tensors.vaapi import VAContext
-from tests import va_fake
-from tests.devices import same_file
-from tests.va_fake import FakeVA
-
-fake_va = va_fake.fake_va
-va_ctx = va_fake.va_ctx  # fixtures
+from tests.support.devices import same_file
+from tests.support.va_fake import FakeVA
 
 I915_Y_TILED = (0x01 << 56) | 2
 
