@@ -13,13 +13,10 @@ import interop
 from interop import AccessMode, FrameFormat, MemoryType
 from interop.errors import InvalidTensorError, UnsupportedFormatError
 from interop.tensors.vaapi import VAContext
-from tests import va_fake
-from tests.va_fake import FakeVA
+from tests.support.requirements import need_module
+from tests.support.va_fake import FakeVA
 
-fake_va = va_fake.fake_va
-va_ctx = va_fake.va_ctx  # fixtures
-
-ov = pytest.importorskip("openvino")
+ov = need_module("openvino")
 
 
 def _capsule_pointer(cap: Any) -> int:
