@@ -15,12 +15,8 @@ from interop.errors import InvalidTensorError, UnsupportedFormatError, Unsupport
 from interop.native import libva as va
 from interop.tensors.dma import DMAContext, frame_from_fds
 from interop.tensors.vaapi import VAContext, VATensor
-from tests import va_fake
-from tests.devices import same_file
-from tests.va_fake import FakeVA
-
-fake_va = va_fake.fake_va
-va_ctx = va_fake.va_ctx  # fixtures
+from tests.support.devices import same_file
+from tests.support.va_fake import FakeVA
 
 I915_Y_TILED = (0x01 << 56) | 2
 W, H = 64, 48
