@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 import interop  # noqa: I001 - before openvino: interop sets up the runtime first
+from tests.support.requirements import need_module
 
-pytest.importorskip("av")
-pytest.importorskip("cv2")
-pytest.importorskip("openvino")
+need_module("av")
+need_module("cv2")
+need_module("openvino")
 
 from interop import textdet  # noqa: E402
 from interop.clip import default_clip, make_clip  # noqa: E402

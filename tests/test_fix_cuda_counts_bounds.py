@@ -11,7 +11,7 @@ from interop.errors import CopyRequiredError, InvalidTensorError
 from interop.mappers import cpu_to_cuda
 from interop.mappers.cuda_to_cpu import CUDAToCPU
 from interop.tensors.cuda import CUDATensor, frame_from_tensor
-from tests.cuda_fakes import FakeDevice
+from tests.support.cuda_fakes import FakeDevice
 from tests.test_mapper_cpu_to_cuda import fake
 
 # ---- bounds ------------------------------------------------------------------------------------------------

@@ -11,10 +11,6 @@ import interop
 from interop import AccessMode, FrameFormat, MemoryType
 from interop.errors import InvalidTensorError
 from interop.tensors.dma import frame_from_fds
-from tests import va_fake
-
-fake_va = va_fake.fake_va
-va_ctx = va_fake.va_ctx  # fixtures
 
 W, H = 64, 48
 

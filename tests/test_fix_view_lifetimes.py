@@ -10,14 +10,15 @@ import pytest
 import interop
 from interop import AccessMode, MemoryType, TensorInfo
 from interop.errors import InvalidTensorError
-from tests.ocl_support import fill_bytes, opencl_context, read_bytes
+from tests.support.ocl_support import fill_bytes, opencl_context, read_bytes
+from tests.support.requirements import need_module
 
 
 def _ocl_tensor(n: int, value: int):
     """A (n, n) uint8 OpenCL tensor filled with ``value``, its context and buffer; the mapping count before."""
     from interop.tensors.opencl import mapped_count
 
-    cl = pytest.importorskip("pyopencl", reason="needs pyopencl")
+    cl = need_module("pyopencl")
     ctx = opencl_context()
     buf = cl.Buffer(ctx.native, cl.mem_flags.READ_WRITE, n * n)
     fill_bytes(ctx, buf, 0, n * n, value)
@@ -71,7 +72,7 @@ def test_opencl_write_view_kept_past_release_writes_back_when_gone():
 
 def test_umat_view_outlives_release():
     from interop.tensors.opencl import mapped_count
-    from tests.ocl_support import umat_context
+    from tests.support.ocl_support import umat_context
 
     umat_context()
     import cv2
@@ -93,10 +94,7 @@ def test_umat_view_outlives_release():
 
 # ---- VAAPI -> CPU, through the fake VA driver ------------------------------------------------------------------
 
-from tests import va_fake  # noqa: E402
 
-fake_va = va_fake.fake_va
-va_ctx = va_fake.va_ctx  # fixtures
 
 
 def test_vaapi_views_outlive_release_and_unmap_last(fake_va, va_ctx) -> None:

@@ -518,6 +518,7 @@ _EXIT_PROBE = """
 import sys, threading, numpy as np, interop
 from interop import MemoryType
 from tests.reliability import backends as B
+from tests.support.requirements import need_module
 ok, _ = B.probe_factories()
 KEEP = []
 for kind in sorted(ok):

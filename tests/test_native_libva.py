@@ -14,11 +14,7 @@ import pytest
 
 from interop.errors import InteropError, UnsupportedFormatError
 from interop.native import libva as va
-from tests import va_fake
-from tests.va_fake import DRIVER, LAYOUT, FakeVA, build
-
-fake_va = va_fake.fake_va
-va_display = va_fake.va_display  # fixtures
+from tests.support.va_fake import DRIVER, LAYOUT, FakeVA, build
 
 I915_Y_TILED = (0x01 << 56) | 2  # fourcc_mod_code(INTEL, 2): a modifier with bits above 32
 AMD_LIKE = 0x0200000000F01B09  # a vendor-2 modifier using the upper 32 bits heavily

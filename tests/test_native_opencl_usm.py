@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from interop.native.opencl_usm import OpenCLCallError, mem_host_ptr, usm_functions
-from tests.ocl_support import need, opencl_context, read_bytes
+from tests.support.ocl_support import need, opencl_context, read_bytes
 
 cl = need("pyopencl", "pyopencl")
 

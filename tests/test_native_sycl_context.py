@@ -8,7 +8,7 @@ import pytest
 import interop
 from interop import MemoryType, TensorInfo
 from interop.errors import CopyRequiredError
-from tests.ocl_support import need, opencl_context, sycl_context
+from tests.support.ocl_support import need, opencl_context, sycl_context
 
 dpctl = need("dpctl", "dpctl")
 cl = need("pyopencl", "pyopencl")

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from interop import cuda as nvdec_warm
+from tests.support.requirements import need_module
 
 
 @pytest.fixture(autouse=True)
@@ -49,7 +50,7 @@ def fake_open(monkeypatch):
 
 
 def test_the_idle_decoders_clip_is_one_small_h264_picture():
-    av = pytest.importorskip("av")
+    av = need_module("av")
     with av.open(io.BytesIO(nvdec_warm._tiny_clip())) as c:
         assert c.streams.video[0].codec_context.name == "h264"
         frames = list(c.decode(video=0))
@@ -57,7 +58,7 @@ def test_the_idle_decoders_clip_is_one_small_h264_picture():
 
 
 def test_keep_warm_holds_one_decoder_per_device_until_released(fake_open):
-    pytest.importorskip("av")
+    need_module("av")
     nvdec_warm.keep_nvdec_warm(0)
     nvdec_warm.keep_nvdec_warm(0)  # once per device
     nvdec_warm.keep_nvdec_warm(1)
@@ -73,7 +74,7 @@ def test_keep_warm_holds_one_decoder_per_device_until_released(fake_open):
 
 
 def test_a_decoder_that_fails_is_closed_and_the_error_raised(fake_open):
-    pytest.importorskip("av")
+    need_module("av")
     fake_open.state["fail"] = True
     with pytest.raises(RuntimeError, match="no NVDEC"):
         nvdec_warm.keep_nvdec_warm(0)
@@ -81,7 +82,7 @@ def test_a_decoder_that_fails_is_closed_and_the_error_raised(fake_open):
 
 
 def test_try_keep_warm_logs_a_failure_once_and_does_not_retry(fake_open, caplog):
-    pytest.importorskip("av")
+    need_module("av")
     fake_open.state["fail"] = True
     with caplog.at_level(logging.INFO, logger="interop"):
         assert nvdec_warm.try_keep_nvdec_warm(0) is False
@@ -93,9 +94,9 @@ def test_try_keep_warm_logs_a_failure_once_and_does_not_retry(fake_open, caplog)
 
 
 def test_open_nvdec_keeps_the_device_warm_unless_told_not_to(monkeypatch):
-    av = pytest.importorskip("av")
+    av = need_module("av")
     from interop.native import cuda_driver as cd
-    from tests.cuda_fakes import FakeDriver
+    from tests.support.cuda_fakes import FakeDriver
 
     asked: list[int] = []
     monkeypatch.setattr(nvdec_warm, "try_keep_nvdec_warm", lambda device=0: asked.append(device) or True)
@@ -112,9 +113,9 @@ def test_open_nvdec_keeps_the_device_warm_unless_told_not_to(monkeypatch):
 
 @pytest.mark.gpu
 def test_an_idle_nvdec_decoder_is_held_and_decoding_goes_on_beside_it(tmp_path):
-    pytest.importorskip("torch")
+    need_module("torch", "cuda")
     from interop.cuda import torch_views
-    from tests.gpu_clips import make_clip
+    from tests.support.gpu_clips import make_clip
 
     clip = make_clip(tmp_path / "h264.mp4")
     nvdec_warm.keep_nvdec_warm(0)

@@ -9,7 +9,7 @@ import pytest
 import interop
 from interop import AccessMode, MemoryType, TensorInfo
 from interop.errors import ContextMismatchError, CopyRequiredError
-from tests.ocl_support import need
+from tests.support.ocl_support import need
 
 pytestmark = pytest.mark.gpu
 cl = need("pyopencl", "pyopencl")

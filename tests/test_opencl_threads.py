@@ -9,7 +9,7 @@ import pytest
 
 import interop
 from interop import AccessMode, MemoryType, TensorInfo
-from tests.ocl_support import need, opencl_context, sycl_context, umat_context
+from tests.support.ocl_support import need, opencl_context, sycl_context, umat_context
 
 cv2 = need("cv2", "OpenCV")
 cl = need("pyopencl", "pyopencl")

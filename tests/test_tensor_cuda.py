@@ -20,7 +20,8 @@ from interop.native import cuda_driver as cd
 from interop.native import dlpack as cn
 from interop.tensors.cpu import CPUTensor
 from interop.tensors.cuda import CUDAContext, CUDATensor, frame_from_tensor, rows_of, stream_handle
-from tests.cuda_fakes import FakeDevice, FakeDriver
+from tests.support.cuda_fakes import FakeDevice, FakeDriver
+from tests.support.requirements import need_module
 
 
 @pytest.fixture
@@ -128,7 +129,7 @@ def test_wrap_with_info_and_format_splits_nv12():
 
 def test_recogniser_imports_no_framework():
     code = ("import sys, numpy as np, interop\n"
-            "from tests.cuda_fakes import FakeDevice\n"
+            "from tests.support.cuda_fakes import FakeDevice\n"
             "t = interop.wrap(FakeDevice(np.zeros(4, np.uint8)))\n"
             "assert type(t).__name__ == 'CUDATensor'\n"
             "bad = [m for m in ('torch', 'cupy', 'av', 'cv2') if m in sys.modules]\n"
@@ -271,7 +272,7 @@ def test_doctor_row_names_cuda():
 
 @pytest.mark.gpu
 def test_torch_round_trip_is_pointer_identical_and_shares_writes():
-    torch = pytest.importorskip("torch")
+    torch = need_module("torch", "cuda")
     x = torch.arange(64 * 80, dtype=torch.uint8, device="cuda").reshape(64, 80)[:, :50]
     t = interop.wrap(x)
     assert isinstance(t, CUDATensor) and t.native is x and t.ptr == x.data_ptr() and t.strides == (80, 1)
@@ -286,7 +287,7 @@ def test_torch_round_trip_is_pointer_identical_and_shares_writes():
 
 @pytest.mark.gpu
 def test_torch_views_of_a_frame_are_pointer_identical():
-    torch = pytest.importorskip("torch")
+    torch = need_module("torch", "cuda")
     from interop.cuda import torch_views
 
     buf = torch.zeros(96, 128, dtype=torch.uint8, device="cuda")[:, :100]
@@ -301,7 +302,7 @@ def test_torch_views_of_a_frame_are_pointer_identical():
 
 @pytest.mark.gpu
 def test_readonly_decoded_style_tensor_still_reaches_torch():
-    torch = pytest.importorskip("torch")
+    torch = need_module("torch", "cuda")
     x = torch.zeros(16, dtype=torch.float32, device="cuda")
     t = CUDATensor(x, TensorInfo((16,), np.float32), ptr=x.data_ptr(), stream=1, writable=False)
     y = torch.from_dlpack(t)
@@ -323,7 +324,7 @@ def test_cupy_takes_both_interfaces():
 
 @pytest.mark.gpu
 def test_handshake_orders_a_side_stream_consumer():
-    torch = pytest.importorskip("torch")
+    torch = need_module("torch", "cuda")
     producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
     with torch.cuda.stream(producer):
         a = torch.randn(2048, 2048, device="cuda")

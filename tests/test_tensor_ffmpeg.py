@@ -9,11 +9,10 @@ import pytest
 
 import interop
 from interop import ColorRange, FrameFormat, MemoryType
-from tests.ffmpeg_clips import decode
+from tests.support.ffmpeg_clips import decode
+from tests.support.requirements import need_module
 
-pytest_plugins = ["tests.ffmpeg_clips"]  # the clip fixtures
-
-av = pytest.importorskip("av", reason="needs PyAV (pip install 'interop[ffmpeg]')")
+av = need_module("av")
 
 from interop.tensors.ffmpeg import (  # noqa: E402
     PIXEL_FORMATS,
@@ -199,7 +198,7 @@ def test_fast_constructors_match_the_public_ones() -> None:
 
 
 def test_openvino_planes_match_the_public_constructor() -> None:
-    pytest.importorskip("openvino", reason="needs OpenVINO")
+    need_module("openvino")
     from interop.tensors.openvino import OpenVINOTensor
 
     vf = av.VideoFrame(16, 16, "gray")

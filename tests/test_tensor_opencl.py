@@ -8,7 +8,7 @@ import pytest
 import interop
 from interop import Context, InteropError, InvalidTensorError, MemoryType, TensorInfo
 from interop.errors import ContextMismatchError, UnsupportedTypeError
-from tests.ocl_support import fill_bytes, need, opencl_context, read_bytes
+from tests.support.ocl_support import fill_bytes, need, opencl_context, read_bytes
 
 cl = need("pyopencl", "pyopencl")
 

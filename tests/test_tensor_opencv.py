@@ -8,7 +8,7 @@ import pytest
 import interop
 from interop import Context, InvalidTensorError, MemoryType, TensorInfo
 from interop.errors import UnsupportedTypeError
-from tests.ocl_support import need, umat_context
+from tests.support.ocl_support import need, umat_context
 
 cv2 = need("cv2", "OpenCV")
 

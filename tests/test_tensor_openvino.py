@@ -7,8 +7,9 @@ import pytest
 
 import interop
 from interop import MemoryType
+from tests.support.requirements import need_module
 
-ov = pytest.importorskip("openvino", reason="needs OpenVINO (pip install 'interop[openvino]')")
+ov = need_module("openvino")
 
 from interop.tensors.openvino import OpenVINOContext, OpenVINOTensor, get_core  # noqa: E402
 

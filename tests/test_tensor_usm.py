@@ -8,10 +8,11 @@ import pytest
 import interop
 from interop import Context, InteropError, InvalidTensorError, MemoryType, TensorInfo
 from interop.errors import ContextMismatchError, UnsupportedTypeError
-from tests.ocl_support import need, opencl_context, sycl_context
+from tests.support.ocl_support import need, opencl_context, sycl_context
+from tests.support.requirements import need_module
 
 dpctl = need("dpctl", "dpctl")
-dpm = pytest.importorskip("dpctl.memory")
+dpm = need_module("dpctl.memory")
 
 
 @pytest.fixture()

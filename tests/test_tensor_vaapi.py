@@ -17,12 +17,8 @@ from interop.errors import (
     UnsupportedTypeError,
 )
 from interop.tensors.vaapi import VAContext, VASurface, VATensor, format_of_va_fourcc, va_fourcc_of
-from tests import va_fake
-from tests.devices import hardware_devices
-from tests.va_fake import FakeVA
-
-fake_va = va_fake.fake_va
-va_ctx = va_fake.va_ctx  # fixtures
+from tests.support.devices import hardware_devices
+from tests.support.va_fake import FakeVA
 
 
 def test_new_frame_planes_handles_and_shapes(fake_va: FakeVA, va_ctx: VAContext) -> None:

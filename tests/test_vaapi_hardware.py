@@ -17,6 +17,7 @@ import pytest
 import interop
 from interop import FrameFormat, MemoryType
 from interop.native import libva as va
+from tests.support.requirements import need_module
 
 pytestmark = pytest.mark.hardware("vaapi")
 W, H = 352, 288
@@ -97,7 +98,7 @@ def test_export_import_roundtrip(hw_ctx, source) -> None:  # type: ignore[no-unt
 
 
 def test_openvino_gpu_sees_the_surface(hw_ctx, source) -> None:  # type: ignore[no-untyped-def]
-    ov = pytest.importorskip("openvino")
+    ov = need_module("openvino")
     from interop.tensors.openvino import OpenVINOContext, get_core
 
     if not any(d.startswith("GPU") for d in get_core().available_devices):
