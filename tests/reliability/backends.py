@@ -2,9 +2,9 @@
 
 A factory makes a Tensor or Frame of one memory type from random content and returns it with the content it
 must read back (``expected``, one array per plane, taken from the generated data, not through interop) and a
-fingerprint of that content. A factory raises ``Missing`` only when a third-party module or tier B/C hardware
-(CUDA, VA-API, Level Zero, NPU) is absent here, so the tests skip naming it (or, in the state machine, pick
-another kind). Anything else a factory raises (an ImportError inside interop, an InteropError of a tier A
+fingerprint of that content. A factory raises ``Missing`` only when tier B/C hardware (CUDA, VA-API, Level Zero,
+NPU) is absent here, or a third-party module whose absence the skip policy (tests/support/requirements.py) lets
+skip, so the tests skip naming it (or, in the state machine, pick another kind). Anything else a factory raises (an ImportError inside interop, an InteropError of a tier A
 backend, a bug) is a failure: ``probe_factories`` files it under ``broken`` and ``require_kind`` fails on it.
 
 Native factories build the framework's own object (av.VideoFrame, cv2.Mat, cv2.UMat, pyopencl Buffer, dpctl
@@ -27,7 +27,6 @@ import pytest
 
 import interop
 from interop import (
-    BackendUnavailableError,
     Frame,
     FrameFormat,
     InteropError,
@@ -36,27 +35,15 @@ from interop import (
     Tensor,
     TensorInfo,
 )
+from tests.support import requirements
 
 
 class Missing(Exception):
     """A third-party module or tier B/C hardware a factory needs is absent here; the message names it."""
 
 
-#: BackendUnavailableError.backend values of tier B/C hardware -> its name
-TIER_BC_BACKENDS = {"cuda": "CUDA", "vaapi": "VA-API", "level_zero": "Level Zero", "npu": "NPU"}
-
-
-def lacking_hardware(e: BaseException) -> str | None:
-    """The tier B/C hardware (CUDA, VA-API, Level Zero, NPU) whose absence ``e`` reports, or None: any other
-    error (a tier A backend refusing, a bug) is a failure, never a skip."""
-    if not isinstance(e, BackendUnavailableError):
-        return None
-    backend = (e.backend or "").lower()
-    if backend in TIER_BC_BACKENDS:
-        return TIER_BC_BACKENDS[backend]
-    if backend == "usm" and "level zero" in str(e).lower():  # the Level Zero loader/driver/device is absent
-        return "Level Zero"
-    return None
+# which errors mean absent tier B/C hardware: the one skip policy's answer (tests/support/requirements.py)
+lacking_hardware = requirements.lacking_hardware
 
 
 def skip_if_lacking_hardware(e: BaseException, what: str) -> None:
@@ -100,9 +87,16 @@ def need_module(name: str, what: str) -> Any:
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as e:
-        if e.name and not _ours(e.name):
+        if e.name and not _ours(e.name) and not _tier_a_required(e.name):
             raise Missing(f"{what} is not here (the third-party module {e.name} is not installed)") from e
         raise
+
+
+def _tier_a_required(module: str) -> bool:
+    """Whether ``module`` belongs to a tier A backend that the skip policy requires here (then its absence is a
+    failure: the factory is broken, not missing)."""
+    backend = requirements.MODULE_BACKEND.get(module.split(".")[0])
+    return backend is not None and requirements.backend(backend).tier == "A" and requirements.strict()
 
 
 def need_attr(modname: str, attr: str, what: str) -> Any:
@@ -183,7 +177,7 @@ def _cpu_frame(rng: np.random.Generator) -> Made:
 
 @factory("ffmpeg-frame", MemoryType.FFMPEG)
 def _ffmpeg_frame(rng: np.random.Generator) -> Made:
-    need_module("interop.tensors.ffmpeg", "the FFmpeg backend (interop/tensors/ffmpeg.py, H-FFOV)")
+    need_module("interop.tensors.ffmpeg", "the FFmpeg backend (interop/tensors/ffmpeg.py)")
     av = need_module("av", "PyAV")
     fmt = FRAME_FORMATS[int(rng.integers(len(FRAME_FORMATS)))]
     w, h = even_size(rng, 4, 48)
@@ -195,7 +189,7 @@ def _ffmpeg_frame(rng: np.random.Generator) -> Made:
 
 @factory("opencv-mat", MemoryType.OPENCV)
 def _opencv_mat(rng: np.random.Generator) -> Made:
-    need_module("interop.tensors.opencv", "the OpenCV backend (interop/tensors/opencv.py, H-OCL)")
+    need_module("interop.tensors.opencv", "the OpenCV backend (interop/tensors/opencv.py)")
     cv2 = need_module("cv2", "OpenCV")
     if not hasattr(cv2, "Mat"):
         raise Missing("this OpenCV has no cv2.Mat")
@@ -207,7 +201,7 @@ def _opencv_mat(rng: np.random.Generator) -> Made:
 
 @factory("opencv-umat", MemoryType.OPENCV_UMAT)
 def _opencv_umat(rng: np.random.Generator) -> Made:
-    need_module("interop.tensors.opencv", "the OpenCV backend (interop/tensors/opencv.py, H-OCL)")
+    need_module("interop.tensors.opencv", "the OpenCV backend (interop/tensors/opencv.py)")
     cv2 = need_module("cv2", "OpenCV")
     w, h = even_size(rng, 2, 48)
     a = rng.integers(0, 256, (h, w, 3) if rng.integers(2) else (h, w), dtype=np.uint8)
@@ -217,7 +211,7 @@ def _opencv_umat(rng: np.random.Generator) -> Made:
 
 @factory("opencl-buffer", MemoryType.OPENCL)
 def _opencl_buffer(rng: np.random.Generator) -> Made:
-    need_module("interop.tensors.opencl", "the OpenCL backend (interop/tensors/opencl.py, H-OCL)")
+    need_module("interop.tensors.opencl", "the OpenCL backend (interop/tensors/opencl.py)")
     cl = need_module("pyopencl", "pyopencl")
     ctx = default_context(MemoryType.OPENCL)
     clctx = ctx.native
@@ -233,7 +227,7 @@ def _opencl_buffer(rng: np.random.Generator) -> Made:
 
 @factory("usm-shared", MemoryType.USM)
 def _usm_shared(rng: np.random.Generator) -> Made:
-    need_module("interop.tensors.usm", "the USM backend (interop/tensors/usm.py, H-OCL)")
+    need_module("interop.tensors.usm", "the USM backend (interop/tensors/usm.py)")
     dpm = need_module("dpctl.memory", "dpctl")
     ctx = default_context(MemoryType.USM)
     a = random_array(rng, [np.uint8, np.float32, np.int16])
@@ -248,7 +242,7 @@ def _usm_shared(rng: np.random.Generator) -> Made:
 
 @factory("dma-memfd", MemoryType.DMA)
 def _dma_memfd(rng: np.random.Generator) -> Made:
-    DMATensor = need_attr("interop.tensors.dma", "DMATensor", "the DMA backend (interop/tensors/dma.py, H-DMA)")
+    DMATensor = need_attr("interop.tensors.dma", "DMATensor", "the DMA backend (interop/tensors/dma.py)")
     memfd_alloc = need_attr("interop.native.dmabuf", "memfd_alloc", "the DMA native layer (interop/native/dmabuf.py)")
     a = random_array(rng, [np.uint8, np.uint16, np.float32])
     offset = 64 * int(rng.integers(0, 4))
