@@ -41,6 +41,9 @@ class CPUToNPU(MemoryMapper):
     dst = MemoryType.NPU
     zero_copy = True
     requires = ("openvino",)
+    # Only memory that was host memory to begin with imports: a CPU/FFmpeg view that another mapper made (of a VA
+    # surface, a DMA-BUF) is foreign, so routing uses this edge only as a route's first step.
+    first_only = True
     extra = "openvino"
     tier = "C"
 
