@@ -98,10 +98,9 @@ class AppSinkSource(Source):
         Gst = gst()
         self.timeout = _check_timeout(timeout)
         if isinstance(pipeline, str):
+            if sink_name is None and isinstance(pipeline, str) and "appsink" not in pipeline:
+                pipeline = pipeline + " ! appsink"
             p = parse(pipeline)
-            if sink_name is None and find(p, "appsink", None) is None:
-                p.set_state(Gst.State.NULL)
-                p = parse(pipeline + " ! appsink")
         elif isinstance(pipeline, Gst.Pipeline):
             p = pipeline
         else:

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import InteropError
 from ..frame import Frame
+from ..native import gst as ng
 from ..tensors.gst import caps_for, gst
 from ..types import MemoryType
 from .appsink import _check_timeout, bus_error, find, parse
@@ -67,7 +68,7 @@ class AppSrcSink(Sink):
             if self.pipeline.set_state(Gst.State.PLAYING) == Gst.StateChangeReturn.FAILURE:
                 raise bus_error(self.pipeline) or PipelineError("GStreamer could not start the pipeline")
         if buffer.pts == Gst.CLOCK_TIME_NONE:
-            if not buffer.is_writable():
+            if not ng.is_writable(ng.pointer_of(buffer, "Gst.Buffer")):
                 buffer = buffer.copy()  # a shallow copy: new metadata, same memory
             buffer.pts = int(self.frames / self.fps * Gst.SECOND)
             buffer.duration = int(Gst.SECOND / self.fps)

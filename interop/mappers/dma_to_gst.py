@@ -13,6 +13,7 @@ import os
 
 from ..errors import InvalidTensorError
 from ..frame import Frame
+from ..info import TensorInfo
 from ..mapper import MemoryMapper, register
 from ..native import gst as ng
 from ..tensor import Tensor
@@ -21,13 +22,29 @@ from ..tensors.gst import GST_CPU, GST_FORMAT_NAMES, GstTensor, caps_for, gst, w
 from ..types import AccessMode, MemoryType
 
 
-def _append(buf: int, t: DMATensor, keep: object) -> None:
+class _Hold:
+    """A user of a DMA buffer for as long as GStreamer holds the memory over it: released from GStreamer's destroy
+    notify, so a FramePool gets its slot back only then, even when the caller released the frame long before."""
+
+    __slots__ = ("tensor",)
+
+    def __init__(self, t: DMATensor):
+        b = t.buffer
+        self.tensor = DMATensor(b, TensorInfo((b.size,)), context=t.context, parent=t)
+
+    def __del__(self) -> None:
+        self.tensor.release()
+
+
+def _append(buf: int, t: DMATensor) -> None:
     b = t.buffer
+    hold = _Hold(t)
     fd = os.dup(b.fd)
     try:
-        ng.append_fd_memory(buf, fd, b.size, keep, b.is_dmabuf)
+        ng.append_fd_memory(buf, fd, b.size, hold, b.is_dmabuf)
     except BaseException:
         os.close(fd)
+        hold.tensor.release()
         raise
 
 
@@ -59,7 +76,7 @@ class DMAToGst(MemoryMapper):
                 raise InvalidTensorError(f"plane of shape {t.info.shape} is not an image plane (H, W[, C])")
             b = t.buffer
             if id(b) not in starts:
-                _append(buf, t, f)  # the frame stays alive (pool slot held) until GStreamer frees the memory
+                _append(buf, t)
                 starts[id(b)] = pos
                 pos += b.size
             offsets.append(starts[id(b)] + t.offset)
@@ -78,6 +95,6 @@ class DMAToGst(MemoryMapper):
         if not isinstance(t, DMATensor):
             raise InvalidTensorError(f"{self.name} maps DMATensors, not {type(t).__name__}")
         buffer = Gst.Buffer.new()
-        _append(ng.pointer_of(buffer, "Gst.Buffer"), t, t)
+        _append(ng.pointer_of(buffer, "Gst.Buffer"), t)
         return GstTensor(buffer.peek_memory(0), t.info, offset=t.offset, buffer=buffer, memory_index=0,
                          context=GST_CPU, parent=t)

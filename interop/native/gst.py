@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os as _os
 import threading
 import weakref
 from dataclasses import dataclass
@@ -413,10 +414,8 @@ class _FdCloser:
         self.fd = fd
 
     def __del__(self) -> None:
-        import os
-
         try:
-            os.close(self.fd)
+            _os.close(self.fd)
         except OSError:
             pass
 
@@ -437,7 +436,7 @@ def _quark() -> int:
 PROBE_CB = _c.CFUNCTYPE(_int, _vp, _vp, _vp)
 GST_PAD_PROBE_TYPE_QUERY_DOWNSTREAM = 1 << 9
 GST_PAD_PROBE_OK = 1
-GST_QUERY_ALLOCATION = (150 << 8) | 3  # GST_QUERY_MAKE_TYPE (150, UPSTREAM | DOWNSTREAM)
+GST_QUERY_ALLOCATION = (140 << 8) | 6  # GST_QUERY_MAKE_TYPE (140, DOWNSTREAM | SERIALIZED)
 _QUERY_TYPE_OFFSET = 64  # GstQuery: a GstMiniObject (64 bytes on LP64), then GstQueryType
 _PROBE_DATA_OFFSET = 16  # GstPadProbeInfo: type (int), id (gulong), then data
 

@@ -2,10 +2,12 @@
 # Installs GStreamer (tier A: its tests run everywhere, never skip) from Debian's packages, plus what PyGObject
 # needs to build from PyPI (girepository-1.0 headers, cairo, pkg-config). Idempotent. Without root it fails
 # and prints the exact apt command to run, because the GStreamer tests would otherwise fail one by one.
+# python3-gi, python3-gst-1.0 and python3-numpy: the system-Python test (gst-python overrides) and gst_map bench.
 set -u
 
 pkgs=(gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav
       gstreamer1.0-tools gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0
+      python3-gi python3-gst-1.0 python3-numpy
       libgirepository1.0-dev libcairo2-dev pkg-config)
 
 need=()
