@@ -14,6 +14,7 @@ import pytest
 import interop
 from interop import AccessMode, FrameFormat, MemoryType
 from interop.errors import CopyRequiredError, InvalidTensorError
+from interop.mappers.cuda_to_cpu import CUDAToCPU
 from interop.native import cuda_driver as cd
 from interop.tensors import cuda as cu
 from tests.support.cuda_fakes import FakeDevice, FakeDriver
@@ -134,3 +135,36 @@ def test_nvdec_frame_downloads_like_cpu_decode(tmp_path):
         h = vf.height
         assert np.array_equal(np.asarray(f[0]), ref[:h])
         assert np.array_equal(np.asarray(f[1]).reshape(h // 2, -1), ref[h:])
+
+
+# ---- copy accounting: one count per real transfer (CPU fakes) ---------------------------------------------
+
+
+@pytest.mark.parametrize("mode, copies", [(AccessMode.READ, 1), (AccessMode.WRITE, 1), (AccessMode.READ_WRITE, 2)])
+def test_cuda_to_cpu_counts_each_transfer(driver, mode, copies):
+    dev = np.arange(32, dtype=np.int16).reshape(4, 8)
+    t = interop.wrap(FakeDevice(dev, stream=None))
+    with interop.copy_meter() as m:
+        c = interop.map(t, MemoryType.CPU, mode=mode, allow_copy=True)
+        if mode.writes:
+            np.asarray(c)[0, 0] = 99
+        c.release()
+    assert m.copies == copies and m.bytes == copies * dev.nbytes
+    assert {r.mapper for r in m.records} == {"cuda_to_cpu"}
+    if mode.writes:
+        assert dev[0, 0] == 99
+
+
+def test_cuda_to_cpu_write_is_refused_without_allow_copy(driver):
+    t = interop.wrap(FakeDevice(np.zeros((4, 8), np.uint8), stream=None))
+    with interop.copy_meter() as m, pytest.raises(CopyRequiredError):
+        CUDAToCPU().map(t, AccessMode.WRITE)
+    assert m.copies == 0
+
+
+def test_cuda_to_cpu_write_back_counted_when_it_happens(driver):
+    dev = np.zeros((4, 8), np.uint8)
+    c = interop.map(interop.wrap(FakeDevice(dev, stream=None)), MemoryType.CPU, mode=AccessMode.WRITE, allow_copy=True)
+    with interop.copy_meter() as m:
+        c.release()
+    assert (m.copies, m.bytes) == (1, dev.nbytes)
