@@ -102,3 +102,22 @@ def test_upload_to_torch_or_cupy_and_back():
     assert x.is_cuda and x.data_ptr() == t.ptr and np.array_equal(x.cpu().numpy(), src)
     back = interop.map(t, MemoryType.CPU, allow_copy=True)
     assert np.array_equal(np.asarray(back), src) and m.bytes == src.nbytes
+
+
+# ---- copy accounting: one count per real transfer ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode, copies", [(AccessMode.READ, 1), (AccessMode.WRITE, 1), (AccessMode.READ_WRITE, 2)])
+def test_cpu_to_cuda_counts_each_transfer(fake, mode, copies):
+    host = np.arange(15, dtype=np.float32).reshape(3, 5)
+    with interop.copy_meter() as m:
+        t = cpu_to_cuda.CPUToCUDA().map(interop.wrap(host), mode, allow_copy=True)
+        t.release()
+    assert m.copies == copies and m.bytes == copies * host.nbytes
+    assert {r.mapper for r in m.records} == {"cpu_to_cuda"}
+
+
+def test_cpu_to_cuda_write_is_refused_without_allow_copy(fake):
+    with interop.copy_meter() as m, pytest.raises(CopyRequiredError):
+        cpu_to_cuda.CPUToCUDA().map(interop.wrap(np.zeros(4, np.uint8)), AccessMode.WRITE)
+    assert m.copies == 0
