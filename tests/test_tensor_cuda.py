@@ -336,3 +336,35 @@ def test_handshake_orders_a_side_stream_consumer():
         v = torch.from_dlpack(t).sum()
     consumer.synchronize()
     assert float(v) == 3.0 * (1 << 24)
+
+
+# ---- plane bounds (frame_from_tensor, _view) ----------------------------------------------------------------
+
+
+def test_last_plane_past_the_buffer_is_refused():
+    t = CUDATensor(None, TensorInfo((8, 100), np.uint8), ptr=0x10000)
+    # NV12 100x6 needs 6 + 3 = 9 rows: the UV plane would end a row past the 8-row buffer
+    with pytest.raises(InvalidTensorError, match="needs"):
+        frame_from_tensor(t, FrameFormat.NV12, width=100, height=6)
+
+
+def test_exact_and_pitched_buffers_still_split():
+    t = CUDATensor(None, TensorInfo((9, 100), np.uint8), ptr=0x10000)
+    f = frame_from_tensor(t, FrameFormat.NV12, width=100, height=6)
+    assert [p.ptr - 0x10000 for p in f] == [0, 600] and f[1].shape == (3, 50, 2)
+    # a pitched (H*3/2, W) view: the last row ends short of a full pitch, which is fine
+    p = CUDATensor(None, TensorInfo((9, 100), np.uint8, (128, 1)), ptr=0x20000)
+    g = frame_from_tensor(p, FrameFormat.NV12)
+    assert [q.ptr - 0x20000 for q in g] == [0, 6 * 128] and g[1].strides == (128, 2, 1)
+
+
+def test_view_bounds_are_checked():
+    t = CUDATensor(None, TensorInfo((8, 100), np.uint8), ptr=0x10000)
+    assert t._view(100, TensorInfo((7, 100), np.uint8)).ptr == 0x10000 + 100
+    with pytest.raises(InvalidTensorError):
+        t._view(101, TensorInfo((7, 100), np.uint8))
+    with pytest.raises(InvalidTensorError):
+        t._view(-1, TensorInfo((1, 10), np.uint8))
+    t.release()
+    with pytest.raises(InvalidTensorError, match="released"):
+        t._view(0, TensorInfo((1, 10), np.uint8))
