@@ -156,3 +156,39 @@ def test_legacy_prime_import_where_the_driver_has_no_prime2(fake_va: FakeVA, va_
     with pytest.raises(va.VAError) as e:  # a tiled buffer cannot go through the legacy path: no modifier there
         interop.map(tiled, MemoryType.VAAPI)
     assert e.value.status == va.VA_STATUS_ERROR_UNSUPPORTED_MEMORY_TYPE
+
+
+# ---- read-only planes: refused for WRITE / READ_WRITE (the fake driver maps the fd read-write, so it cannot
+# import a read-only fd at all and the READ case is not tested here) ------------------------------------------
+
+RO_W, RO_H = 64, 48
+
+
+def _nv12_frame(read_only: bool):
+    fd = os.memfd_create("interop-test")
+    os.ftruncate(fd, RO_W * RO_H * 3 // 2)
+    ro = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY if read_only else os.O_RDWR)
+    try:
+        return frame_from_fds(ro, FrameFormat.NV12, RO_W, RO_H)
+    finally:
+        os.close(ro)
+        os.close(fd)
+
+
+@pytest.mark.parametrize("mode", [AccessMode.WRITE, AccessMode.READ_WRITE])
+def test_write_over_read_only_planes_is_refused(fake_va, va_ctx, mode) -> None:
+    df = _nv12_frame(read_only=True)
+    assert not any(t.writable for t in df)
+    before = fake_va.live()
+    with pytest.raises(InvalidTensorError, match="AccessMode.READ"):
+        interop.map(df, MemoryType.VAAPI, mode=mode)
+    assert fake_va.live() == before, "no surface was imported"
+
+
+def test_writable_planes_give_a_frame_writable_as_the_mode_says(fake_va, va_ctx) -> None:
+    df = _nv12_frame(read_only=False)
+    for mode in (AccessMode.READ, AccessMode.WRITE, AccessMode.READ_WRITE):
+        vf = interop.map(df, MemoryType.VAAPI, mode=mode)
+        # a READ mapping is read-only on every route (DESIGN, AccessMode); a writing one is writable
+        assert [t.writable for t in vf] == [mode.writes] * len(vf.tensors), mode
+        vf.release()
