@@ -3,6 +3,8 @@ WRITE mappings are seen by OpenCL after release."""
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -88,3 +90,61 @@ def test_bad_input():
     t.release()
     with pytest.raises(InvalidTensorError):
         interop.map(t, MemoryType.CPU)
+
+
+# ---- views outlive release(): the OpenCL map is undone only when the last view is gone ---------------------
+
+
+def _ocl_tensor(n: int, value: int):
+    """A (n, n) uint8 OpenCL tensor filled with ``value``, its context and buffer; the mapping count before."""
+    from interop.tensors.opencl import mapped_count
+
+    ctx = opencl_context()
+    buf = cl.Buffer(ctx.native, cl.mem_flags.READ_WRITE, n * n)
+    fill_bytes(ctx, buf, 0, n * n, value)
+    gc.collect()
+    return interop.wrap(buf, info=TensorInfo((n, n), np.uint8)), ctx, buf, mapped_count()
+
+
+def test_opencl_view_outlives_release_and_unmaps_last():
+    from interop.tensors.opencl import mapped_count
+
+    t, ctx, buf, before = _ocl_tensor(32, 7)
+    c = interop.map(t, MemoryType.CPU)
+    v = c.numpy()
+    a = np.asarray(c)
+    assert mapped_count() == before + 1
+    c.release()
+    with pytest.raises(InvalidTensorError):
+        c.numpy()
+    assert mapped_count() == before + 1  # still mapped: views exist
+    assert (v == 7).all() and (a == 7).all()
+    del v
+    assert mapped_count() == before + 1
+    del a
+    assert mapped_count() == before  # the last view gone: unmapped
+
+
+def test_opencl_release_without_views_unmaps_and_writes_back():
+    from interop.tensors.opencl import mapped_count
+
+    t, ctx, buf, before = _ocl_tensor(16, 0)
+    with interop.map(t, MemoryType.CPU, mode=AccessMode.WRITE) as c:
+        c.numpy()[2] = 9
+        assert mapped_count() == before + 1
+    assert mapped_count() == before
+    got = read_bytes(ctx, buf, 0, 256).reshape(16, 16)
+    assert (got[2] == 9).all() and got.sum() == 9 * 16
+
+
+def test_opencl_write_view_kept_past_release_writes_back_when_gone():
+    from interop.tensors.opencl import mapped_count
+
+    t, ctx, buf, before = _ocl_tensor(16, 0)
+    c = interop.map(t, MemoryType.CPU, mode=AccessMode.READ_WRITE)
+    v = c.numpy()
+    c.release()
+    v[1] = 3
+    del v
+    assert mapped_count() == before
+    assert (read_bytes(ctx, buf, 0, 256).reshape(16, 16)[1] == 3).all()
