@@ -31,6 +31,7 @@ from interop import AccessMode, Frame, InteropError, InvalidTensorError, MemoryT
 from interop.info import plane_layout
 from tests.reliability import backends as B
 from tests.reliability import stats
+from tests.support.ocl_support import umat_context
 from tests.support.requirements import need_module
 
 
@@ -599,3 +600,28 @@ def test_interpreter_exit_with_everything_alive():
         noise = [ln for ln in out.stderr.splitlines() if ln.strip() and "Warning" not in ln]
         assert not noise, f"stderr at exit: {noise[:10]}"
         stats.add("lifetimes: interpreter exits with live objects")
+
+
+# ---- OpenCV UMat -> CPU: views outlive release() -----------------------------------------------------------
+
+
+def test_umat_view_outlives_release():
+    """A CPU view of a UMat mapping outlives release() and the UMat: unmapped when the last view is gone."""
+    from interop.tensors.opencl import mapped_count
+
+    umat_context()
+    import cv2
+
+    src = np.arange(64 * 48, dtype=np.uint8).reshape(48, 64)
+    u = cv2.UMat(src)
+    gc.collect()
+    before = mapped_count()
+    c = interop.map(interop.wrap(u), MemoryType.CPU)
+    v = c.numpy()
+    c.release()
+    del u
+    gc.collect()
+    assert mapped_count() == before + 1
+    np.testing.assert_array_equal(v, src)
+    del v
+    assert mapped_count() == before
