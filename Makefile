@@ -33,7 +33,7 @@ run: $(STAMP)
 test: $(STAMP)
 	bash tests/prepare.d/gstreamer.sh
 	@for f in tests/prepare.d/fakes_*.sh; do [ -e "$$f" ] && bash "$$f" || true; done
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	INTEROP_REQUIRE_TIER_A=1 $(PY) -m pytest -q $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check interop tests examples
