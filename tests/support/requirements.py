@@ -108,11 +108,10 @@ def unavailable(name: str, why: str) -> NoReturn:
         pytest.fail(f"{b.what} (tier {b.tier}): its hardware is here but the backend cannot be used: {why}",
                     pytrace=False)
     fix = f"pip install 'interop-video[{b.extra}]' (make install)" if b.extra else "make install"
-    msg = (f"{b.what} is tier A and must work on every machine, but here: {why}. Fix the install ({fix}); "
-           f"{ENV}=0 turns this failure into a skip for a deliberately partial install")
+    msg = f"{b.what} is tier A and must work on every machine, but here: {why}. Fix the install ({fix})"
     if strict():
-        pytest.fail(msg, pytrace=False)
-    pytest.skip(msg, allow_module_level=True)
+        pytest.fail(f"{msg}; only {ENV}=0 (a deliberately partial install) makes this a skip", pytrace=False)
+    pytest.skip(f"{msg} (skipped: {ENV}=0)", allow_module_level=True)
 
 
 def need_module(module: str, backend_name: str | None = None) -> ModuleType:
