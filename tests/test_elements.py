@@ -25,7 +25,6 @@ from interop.elements import (
     PipelineError,
     PipelineTimeoutError,
     PyAVDecoderSource,
-    Source,
     Transform,
     frames,
 )

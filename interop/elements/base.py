@@ -147,6 +147,7 @@ class Chain:
         for f in self._pulled():
             out: Frame | None = f
             for e in self.transforms:
+                assert out is not None
                 out = e.process(e.prepare(out))
                 if out is None:
                     break

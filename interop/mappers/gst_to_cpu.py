@@ -40,6 +40,7 @@ class GstToCPU(FastMapper):
     src = MemoryType.GST
     dst = MemoryType.CPU
     zero_copy = True  # READ always; WRITE of a shared buffer copies, only with allow_copy
+    refuse_read_only = False  # shared/read-only buffers are refused (NotWritableError) or copied here, counted
     requires = ("gi",)
     extra = "gst"
     tier = "A"

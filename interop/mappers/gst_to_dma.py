@@ -27,6 +27,7 @@ class GstToDMA(MemoryMapper):
     requires = ("gi",)
     extra = "gst"
     tier = "A"
+    refuse_read_only = False  # shared buffers get NotWritableError here, which says what to do
 
     def _planes(self, tensors: list[Tensor], mode: AccessMode, code: int) -> list[Tensor]:
         if not all(isinstance(t, GstTensor) for t in tensors):

@@ -1,0 +1,233 @@
+"""gst_map: per-frame cost of reading a GStreamer sample as numpy planes, and GStreamer decode -> OpenVINO.
+
+Part 1, side by side in one run at 480p, 1080p and 4K, NV12 and I420: ``interop.map(sample, CPU)`` + a numpy view
+of every plane + release, against PyPI PyGObject's ``Gst.Buffer.map()`` (``bytes``: a copy), ``extract_dup`` (a
+copy) and gst-python's ``map()`` (a memoryview, no planes) on Debian's system Python (python3-gi +
+python3-gst-1.0, run as a subprocess of /usr/bin/python3). Targets: flat in size (4K / 480p <= 1.5), <= 1.5x
+gst-python's map, >= 10x cheaper than the copying ways at 1080p.
+
+Part 2, the bundled clip: GStreamer decode (avdec_h264 -> appsink) alone, OpenVINO inference alone, then both
+through interop (zero-copy) and through PyGObject's copying map, against the bound 1/(1/decode + 1/infer) measured
+in the same run (decode and inference share the cores).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import Result, median, skipped
+
+NAME = "gst_map"
+SUMMARY = "GStreamer sample -> numpy planes (interop vs PyGObject map/extract_dup vs gst-python), decode -> OpenVINO"
+REQUIRES: tuple[tuple[str, str], ...] = (("gi", "PyGObject (the gst extra)"),)
+SIZES = {"480p": (854, 480), "1080p": (1920, 1080), "4K": (3840, 2160)}
+FORMATS = ("NV12", "I420")
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def _per_call(fn: Callable[[], Any], n: int, reps: int) -> float:
+    """Median over ``reps`` batches of ``n`` calls, in microseconds per call."""
+    fn()
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        out.append((time.perf_counter() - t0) / n)
+    return median(out) * 1e6
+
+
+def _pipeline(fmt: str, w: int, h: int) -> str:
+    return (f"videotestsrc num-buffers=1 pattern=ball ! video/x-raw,format={fmt},width={w},height={h} ! "
+            f"appsink name=s sync=false")
+
+
+def _sample(Gst: Any, fmt: str, w: int, h: int) -> tuple[Any, Any]:
+    p = Gst.parse_launch(_pipeline(fmt, w, h))
+    p.set_state(Gst.State.PLAYING)
+    s = p.get_by_name("s").emit("try-pull-sample", 10 * Gst.SECOND)
+    return p, s
+
+
+_SYSTEM_SCRIPT = textwrap.dedent("""
+    import json, sys, time
+    import numpy as np
+    import gi
+    gi.require_version("Gst", "1.0")
+    from gi.repository import Gst
+    Gst.init(None)
+    n, reps, cases = int(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3])
+    out = {}
+    for key, desc in cases.items():
+        p = Gst.parse_launch(desc); p.set_state(Gst.State.PLAYING)
+        buf = p.get_by_name("s").emit("try-pull-sample", 10 * Gst.SECOND).get_buffer()
+        def go():
+            with buf.map(Gst.MapFlags.READ) as info:
+                a = np.frombuffer(info.data, np.uint8)
+                del a
+        go(); ts = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            for _ in range(n): go()
+            ts.append((time.perf_counter() - t0) / n)
+        out[key] = sorted(ts)[len(ts) // 2] * 1e6
+        p.set_state(Gst.State.NULL)
+    print(json.dumps(out))
+""")
+
+
+def _gst_python(cases: dict[str, str], n: int, reps: int) -> dict[str, float] | str:
+    if not os.path.exists(SYSTEM_PYTHON):
+        return f"{SYSTEM_PYTHON} is missing"
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME", "PYTHONPATH")}
+    proc = subprocess.run([SYSTEM_PYTHON, "-c", _SYSTEM_SCRIPT, str(n), str(reps), json.dumps(cases)],
+                          capture_output=True, text=True, timeout=600, env=env, cwd="/")
+    if proc.returncode != 0:
+        return ("the system Python cannot run gst-python (install python3-gi python3-gst-1.0 python3-numpy: "
+                f"tests/prepare.d/gstreamer.sh): {proc.stderr.strip().splitlines()[-1:]}")
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def _map_part(quick: bool) -> list[Result]:
+    import interop
+    from interop import MemoryType
+    from interop.tensors.gst import gst
+
+    Gst = gst()
+    n, reps = (20, 3) if quick else (100, 7)
+    res: list[Result] = []
+    ours: dict[str, float] = {}
+    copies: dict[str, dict[str, float]] = {"PyGObject map (bytes)": {}, "extract_dup": {}}
+    for fmt in FORMATS:
+        for label, (w, h) in SIZES.items():
+            key = f"{label} {fmt}"
+            p, s = _sample(Gst, fmt, w, h)
+            buf = s.get_buffer()
+            size = buf.get_size()
+
+            def zc(s: Any = s) -> None:
+                f: Any = interop.map(s, MemoryType.CPU)
+                for t in f.tensors:
+                    np.asarray(t)
+                f.release()
+
+            def pygobject_map(buf: Any = buf) -> None:
+                ok, info = buf.map(Gst.MapFlags.READ)
+                np.frombuffer(info.data, np.uint8)  # info.data is bytes: the copy has been made
+                buf.unmap(info)
+
+            def dup(buf: Any = buf, size: int = size) -> None:
+                np.frombuffer(buf.extract_dup(0, size), np.uint8)
+
+            with interop.copy_meter() as meter:
+                ours[key] = _per_call(zc, n, reps)
+            assert meter.copies == 0
+            copies["PyGObject map (bytes)"][key] = _per_call(pygobject_map, max(n // 4, 3), reps)
+            copies["extract_dup"][key] = _per_call(dup, max(n // 4, 3), reps)
+            res.append(Result(NAME, f"interop map + views + release {key}", round(ours[key], 2), "us/frame"))
+            for way, d in copies.items():
+                res.append(Result(NAME, f"{way} {key}", round(d[key], 2), "us/frame"))
+            p.set_state(Gst.State.NULL)
+    sysres = _gst_python({f"{label} {fmt}": _pipeline(fmt, *SIZES[label]) for fmt in FORMATS for label in SIZES},
+                         n, reps)
+    if isinstance(sysres, str):
+        res.append(skipped(NAME, "gst-python map (system Python)", sysres))
+    else:
+        for key, us in sysres.items():
+            res.append(Result(NAME, f"gst-python map (memoryview) {key}", round(us, 2), "us/frame"))
+    for fmt in FORMATS:
+        g = ours[f"4K {fmt}"] / ours[f"480p {fmt}"]
+        res.append(Result(NAME, f"interop 4K / 480p {fmt}", round(g, 2), "x", {"target": "<= 1.5", "met": g <= 1.5}))
+        if not isinstance(sysres, str):
+            for label in SIZES:
+                r = ours[f"{label} {fmt}"] / sysres[f"{label} {fmt}"]
+                res.append(Result(NAME, f"interop / gst-python map {label} {fmt}", round(r, 2), "x",
+                                  {"target": "<= 1.5", "met": r <= 1.5}))
+        for way, d in copies.items():
+            r = d[f"1080p {fmt}"] / ours[f"1080p {fmt}"]
+            res.append(Result(NAME, f"{way} / interop 1080p {fmt}", round(r, 1), "x",
+                              {"target": ">= 10", "met": r >= 10}))
+    return res
+
+
+def _e2e_part(quick: bool) -> list[Result]:
+    import interop
+    from interop import FrameFormat, MemoryType, textdet
+    from interop.clip import default_clip
+    from interop.elements import frames
+    from interop.tensors.gst import gst
+
+    Gst = gst()
+    try:
+        model = textdet.model_path()
+    except interop.BackendUnavailableError as e:
+        return [skipped(NAME, "end to end", f"needs the PP-OCRv4 model: {e}")]
+    clip = default_clip()
+    desc = f"filesrc location={clip} ! qtdemux ! h264parse ! avdec_h264 ! appsink"
+    limit = 40 if quick else 150
+    inf = interop.Inference(model, "CPU", input_size=textdet.input_size_for(640, 480), mean=textdet.MEAN,
+                            scale=textdet.SCALE, rgb=textdet.RGB)
+
+    def decode_only() -> tuple[int, float]:
+        t0, n = time.perf_counter(), 0
+        for _, f in zip(range(limit), frames(desc)):
+            n += 1
+            del f
+        return n, time.perf_counter() - t0
+
+    def zero_copy() -> tuple[int, float]:
+        t0, n = time.perf_counter(), 0
+        for _, f in zip(range(limit), frames(desc)):
+            inf.infer(f)
+            n += 1
+        return n, time.perf_counter() - t0
+
+    def copying() -> tuple[int, float]:
+        t0, n = time.perf_counter(), 0
+        for _, f in zip(range(limit), frames(desc)):
+            ok, info = f.buffer.map(Gst.MapFlags.READ)
+            raw = np.frombuffer(info.data, np.uint8)  # PyGObject's bytes: a copy of the frame
+            f.buffer.unmap(info)
+            planes = [raw[t.offset:t.offset + t.info.extent] for t in f.tensors]
+            views = [np.lib.stride_tricks.as_strided(p, t.info.shape, t.info.strides) for p, t in zip(planes, f.tensors)]
+            wrapped: list[Any] = [interop.wrap(v) for v in views]
+            inf.infer(interop.Frame(wrapped, FrameFormat.I420, f.width, f.height))
+            n += 1
+        return n, time.perf_counter() - t0
+
+    first = next(frames(desc))
+    x = interop.map(first, MemoryType.OPENVINO)
+    reps = 2 if quick else 3
+    dec = min((decode_only() for _ in range(reps)), key=lambda r: r[1])
+    t_inf = median([_per_call(lambda: inf.infer(x), 5 if quick else 20, 1) for _ in range(reps)]) / 1e6
+    zc = min((zero_copy() for _ in range(reps)), key=lambda r: r[1])
+    cp = min((copying() for _ in range(reps)), key=lambda r: r[1])
+    fps_dec, fps_inf = dec[0] / dec[1], 1 / t_inf
+    bound = 1 / (1 / fps_dec + 1 / fps_inf)
+    fps_zc, fps_cp = zc[0] / zc[1], cp[0] / cp[1]
+    return [Result(NAME, "e2e decode only", round(fps_dec, 1), "fps"),
+            Result(NAME, "e2e infer only", round(fps_inf, 1), "fps"),
+            Result(NAME, "e2e bound 1/(1/decode + 1/infer)", round(bound, 1), "fps"),
+            Result(NAME, "e2e GStreamer -> interop -> OpenVINO", round(fps_zc, 1), "fps"),
+            Result(NAME, "e2e GStreamer -> PyGObject map (copy) -> OpenVINO", round(fps_cp, 1), "fps"),
+            Result(NAME, "e2e interop / bound", round(fps_zc / bound, 2), "x",
+                   {"target": ">= 0.9", "met": fps_zc / bound >= 0.9}),
+            Result(NAME, "e2e interop / copying map", round(fps_zc / fps_cp, 2), "x",
+                   {"target": "> 1", "met": fps_zc > fps_cp})]
+
+
+def run(quick: bool = False) -> list[Result]:
+    out = _map_part(quick)
+    try:
+        import openvino  # noqa: F401
+    except ImportError:
+        return out + [skipped(NAME, "end to end", "needs OpenVINO (the openvino extra)")]
+    return out + _e2e_part(quick)
