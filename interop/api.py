@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from .backends import find_wrapper, load_all, wrapper_names
 from .context import Context
 from .errors import BackendUnavailableError, ContextMismatchError, InteropError, UnsupportedTypeError
 from .frame import Frame
 from .info import TensorInfo
-from .routing import alternatives, route
+from .mapper import MemoryMapper, wrap_native
+from .routing import alternatives, route_object
 from .tensor import Tensor
 from .tensors.cpu import CPUTensor
 from .types import AccessMode, FrameFormat, MemoryType, check_bool, check_memory_type, check_mode
@@ -38,21 +38,17 @@ def wrap(native: Any, *, info: TensorInfo | None = None, format: FrameFormat | N
         raise UnsupportedTypeError(f"format must be an interop.FrameFormat, not {format!r}")
     if context is not None and not isinstance(context, Context):
         raise UnsupportedTypeError(f"context must be an interop.Context, not {type(context).__name__}")
-    load_all()
-    w = find_wrapper(native)
-    if w is None:
-        raise UnsupportedTypeError(
-            f"interop cannot wrap a {type(native).__module__}.{type(native).__qualname__}; it wraps: "
-            f"{', '.join(wrapper_names())} (and anything with the buffer protocol or __dlpack__, given info= when shapeless)")
-    return w.wrap(native, info=info, format=format, context=context)
+    return wrap_native(native, info=info, format=format, context=context)
 
 
 def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.READ, context: Context | None = None,
         allow_copy: bool = False) -> Tensor | Frame:
     """Map ``obj`` (a Tensor, Frame, or anything wrap() takes) into memory type or context ``to``.
 
-    The route is found automatically; one that needs a copy is refused unless ``allow_copy=True``, and every
-    copy is counted by copy_meter(). Mapping to the object's own type and context returns it unchanged.
+    The route is chosen by what each route does with this object in ``mode`` (interop.route(obj, to, mode=...)
+    names the same chain); one that copies is refused unless ``allow_copy=True``, and every copy is counted by
+    copy_meter(). A step that cannot run here or cannot take the input (WrongMemoryError) makes map() try the next
+    route. Mapping to the object's own type and context returns it unchanged.
     """
     if allow_copy is not False and allow_copy is not True:
         allow_copy = check_bool(allow_copy, "allow_copy")
@@ -84,16 +80,15 @@ def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.REA
     src_ctx = obj.context
     if obj.memory_type is dst_type and (dst_ctx is None or src_ctx is None or src_ctx == dst_ctx):
         return obj
-    src = src_ctx if src_ctx is not None else obj.memory_type
-    chain = route(src, dst_ctx if dst_ctx is not None else dst_type, allow_copy=allow_copy)
+    chain = route_object(obj, dst_ctx if dst_ctx is not None else dst_type, allow_copy=allow_copy, mode=mode)
     try:
         out = chain.map(obj, mode, allow_copy=allow_copy)
     except (BackendUnavailableError, ContextMismatchError) as first:
-        # A zero-copy edge may not suit this input's context (a SYCL USM pointer is no Level Zero memory).
+        # A step may not suit this input after all (WrongMemoryError is a ContextMismatchError: a SYCL USM pointer
+        # is no Level Zero memory), or need a backend this machine lacks (the graph is static): take the next route.
         if dst_ctx is not None:
             raise  # the caller named the destination context: never swap it for another route silently
-        # The cheapest route needs a backend this machine lacks (the graph is static); take the next one.
-        for alt in alternatives(chain, allow_copy):
+        for alt in alternatives(chain, allow_copy, obj=obj, mode=mode):
             try:
                 out = alt.map(obj, mode, allow_copy=allow_copy)
             except InteropError:
@@ -102,9 +97,9 @@ def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.REA
             return out
         hint = ""
         if not allow_copy:
-            copying = alternatives(chain, True, limit=1)
+            copying = alternatives(chain, True, limit=1, obj=obj, mode=mode)
             if copying:
-                step = next(m for m in copying[0].mappers if not m.zero_copy)
+                step = next((m for m in copying[0].mappers if not m.zero_copy), copying[0].mappers[0])
                 hint = f"; the next route, {copying[0]!r}, copies at step {step.name}: pass allow_copy=True to try it"
         if isinstance(first, BackendUnavailableError):
             raise BackendUnavailableError(f"{first}{hint}", backend=first.backend, extra=first.extra) from first
@@ -126,6 +121,6 @@ def _learn(cls: type, dst: MemoryType, chain: Any, src_ctx: Context | None) -> N
     mappers = chain.mappers
     if len(mappers) == 1:
         m = mappers[0]
-        fn = getattr(m, "map_native", None)
-        if fn is not None and m.output_context is None and m.input_context in (None, src_ctx):
-            _one_step[(cls, dst)] = fn
+        if type(m).map_native is not MemoryMapper.map_native and m.output_context is None and \
+                m.input_context in (None, src_ctx):
+            _one_step[(cls, dst)] = m.map_native

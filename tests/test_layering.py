@@ -157,20 +157,8 @@ KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
     ("interop.api", "interop.tensors.cpu"):
         "upward (U1): wrap()'s ndarray fast path builds a CPUTensor; decided a violation, not an exception: "
         "tensors/cpu can register the fast path with core, so `import interop` loads no backend module",
-    ("interop.mappers.dma_to_ffmpeg", "interop.mappers.dma_to_cpu"):
-        "mapper -> mapper: map_dma_to_host belongs in tensors/dma.py",
-    ("interop.mappers.dma_to_opencl", "interop.mappers.dma_to_cpu"):
-        "mapper -> mapper: map_dma_to_host belongs in tensors/dma.py",
-    ("interop.mappers.dma_to_openvino", "interop.mappers.dma_to_cpu"):
-        "mapper -> mapper: map_dma_to_host belongs in tensors/dma.py",
-    ("interop.mappers.opencv_umat_to_cpu", "interop.mappers.opencv_umat_to_opencl"):
-        "hidden chain: runs OpenCVUMatToOpenCL inside; the router should chain OPENCV_UMAT -> OPENCL -> CPU",
     ("interop.mappers.usm_to_npu", "interop.mappers.usm_to_dma"):
         "hidden chain: runs USMToDMA for foreign Level Zero contexts; needs routing by input kind (point 4)",
-    ("interop.mappers.vaapi_to_openvino", "interop.mappers.vaapi_to_dma"):
-        "hidden chain (_via_dma): VAAPI -> DMA -> OPENVINO for non-GPU contexts; needs routing by output context",
-    ("interop.mappers.vaapi_to_openvino", "interop.mappers.dma_to_openvino"):
-        "hidden chain (_via_dma), as above",
 }
 
 # The members of each import cycle (a strongly connected component) -> why, and who removes it.
@@ -178,8 +166,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {}
 
 
 def _fill_known_cycles() -> None:
-    KNOWN_CYCLES[frozenset({"interop.api", "interop.routing", "interop.mapper"})] = \
-        "C1: MemoryMapper.map wraps natives through api.wrap; wrapping belongs to api.map / MemoryMapperChain"
     KNOWN_CYCLES[frozenset({"interop.tensors.opencl", "interop.tensors.usm"})] = \
         "C3: shared_context_report <-> shared_with_opencl; the report belongs in a doctor module"
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import interop
+from interop.mapper import Cost
 from interop import AccessMode, MemoryType
 from interop.errors import CopyRequiredError, InvalidTensorError
 from tests.support.ocl_support import need, opencl_context, read_bytes
@@ -14,15 +15,24 @@ from tests.support.ocl_support import need, opencl_context, read_bytes
 cl = need("pyopencl", "pyopencl")
 
 
+def test_the_edge_may_copy_and_says_so():
+    from interop.mappers.cpu_to_opencl import CPUToOpenCL
+
+    assert not CPUToOpenCL.zero_copy and CPUToOpenCL.may_copy  # its worst case: a device with its own memory
+    assert "may copy" in str(CPUToOpenCL()) and "may copy" in repr(CPUToOpenCL())
+
+
 def test_zero_copy_on_host_memory_device():
     ctx = opencl_context()
     if not ctx.host_shared:
         pytest.skip("zero-copy needs an OpenCL device that works in host memory (the CPU device)")
     a = np.zeros((8, 32), np.float32)
-    with pytest.raises(CopyRequiredError):
-        interop.map(a, MemoryType.OPENCL)  # the edge is declared copying (its worst case)
+    # routed by what the edge does here: zero-copy on this device, so no allow_copy is needed
+    chain = interop.route(a, MemoryType.OPENCL, mode=AccessMode.READ_WRITE)
+    assert [m.name for m in chain.mappers] == ["cpu_to_opencl"]
+    assert chain.cost(interop.wrap(a), AccessMode.READ_WRITE) is Cost.ZERO_COPY
     with interop.copy_meter() as m:
-        t = interop.map(a, MemoryType.OPENCL, mode=AccessMode.READ_WRITE, allow_copy=True)
+        t = interop.map(a, MemoryType.OPENCL, mode=AccessMode.READ_WRITE)
     assert m.copies == 0 and m.bytes == 0
     from interop.native.opencl_usm import mem_host_ptr
 

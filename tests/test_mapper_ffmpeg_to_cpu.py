@@ -18,9 +18,9 @@ from interop.mappers.ffmpeg_to_cpu import FFmpegToCPU  # noqa: E402
 from interop.tensors.ffmpeg import FFmpegTensor  # noqa: E402
 
 
-def test_route_is_one_zero_copy_step() -> None:
+def test_route_is_one_step_that_may_copy() -> None:
     chain = interop.route(MemoryType.FFMPEG, MemoryType.CPU)
-    assert chain.zero_copy and [type(m) for m in chain.mappers] == [FFmpegToCPU]
+    assert not chain.zero_copy and chain.may_copy and [type(m) for m in chain.mappers] == [FFmpegToCPU]
 
 
 def test_decoded_planes_map_zero_copy_and_read_only(clip_854) -> None:
@@ -45,7 +45,7 @@ def test_decoded_planes_map_zero_copy_and_read_only(clip_854) -> None:
 def test_write_is_refused_without_allow_copy(clip_small) -> None:
     with av.open(str(clip_small)) as cont:
         vf = next(cont.decode(video=0))
-        with pytest.raises(interop.CopyRequiredError, match="writable copy") as e:
+        with pytest.raises(interop.CopyRequiredError, match="copies in mode WRITE") as e:
             interop.map(vf, MemoryType.CPU, mode=AccessMode.WRITE)
         assert e.value.step is FFmpegToCPU
 

@@ -1,4 +1,5 @@
-"""OPENCV_UMAT -> CPU: the UMat's cl_mem mapped on OpenCV's queue (zero-copy on the CPU device)."""
+"""OPENCV_UMAT -> CPU: the router's chain OPENCV_UMAT -> OPENCL -> CPU (no mapper runs another one): the UMat's
+cl_mem mapped on OpenCV's queue, zero-copy on the CPU device."""
 
 from __future__ import annotations
 
@@ -11,6 +12,12 @@ from interop.errors import InvalidTensorError
 from tests.support.ocl_support import need, opencl_context, umat_context
 
 cv2 = need("cv2", "OpenCV")
+
+
+def test_the_route_is_a_chain_of_two_zero_copy_steps():
+    assert [m.name for m in interop.route(MemoryType.OPENCV_UMAT, MemoryType.CPU).mappers] == \
+        ["opencv_umat_to_opencl", "opencl_to_cpu"]
+    assert interop.route(MemoryType.OPENCV_UMAT, MemoryType.CPU).zero_copy
 
 
 def test_map_is_the_umat_storage_and_writes_reach_opencv():

@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import InvalidTensorError
 from ..frame import Frame
 from ..info import TensorInfo, contiguous_strides
-from ..mapper import register
+from ..mapper import Cost, register
 from ..meter import record_copy
 from ..tensor import Tensor, _ArrayExport
 from ..tensors._fastpath import FastMapper
@@ -36,10 +36,20 @@ _AV_RANGE = {ColorRange.LIMITED: 1, ColorRange.FULL: 2}
 class CPUToFFmpeg(FastMapper):
     src = MemoryType.CPU
     dst = MemoryType.FFMPEG
-    zero_copy = True  # only arrays without contiguous rows are copied, with allow_copy, and counted
+    zero_copy = False  # arrays without contiguous rows are copied, only with allow_copy, and counted
+    may_copy = True
     requires = ("av",)
     extra = "ffmpeg"
     tier = "A"
+
+    def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
+        if obj is None:
+            return Cost.COPY
+        if not isinstance(obj, Frame):
+            _format_of(obj.info)
+        planes = obj.tensors if isinstance(obj, Frame) else [obj]
+        shared = all(_rows_shared(t.native if isinstance(t.native, np.ndarray) else t.numpy()) for t in planes)
+        return Cost.ZERO_COPY if shared else Cost.COPY
 
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
         copies: list[tuple[np.ndarray, np.ndarray]] = []
@@ -71,7 +81,7 @@ class CPUToFFmpeg(FastMapper):
         arr = t.native if isinstance(t.native, np.ndarray) else t.numpy()
         if mode.writes and not (t.writable and arr.flags.writeable):
             raise InvalidTensorError("this CPU tensor is read-only; map it with mode=READ")
-        if arr.ndim < 2 or arr.strides[1:] != contiguous_strides(arr.shape[1:], arr.dtype.itemsize) or arr.strides[0] <= 0:
+        if not _rows_shared(arr):
             self.copying(t.info.nbytes, allow_copy, f"FFmpeg needs contiguous rows; this array has strides {arr.strides}")
             copy = np.ascontiguousarray(arr)
             copies.append((arr, copy))  # WRITE mappings copy back at release
@@ -88,6 +98,12 @@ class CPUToFFmpeg(FastMapper):
             if p.buffer_ptr != a.__array_interface__["data"][0]:  # PyAV copied after all: say so
                 raise InvalidTensorError("PyAV copied a plane instead of sharing it; this PyAV version does not "
                                          "support zero-copy import of this layout")
+
+
+def _rows_shared(arr: np.ndarray) -> bool:
+    """Whether FFmpeg can take the array's rows as they are (contiguous rows, a positive pitch)."""
+    return arr.ndim >= 2 and arr.strides[1:] == contiguous_strides(arr.shape[1:], arr.dtype.itemsize) and \
+        arr.strides[0] > 0
 
 
 def _stamp(vf: Any, f: Frame) -> None:

@@ -1,16 +1,17 @@
 """CPU -> OPENCL: a USE_HOST_PTR buffer over the host memory where the device works in host memory (the CPU
 device: zero-copy, the buffer *is* the array); elsewhere a device buffer and a counted copy (and a counted copy
-back at release for WRITE / READ_WRITE). Declared as copying: that is the edge's worst case.
+back at release for WRITE / READ_WRITE). The edge "may copy": routes and ``interop routes`` say which it is for the
+output context (the default one: this machine's OpenCL device).
 """
 
 from __future__ import annotations
 
-from ..context import Context
-from ..errors import ContextMismatchError, InvalidTensorError
 from ..info import TensorInfo
-from ..mapper import MemoryMapper, register
+from ..mapper import Cost, MemoryMapper, register
 from ..meter import record_copy
+from ..frame import Frame
 from ..tensor import Tensor
+from ..tensors.opencl import OpenCLContext
 from ..types import AccessMode, MemoryType
 
 
@@ -19,17 +20,18 @@ class CPUToOpenCL(MemoryMapper):
     src = MemoryType.CPU
     dst = MemoryType.OPENCL
     zero_copy = False
+    may_copy = True  # zero-copy where the device works in host memory
+    output_contexts = (OpenCLContext,)
     requires = ("pyopencl",)
     extra = "opencl"
 
-    def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
-        from ..tensors.opencl import OpenCLContext, OpenCLTensor, buffer_over_host, cl, enqueue_host_copy
+    def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
+        return Cost.ZERO_COPY if self.out_context().host_shared else Cost.COPY
 
-        ctx = self.output_context or Context.default(MemoryType.OPENCL)
-        if not isinstance(ctx, OpenCLContext):
-            raise ContextMismatchError(f"{self.name} needs an OpenCLContext as output context, not {ctx!r}")
-        if mode.writes and not t.writable:
-            raise InvalidTensorError("this CPU tensor is read-only: map it with AccessMode.READ")
+    def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
+        from ..tensors.opencl import OpenCLTensor, buffer_over_host, cl, enqueue_host_copy
+
+        ctx = self.out_context()
         info = t.info
         writable = t.writable and mode.writes  # a READ mapping is read-only, whatever the source allows
         if ctx.host_shared:

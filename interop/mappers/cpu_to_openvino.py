@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import InvalidTensorError
 from ..frame import Frame
-from ..mapper import register
+from ..mapper import Cost, register
 from ..meter import record_copy
 from ..tensor import Tensor, _ArrayExport
 from ..tensors._fastpath import FastMapper, derive_frame
@@ -92,14 +92,27 @@ def _alias(address: int, shape: tuple[int, ...], dtype: np.dtype, owner: Any, *,
 class CPUToOpenVINO(FastMapper):
     src = MemoryType.CPU
     dst = MemoryType.OPENVINO
-    zero_copy = True  # planes whose padding is not in the buffer are copied only with allow_copy, and counted
+    zero_copy = False  # planes whose padding is not in the buffer are copied, only with allow_copy, and counted
+    may_copy = True
+    output_contexts = (OpenVINOContext,)
     requires = ("openvino",)
     extra = "openvino"
     tier = "A"
 
+    def default_output_context(self) -> OpenVINOContext:
+        return default_context()
+
+    def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
+        if obj is None:
+            return Cost.COPY
+        frame = isinstance(obj, Frame)
+        for t in obj.tensors if isinstance(obj, Frame) else [obj]:
+            if shareable(t.native if isinstance(t.native, np.ndarray) else t.numpy(), frame) is None:
+                return Cost.COPY
+        return Cost.ZERO_COPY
+
     def _context(self) -> OpenVINOContext:
-        ctx = self._output_context
-        return ctx if isinstance(ctx, OpenVINOContext) else default_context()
+        return self.out_context()  # type: ignore[no-any-return]
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         return self._tensor(t, mode, allow_copy, self._context(), frame_plane=False)

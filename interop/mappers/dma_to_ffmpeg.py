@@ -12,7 +12,7 @@ import numpy as np
 from ..frame import Frame
 from ..mapper import MemoryMapper, register
 from ..types import AccessMode, MemoryType
-from .dma_to_cpu import map_dma_to_host
+from ..tensors._dma_host import map_dma_to_host
 
 
 @register

@@ -15,7 +15,7 @@ from ..mapper import MemoryMapper, register
 from ..native.opencl_external import CL_EXTERNAL_MEMORY_HANDLE_DMA_BUF_KHR, import_fd
 from ..tensor import Tensor
 from ..types import AccessMode, MemoryType
-from .dma_to_cpu import map_dma_to_host
+from ..tensors._dma_host import map_dma_to_host
 
 
 def import_dma_buf(ctx: Any, fd: int, size: int, read_only: bool) -> Any:

@@ -18,7 +18,7 @@ from ..frame import Frame
 from ..mapper import MemoryMapper, register
 from ..tensor import Tensor, _ArrayExport
 from ..types import AccessMode, MemoryType
-from .dma_to_cpu import map_dma_to_host
+from ..tensors._dma_host import map_dma_to_host
 
 
 def _full_pitch(arr: np.ndarray, room: int) -> np.ndarray:
@@ -43,6 +43,7 @@ class DMAToOpenVINO(MemoryMapper):
     src = MemoryType.DMA
     dst = MemoryType.OPENVINO
     zero_copy = True
+    refuses_layouts = True  # layouts OpenVINO cannot share are WrongMemoryError
     requires = ("openvino",)
     extra = "openvino"
 

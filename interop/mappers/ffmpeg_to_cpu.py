@@ -15,7 +15,7 @@ import numpy as np
 from ..context import CPU_CONTEXT
 from ..errors import InvalidTensorError
 from ..frame import Frame
-from ..mapper import register
+from ..mapper import Cost, register
 from ..tensor import Tensor
 from ..tensors._fastpath import CPUView, _new, derive_frame
 from ..tensors.ffmpeg import (
@@ -35,7 +35,10 @@ from ..types import AccessMode, MemoryType
 @register
 class FFmpegToCPU(FFmpegMapper):
     dst = MemoryType.CPU
-    zero_copy = True  # READ is always zero-copy; WRITE of a read-only frame copies, only with allow_copy
+    zero_copy = False  # READ is zero-copy; WRITE of a read-only (decoded) frame copies, only with allow_copy
+    may_copy = True
+    inputs = (FFmpegTensor,)
+    refuse_read_only = False  # WRITE of a decoded frame maps a counted writable copy
     requires = ("av",)
     extra = "ffmpeg"
     tier = "A"
@@ -60,6 +63,20 @@ class FFmpegToCPU(FFmpegMapper):
             i += 1
         return sourced_frame(src, views, CPU_CONTEXT)
 
+    def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
+        if obj is None:
+            return Cost.ZERO_COPY if mode is AccessMode.READ else Cost.COPY
+        planes = obj.tensors if isinstance(obj, Frame) else [obj]
+        for t in planes:
+            if t.is_hardware:  # type: ignore[attr-defined]
+                raise refuse_hardware("this frame", "the CPU")
+        if mode is AccessMode.READ or all(t.writable for t in planes):
+            return Cost.ZERO_COPY
+        if not isinstance(obj, Frame) and (obj.video_frame is None or obj.offset or obj.index < 0):  # type: ignore[attr-defined]
+            raise InvalidTensorError("a read-only plane region cannot be made writable on its own; map the whole "
+                                     "frame with mode=WRITE (allow_copy=True), then crop")
+        return Cost.COPY
+
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
         if mode is not AccessMode.READ:
             f = writable_frame(f, self, allow_copy)
@@ -67,8 +84,7 @@ class FFmpegToCPU(FFmpegMapper):
         return derive_frame(f, planes, CPU_CONTEXT)
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
-        if not isinstance(t, FFmpegTensor):
-            raise InvalidTensorError(f"{self.name} maps FFmpegTensors, not {type(t).__name__}")
+        assert isinstance(t, FFmpegTensor)
         if mode is not AccessMode.READ and not t.writable:
             vf = t.video_frame
             if vf is None or t.offset or t.index < 0:

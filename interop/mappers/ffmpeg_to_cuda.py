@@ -7,7 +7,8 @@ the AVFrame, so the decoder does not reuse the surface while a tensor (or a DLPa
 FFmpeg queues its NVDEC output copies on its device context's stream, the legacy default stream: the planes say
 so (``stream == 1``) and consumers passing another stream are ordered after it.
 
-Software (CPU) frames are uploaded instead: a copy, refused unless ``allow_copy=True`` and then counted.
+Only NVDEC frames are taken: a software (CPU) frame raises WrongMemoryError, so routing takes FFMPEG -> CPU ->
+CUDA for it (an upload, refused unless ``allow_copy=True`` and then counted by cpu_to_cuda).
 Decoding on NVDEC (``open_nvdec``, ``nvdec_frames``, ``from_video_frame``) lives in ``interop.cuda``.
 """
 
@@ -15,9 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InvalidTensorError
+from ..errors import WrongMemoryError
 from ..frame import Frame
-from ..mapper import register
+from ..mapper import Cost, register
 from ..tensor import Tensor
 from ..tensors._fastpath import _new, trusted_frame
 from ..tensors.cuda import (
@@ -26,12 +27,11 @@ from ..tensors.cuda import (
     CUDAContext,
     CUDATensor,
     fast_tensor,
-    missing_array_library,
-    upload,
 )
 from ..tensors.ffmpeg import (
     DecodedSource,
     FFmpegMapper,
+    FFmpegTensor,
     SourcedTensor,
     ffmpeg_context,
     hardware_planes,
@@ -65,7 +65,8 @@ class NVDECPlane(SourcedTensor, CUDATensor):
 @register
 class FFmpegToCUDA(FFmpegMapper):
     dst = MemoryType.CUDA
-    zero_copy = True  # NVDEC frames; software frames are an upload that is refused unless allow_copy=True
+    zero_copy = True  # NVDEC frames only: a software frame is WrongMemoryError, routed through the CPU
+    inputs = (FFmpegTensor,)
     first_only = True  # only NVDEC frames are CUDA memory: never a hop after cpu_to_ffmpeg made a software frame
     requires = ("av",)
     extra = "ffmpeg"
@@ -117,33 +118,27 @@ class FFmpegToCUDA(FFmpegMapper):
                              color_range=f.color_range, pts=f.pts, time_base=f.time_base,
                              metadata=dict(f.metadata) if f.metadata else None, parent=f)
 
+    def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
+        if obj is not None:
+            for t in obj.tensors if isinstance(obj, Frame) else (obj,):
+                _nvdec_plane(t)
+        return Cost.ZERO_COPY
+
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
-        plane = t.native
-        kind, dev = plane.__dlpack_device__()
-        if int(kind) != 2:
-            return self._upload(t, mode, allow_copy)
-        if mode.writes:
-            raise InvalidTensorError("decoded NVDEC frames are reference frames: map them with AccessMode.READ "
-                                     "(writing would corrupt the frames decoded after them)")
+        plane, dev = _nvdec_plane(t)
         return fast_tensor(plane, t.info, plane.buffer_ptr + _offset(t), dev, LEGACY_STREAM, CUDAContext.get(dev), t,
                            False)
 
-    def _upload(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
-        from ..api import map as imap
 
-        why = missing_array_library() if allow_copy else None
-        if why is not None:
-            raise InvalidTensorError(f"uploading a software frame to CUDA {why}")
-        # the upload at map time is a copy only when the mode reads (WRITE-only uploads nothing); the write-back of
-        # a writing mode is counted by upload() under this mapper's name when it runs
-        if mode.reads:
-            self.copying(t.info.nbytes, allow_copy, "a software (CPU) frame is uploaded to the GPU")
-        elif not allow_copy:
-            self.copying(t.info.nbytes, False, "a software (CPU) frame gets a GPU copy written back at release")
-        cpu = imap(t, MemoryType.CPU, mode=mode)
-        assert isinstance(cpu, Tensor)
-        return upload(cpu, CUDAContext.get(0) if self.output_context is None else self.output_context, mode, parent=t,
-                      name=self.name)
+def _nvdec_plane(t: Tensor) -> tuple[Any, int]:
+    """(the av.VideoPlane, its CUDA device) of a plane of an NVDEC frame; WrongMemoryError for any other plane."""
+    plane = t.native
+    device = getattr(plane, "__dlpack_device__", None)
+    kind, dev = device() if device is not None else (1, 0)
+    if int(kind) != 2:
+        raise WrongMemoryError("ffmpeg_to_cuda takes NVDEC frames (kept on the GPU) only; a software frame goes "
+                               "FFMPEG -> CPU -> CUDA (an upload: interop.map(frame, MemoryType.CUDA, allow_copy=True))")
+    return plane, int(dev)
 
 
 # Old public paths of names that moved to interop.cuda (issue 16; docs and examples imported them from here). A lazy

@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import InvalidTensorError
 from ..frame import Frame
 from ..info import TensorInfo, plane_layout
-from ..mapper import register
+from ..mapper import Cost, register
 from ..meter import record_copy
 from ..tensor import Tensor
 from ..tensors._fastpath import _new, derive_frame
@@ -145,7 +145,10 @@ def _ov_plane(plane: Any, offset: int, spec: _Shared, ctx: OpenVINOContext, pare
 @register
 class FFmpegToOpenVINO(FFmpegMapper):
     dst = MemoryType.OPENVINO
-    zero_copy = True  # a plane whose pitch is not whole pixels is copied, only with allow_copy, and counted
+    zero_copy = False  # a plane whose pitch is not whole pixels, or WRITE of a decoded frame, copies (allow_copy)
+    may_copy = True
+    inputs = (FFmpegTensor,)
+    refuse_read_only = False  # WRITE of a decoded frame maps a counted writable copy
     requires = ("av", "openvino")
     extra = "openvino"
     tier = "A"
@@ -174,6 +177,25 @@ class FFmpegToOpenVINO(FFmpegMapper):
             i += 1
         return sourced_frame(src, tensors, ctx)
 
+    def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
+        if obj is None:
+            return Cost.COPY
+        planes = obj.tensors if isinstance(obj, Frame) else [obj]
+        for t in planes:
+            if t.is_hardware:  # type: ignore[attr-defined]
+                raise refuse_hardware("this frame", "OpenVINO host tensors")
+        if mode is not AccessMode.READ and not all(t.writable for t in planes):
+            if not isinstance(obj, Frame):
+                raise InvalidTensorError("map the whole frame with mode=WRITE (allow_copy=True) to write into a "
+                                         "decoded frame")
+            return Cost.COPY
+        ov = ov_module()
+        for t in planes:
+            spec = shared_spec(t.info, ov)
+            if spec is None or t.offset + spec.full.nbytes > t.native.buffer_size:  # type: ignore[attr-defined]
+                return Cost.COPY
+        return Cost.ZERO_COPY
+
     def _context(self) -> OpenVINOContext:
         ctx = self._output_context
         return ctx if isinstance(ctx, OpenVINOContext) else default_context()
@@ -187,8 +209,6 @@ class FFmpegToOpenVINO(FFmpegMapper):
         return derive_frame(f, planes, ctx)
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
-        if not isinstance(t, FFmpegTensor):
-            raise InvalidTensorError(f"{self.name} maps FFmpegTensors, not {type(t).__name__}")
         if mode is not AccessMode.READ and not t.writable:
             raise InvalidTensorError("map the whole frame with mode=WRITE (allow_copy=True) to write into a decoded frame")
         return self._plane(t, mode, allow_copy, self._context(), ov_module())

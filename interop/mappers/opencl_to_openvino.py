@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..context import Context
-from ..errors import BackendUnavailableError, ContextMismatchError, InvalidTensorError
+from ..errors import BackendUnavailableError, ContextMismatchError, InvalidTensorError, WrongMemoryError
 from ..info import TensorInfo
 from ..mapper import MemoryMapper, register
 from ..tensor import Tensor
@@ -35,10 +35,10 @@ def shared_layout(info: TensorInfo, buffer_size: int, offset: int) -> TensorInfo
     pitch = info.strides[0]
     inner = (pixel, info.itemsize) if info.ndim == 3 else (info.itemsize,)
     if tuple(info.strides[1:]) != inner or pitch % pixel:
-        raise InvalidTensorError(f"{info}: not row-padded by whole pixels, so OpenVINO cannot share it")
+        raise WrongMemoryError(f"{info}: not row-padded by whole pixels, so OpenVINO cannot share it")
     rows = info.shape[0]
     if offset + rows * pitch > buffer_size:
-        raise InvalidTensorError(f"{info} at offset {offset}: the buffer ends inside the last row's padding, so the "
+        raise WrongMemoryError(f"{info} at offset {offset}: the buffer ends inside the last row's padding, so the "
                                  f"padded rows cannot be shared; use a contiguous tensor")
     return TensorInfo((1, rows, pitch // pixel, c), info.dtype)
 
@@ -48,6 +48,7 @@ class OpenCLToOpenVINO(MemoryMapper):
     src = MemoryType.OPENCL
     dst = MemoryType.OPENVINO
     zero_copy = True
+    refuses_layouts = True  # layouts OpenVINO cannot share are WrongMemoryError
     requires = ("pyopencl", "openvino")
     extra = "openvino"
 

@@ -5,8 +5,8 @@
   two ``VASurfaceTensor``s, Y (1, H, W, 1) and UV (1, H/2, W/2, 2), the layout OpenVINO's NV12 pre-processing
   takes. Only NV12 surfaces and whole surfaces (no crop: crop in the model) can be shared this way. Compile the
   model on the same remote context (``va_remote_context(...)``) so inference reads the surface itself.
-- any other device (CPU): the surface is exported (vaapi_to_dma) and its planes are shared through the host
-  mapping (dma_to_openvino), with their full pitch.
+- any other device (CPU): this edge raises WrongMemoryError, and routing takes VAAPI -> DMA -> OPENVINO (the
+  surface exported, its planes shared through the host mapping at their full pitch).
 
 The VADisplay reaches OpenVINO as a PyCapsule holding the pointer (pybind11's ``void*`` argument); surface ids are
 plain ints.
@@ -19,11 +19,11 @@ import threading
 import weakref
 from typing import Any
 
-from ..context import Context
-from ..errors import InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError
+from ..errors import InvalidTensorError, UnsupportedFormatError, WrongMemoryError
 from ..frame import Frame
-from ..mapper import MemoryMapper, register
+from ..mapper import Cost, MemoryMapper, register
 from ..tensor import Tensor
+from ..tensors.openvino import OpenVINOContext
 from ..types import AccessMode, FrameFormat, MemoryType
 
 _lock = threading.Lock()
@@ -73,29 +73,24 @@ class VAAPIToOpenVINO(MemoryMapper):
     requires = ("openvino",)
     extra = "openvino"
     tier = "C"
+    output_contexts = (OpenVINOContext,)
+
+    def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
+        self._out()
+        return Cost.ZERO_COPY
 
     def _out(self) -> Any:
-        from ..tensors.openvino import OpenVINOContext
-
-        out = self.output_context or Context.default(MemoryType.OPENVINO)
-        if not isinstance(out, OpenVINOContext):
-            raise UnsupportedTypeError(f"the output context of vaapi_to_openvino must be an OpenVINOContext, not {out!r}")
+        out = self.out_context()
+        if not _is_gpu(out):
+            raise WrongMemoryError(f"vaapi_to_openvino shares VA surfaces with an OpenVINO GPU context only, not "
+                                   f"{out!r}; routing takes VAAPI -> DMA -> OPENVINO for host devices")
         return out
-
-    def _via_dma(self, obj: Any, mode: AccessMode, allow_copy: bool, out: Any) -> Any:
-        from .dma_to_openvino import DMAToOpenVINO
-        from .vaapi_to_dma import VAAPIToDMA
-
-        dma = VAAPIToDMA().map(obj, mode, allow_copy=allow_copy)
-        return DMAToOpenVINO(output_context=out).map(dma, mode, allow_copy=allow_copy)
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         from ..tensors.openvino import OpenVINOTensor, ov_module
         from ..tensors.vaapi import surface_of
 
         out = self._out()
-        if not _is_gpu(out):
-            return self._via_dma(t, mode, allow_copy, out)  # type: ignore[no-any-return]
         surface = surface_of(t)
         self._whole(surface, [t])
         surface.sync()
@@ -110,8 +105,6 @@ class VAAPIToOpenVINO(MemoryMapper):
         from ..tensors.vaapi import check_planes, surface_of
 
         out = self._out()
-        if not _is_gpu(out):
-            return self._via_dma(f, mode, allow_copy, out)  # type: ignore[no-any-return]
         check_planes(f)
         if f.format is not FrameFormat.NV12:
             raise UnsupportedFormatError(f"OpenVINO's GPU shares NV12 VA surfaces only, not {f.format.name}: convert on the "
