@@ -266,6 +266,8 @@ class _Variant:
     inputs: list[Any]
     output_keys: list[Any]
     nreq: int
+    model: Any = None  # the ov.Model compiled: where input shapes of a dynamic model are checked
+    shapes_ok: set[tuple[tuple[int, ...], ...]] = field(default_factory=set)  # input shapes that passed the check
     submit_lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -280,9 +282,16 @@ class Inference:
     properties (default PERFORMANCE_HINT=THROUGHPUT, for the async pool).
 
     ``infer(x)`` returns ``{output name: ndarray}``; ``infer_async(x, callback, userdata)`` returns at once and
-    calls ``callback(outputs, userdata)`` on OpenVINO's thread (do not call ``infer`` from a callback);
-    ``wait_all()`` waits for every request and re-raises the first error. A Frame's memory stays referenced
-    until its request completes; the caller must not write into it meanwhile.
+    calls ``callback(outputs, userdata)`` on OpenVINO's thread; ``wait_all(timeout=None)`` waits for every request
+    and re-raises the first error (InteropTimeoutError past ``timeout``). A callback may call ``infer_async`` (it
+    never waits there: past a full pool the input is queued and started as requests complete); ``infer``,
+    ``wait_all`` and ``close`` would wait for the callback's own request, and raise CallbackReentryError there.
+    A Frame's memory stays referenced until its request completes; the caller must not write into it meanwhile.
+
+    Bad arguments raise InteropError subclasses that are also TypeError (a wrong type) or ValueError (a wrong
+    value); OpenVINO's refusals (a config key or value, a device id, an input size the model cannot take) are
+    CompileError, raised when the model is compiled (the first input, or ``compile_for``), with OpenVINO's text.
+    An input shape a dynamic model cannot run is refused (InvalidTensorError) before a request starts.
     """
 
     def __init__(self, model: Any, device: str | None = None, *, input_size: int | Sequence[int] | None = None,
@@ -470,7 +479,7 @@ class Inference:
         dt = time.perf_counter() - t0
         self.compile_seconds += dt
         log.info("Inference: compiled %s for %s on %s in %.2f s (%d requests)", self.model_name, key, self._device, dt, nreq)
-        return _Variant(key, compiled, queue, list(compiled.inputs), outs, nreq)
+        return _Variant(key, compiled, queue, list(compiled.inputs), outs, nreq, model)
 
     def _static_model(self, size_hw: tuple[int, int] | None) -> Any:
         """A copy of the model with batch 1 and, for a dynamic image input, spatial size ``size_hw``."""
@@ -699,8 +708,7 @@ class Inference:
             shape = tuple(int(d) for d in nat.get_shape())
             want = port.get_partial_shape()
             et = port.get_element_type()
-            ok_shape = want.rank.is_dynamic or (want.rank.get_length() == len(shape) and all(
-                want[i].is_dynamic or want[i].get_length() == shape[i] for i in range(len(shape))))
+            ok_shape = want.compatible(self._ov.PartialShape(list(shape)))  # bounds of dynamic dims included
             dt = np.dtype(et.to_dtype())
             if not ok_shape or np.dtype(t.info.dtype) != dt:
                 name = port.get_any_name() if port.get_names() else "0"
@@ -708,7 +716,29 @@ class Inference:
                     f"model input {name!r} of {self.model_name} wants shape {want} {dt}, got {shape} {t.info.dtype}: "
                     f"convert/resize the tensor to that shape and dtype, or pass a Frame so the model pre-processes it")
             nats.append(nat)
+        if any(port.get_partial_shape().is_dynamic for port in v.inputs):
+            self._check_shapes(v, tuple(tuple(int(d) for d in n.get_shape()) for n in nats))
         return v, nats, (keep, mapped)
+
+    SHAPES_CHECKED_LIMIT = 64  # distinct input shapes remembered per variant; past it the set starts again
+
+    def _check_shapes(self, v: _Variant, shapes: tuple[tuple[int, ...], ...]) -> None:
+        """Refuse input shapes a dynamic model cannot run, before a request is started with them.
+
+        A request that fails inside OpenVINO never calls back (OpenVINO's queue drops the callback and re-raises the
+        error in a later start_async), so infer() would wait for good: each new shape is first checked by shape
+        inference on a copy of the model, once."""
+        if shapes in v.shapes_ok:
+            return
+        m = v.model.clone()
+        try:
+            m.reshape({port: self._ov.PartialShape(list(shp)) for port, shp in zip(m.inputs, shapes)})
+        except (RuntimeError, ValueError) as e:
+            raise InvalidTensorError(f"{self.model_name} cannot run on input shape(s) {list(shapes)}: {_ov_message(e)} "
+                                     f"-- give the model an input size it accepts") from e
+        if len(v.shapes_ok) >= self.SHAPES_CHECKED_LIMIT:
+            v.shapes_ok.clear()
+        v.shapes_ok.add(shapes)
 
     def compile_for(self, x: Any) -> None:
         """Compile (and cache) the model variant ``x`` needs, without running it: keeps compilation out of timings."""
