@@ -264,3 +264,234 @@ def test_udmabuf_allocation_is_a_real_dmabuf():
         t.release()
     finally:
         os.close(fd)
+
+
+# ---- reliability round two (issue 15): pool lifetime, handles of closed buffers, timeouts, allocator errors ----
+
+
+def test_closed_pool_never_hands_out_a_closed_or_reused_fd():
+    """close() with a frame still held: the held buffer keeps its fd (and mapping) until the frame is released; the
+    next os.pipe() cannot take its number. After release every handle raises instead of returning the number."""
+    pool = FramePool(FrameFormat.NV12, 64, 48, 2)
+    f = pool.acquire()
+    t = f[0]
+    fd, ino = t.fd, os.fstat(t.fd).st_ino
+    pool.close()
+    r, w = os.pipe()
+    try:
+        assert fd not in (r, w)
+        assert t.fd == fd == t.handle("dma_fd") and os.fstat(t.fd).st_ino == ino
+        with interop.map(f, MemoryType.CPU, mode=AccessMode.WRITE) as c:  # the held frame still works
+            np.asarray(c[0]).fill(9)
+    finally:
+        os.close(r)
+        os.close(w)
+    with pytest.raises(interop.InteropError, match="closed"):
+        pool.acquire(timeout=0)
+    f.release()
+    with pytest.raises(OSError):
+        os.fstat(fd)  # closed at the release, not before
+    for key in ("dma_fd", "offset", "size", "pitch", "drm_modifier", "drm_fourcc"):
+        with pytest.raises(InvalidTensorError):
+            t.handle(key)
+    for name in ("fd", "offset", "size", "pitch", "drm_modifier", "drm_fourcc", "is_dmabuf", "buffer"):
+        with pytest.raises(InvalidTensorError):
+            getattr(t, name)
+
+
+def test_handles_of_a_tensor_whose_buffer_was_closed_raise(memfd):
+    t = DMATensor.from_fd(memfd, info=TensorInfo((16, 16), np.uint8), offset=256)
+    buf = t.native
+    buf.close()
+    assert not t.released
+    for name in ("fd", "offset", "size", "pitch", "drm_modifier", "drm_fourcc", "is_dmabuf", "buffer"):
+        with pytest.raises(InvalidTensorError, match="closed"):
+            getattr(t, name)
+    with pytest.raises(InvalidTensorError, match="closed"):
+        t.handle("dma_fd")
+    with pytest.raises(InvalidTensorError, match="closed"):
+        _ = buf.fd
+    with pytest.raises(InvalidTensorError):
+        interop.map(t, MemoryType.CPU)
+    t.release()
+
+
+def test_released_dma_views_give_no_stale_address():
+    f = DMAContext("memfd").alloc_frame(FrameFormat.NV12, 64, 48)
+    c = interop.map(f, MemoryType.CPU)
+    y = c[0]
+    assert y.data_ptr
+    c.release()
+    f.release()
+    with pytest.raises(InvalidTensorError):
+        _ = y.data_ptr
+    with pytest.raises(InvalidTensorError):
+        np.asarray(y)
+    with pytest.raises(InvalidTensorError):
+        _ = f[0].fd
+
+
+def test_dropped_pool_frees_its_fds_by_reference_counting():
+    """The pool and its buffers must not form a cycle: with the cyclic GC off, dropping the pool closes its fds."""
+    import gc
+
+    gc.collect()
+    n, bufs = _fds(), live_buffers()
+    gc.disable()
+    try:
+        pool = FramePool(FrameFormat.NV12, 64, 48, 3)
+        assert _fds() == n + 3
+        del pool
+        assert _fds() == n and live_buffers() == bufs
+        pool = FramePool(FrameFormat.NV12, 64, 48, 3)
+        f = pool.acquire()
+        del pool  # a frame is out: it goes back to its pool at release, so the pool lives until then
+        with interop.map(f, MemoryType.CPU, mode=AccessMode.WRITE) as c:
+            np.asarray(c[0]).fill(1)
+        assert _fds() == n + 3
+        f.release()
+        del f, c
+        assert _fds() == n and live_buffers() == bufs
+        # a frame taken from a pool nobody holds goes back to it, and the pool's fds go with the last frame
+        g = FramePool(FrameFormat.NV12, 64, 48, 2).acquire()
+        assert _fds() == n + 2
+        g.release()
+        del g
+        assert _fds() == n and live_buffers() == bufs
+    finally:
+        gc.enable()
+
+
+def test_pool_constructor_failing_part_way_closes_every_fd_it_took(monkeypatch):
+    import errno as _errno
+
+    from interop.errors import ResourceError
+
+    n, bufs = _fds(), live_buffers()
+    real = nd.memfd_alloc
+    calls = []
+
+    def failing(size, name="interop-dma"):
+        calls.append(size)
+        if len(calls) == 3:
+            raise nd.fd_exhausted(OSError(_errno.EMFILE, os.strerror(_errno.EMFILE)), "allocate")
+        return real(size, name)
+
+    monkeypatch.setattr(nd, "memfd_alloc", failing)
+    with pytest.raises(ResourceError) as ei:
+        FramePool(FrameFormat.NV12, 64, 48, 4, context=DMAContext("memfd"))
+    assert ei.value.errno == _errno.EMFILE and isinstance(ei.value, OSError)
+    assert len(calls) == 3 and _fds() == n and live_buffers() == bufs
+    monkeypatch.setattr(nd, "memfd_alloc", real)
+    with FramePool(FrameFormat.NV12, 64, 48, 2) as pool:  # the next pool fits
+        assert pool.size == 2
+
+
+def test_pool_under_a_real_fd_limit_fails_cleanly_and_the_next_pool_fits():
+    """RLIMIT_NOFILE in a child: a pool larger than the fds left raises ResourceError (errno EMFILE) and returns
+    every fd it took, so a smaller pool right after it works."""
+    import subprocess
+    import sys
+
+    code = """
+import os, resource, errno
+from interop import FrameFormat
+from interop.errors import ResourceError
+from interop.tensors.dma import FramePool, live_buffers
+n = len(os.listdir('/proc/self/fd'))
+resource.setrlimit(resource.RLIMIT_NOFILE, (n + 6, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+try:
+    FramePool(FrameFormat.NV12, 64, 48, 50)
+    print('no error')
+except ResourceError as e:
+    assert isinstance(e, OSError) and e.errno == errno.EMFILE, e
+    assert len(os.listdir('/proc/self/fd')) == n and live_buffers() == 0, 'fds leaked'
+    p = FramePool(FrameFormat.NV12, 64, 48, 4)
+    f = p.acquire(timeout=0)
+    f.release()
+    print('ok')
+"""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), -1, -0.5, float("inf"), "1", True, [1]])
+def test_acquire_refuses_a_bad_timeout_at_once(timeout):
+    import threading
+
+    with FramePool(FrameFormat.NV12, 64, 48, 1) as pool:
+        held = pool.acquire()
+        got: list[BaseException] = []
+
+        def call():
+            try:
+                pool.acquire(timeout=timeout)
+            except BaseException as e:  # noqa: BLE001 - checked below
+                got.append(e)
+
+        th = threading.Thread(target=call, daemon=True)  # NaN spun for ever: a hang must fail, not stall the run
+        th.start()
+        th.join(5)
+        assert not th.is_alive(), f"acquire(timeout={timeout!r}) still running after 5 s"
+        assert len(got) == 1 and isinstance(got[0], InvalidTensorError) and "timeout" in str(got[0]), got
+        assert isinstance(got[0], ValueError)
+        held.release()
+
+
+def test_acquire_timeout_zero_polls():
+    import time
+
+    from interop.tensors.dma import PoolTimeoutError
+
+    with FramePool(FrameFormat.NV12, 64, 48, 1) as pool:
+        f = pool.acquire(timeout=0)  # a free buffer: taken at once
+        t0 = time.monotonic()
+        with pytest.raises(PoolTimeoutError) as ei:
+            pool.acquire(timeout=0)
+        assert time.monotonic() - t0 < 0.5
+        assert isinstance(ei.value, TimeoutError) and isinstance(ei.value, interop.InteropError)
+        f.release()
+        pool.acquire(timeout=0).release()
+
+
+def test_allocator_emfile_is_a_resource_error_and_does_not_disable_the_allocator(monkeypatch):
+    import errno as _errno
+
+    from interop.errors import ResourceError
+
+    monkeypatch.setattr(nd, "available_kinds", lambda: ["udmabuf", "memfd"])
+    monkeypatch.setattr(nd, "_kind_broken", set())
+    n = _fds()
+
+    def emfile(size):
+        raise OSError(_errno.EMFILE, os.strerror(_errno.EMFILE))
+
+    monkeypatch.setattr(nd, "udmabuf_alloc", emfile)
+    with pytest.raises(ResourceError) as ei:
+        nd.allocate(4096)
+    assert isinstance(ei.value, OSError) and ei.value.errno == _errno.EMFILE and "ulimit" in str(ei.value)
+    assert "udmabuf" not in nd._kind_broken  # transient: tried again next time
+    assert _fds() == n
+
+    def enodev(size):
+        raise OSError(_errno.ENODEV, os.strerror(_errno.ENODEV))
+
+    monkeypatch.setattr(nd, "udmabuf_alloc", enodev)
+    fd, kind = nd.allocate(4096)  # a permanent failure falls back to the next allocator and is remembered
+    os.close(fd)
+    assert kind == "memfd" and "udmabuf" in nd._kind_broken
+
+
+def test_memfd_emfile_is_a_resource_error_with_errno(monkeypatch):
+    import errno as _errno
+
+    from interop.errors import ResourceError
+
+    def emfile(name, flags=0):
+        raise OSError(_errno.EMFILE, os.strerror(_errno.EMFILE))
+
+    monkeypatch.setattr(os, "memfd_create", emfile)
+    with pytest.raises(ResourceError) as ei:
+        DMAContext("memfd").alloc_frame(FrameFormat.NV12, 64, 48)
+    assert isinstance(ei.value, OSError) and ei.value.errno == _errno.EMFILE
