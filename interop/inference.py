@@ -268,6 +268,7 @@ class _Variant:
     nreq: int
     model: Any = None  # the ov.Model compiled: where input shapes of a dynamic model are checked
     shapes_ok: set[tuple[tuple[int, ...], ...]] = field(default_factory=set)  # input shapes that passed the check
+    dynamic: bool = False  # an input has a dynamic dimension
     submit_lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -479,7 +480,8 @@ class Inference:
         dt = time.perf_counter() - t0
         self.compile_seconds += dt
         log.info("Inference: compiled %s for %s on %s in %.2f s (%d requests)", self.model_name, key, self._device, dt, nreq)
-        return _Variant(key, compiled, queue, list(compiled.inputs), outs, nreq, model)
+        dynamic = any(port.get_partial_shape().is_dynamic for port in compiled.inputs)
+        return _Variant(key, compiled, queue, list(compiled.inputs), outs, nreq, model, dynamic=dynamic)
 
     def _static_model(self, size_hw: tuple[int, int] | None) -> Any:
         """A copy of the model with batch 1 and, for a dynamic image input, spatial size ``size_hw``."""
@@ -716,7 +718,7 @@ class Inference:
                     f"model input {name!r} of {self.model_name} wants shape {want} {dt}, got {shape} {t.info.dtype}: "
                     f"convert/resize the tensor to that shape and dtype, or pass a Frame so the model pre-processes it")
             nats.append(nat)
-        if any(port.get_partial_shape().is_dynamic for port in v.inputs):
+        if v.dynamic:
             self._check_shapes(v, tuple(tuple(int(d) for d in n.get_shape()) for n in nats))
         return v, nats, (keep, mapped)
 
