@@ -304,6 +304,7 @@ def test_handles_of_a_tensor_whose_buffer_was_closed_raise(memfd):
     buf = t.native
     buf.close()
     assert not t.released
+    assert "closed" in repr(t) and "fd=" not in repr(t) and "fd=" not in repr(buf)  # repr never raises
     for name in ("fd", "offset", "size", "pitch", "drm_modifier", "drm_fourcc", "is_dmabuf", "buffer"):
         with pytest.raises(InvalidTensorError, match="closed"):
             getattr(t, name)

@@ -250,7 +250,9 @@ class DMABuffer:
         self._fin()
 
     def __repr__(self) -> str:
-        return f"<DMABuffer fd={self._fd} size={self.size} {self.kind}{' closed' if self._closed else ''}>"
+        if self._closed:
+            return f"<DMABuffer size={self.size} {self.kind} closed>"
+        return f"<DMABuffer fd={self._fd} size={self.size} {self.kind}>"
 
 
 # ---- context -------------------------------------------------------------------------------------------
@@ -414,8 +416,11 @@ class DMATensor(Tensor):
     def __repr__(self) -> str:
         if self.released:
             return "<DMATensor released>"
-        return (f"<DMATensor fd={self._buffer.fd} offset={self._offset} shape={self._info.shape} "
-                f"pitch={self.pitch} {'dma-buf' if self.is_dmabuf else self._buffer.kind}>")
+        b = self._buffer
+        if b.closed:  # repr never raises, and never shows a number another file may hold now
+            return f"<DMATensor shape={self._info.shape} buffer closed>"
+        return (f"<DMATensor fd={b._fd} offset={self._offset} shape={self._info.shape} "
+                f"pitch={self._info.strides[0] if self._info.ndim else 0} {'dma-buf' if b.is_dmabuf else b.kind}>")
 
 
 def _check_layout(size: int, offset: int, info: TensorInfo, what: str) -> None:
