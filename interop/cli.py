@@ -142,7 +142,7 @@ def _not_here() -> Any:
 
 def cmd_routes(args: argparse.Namespace) -> int:
     from .errors import CopyRequiredError, NoRouteError
-    from .mapper import registered
+    from .mapper import cost_label, registered
     from .routing import route
     from .types import MemoryType
 
@@ -154,7 +154,7 @@ def cmd_routes(args: argparse.Namespace) -> int:
         for (a, b), cls in sorted(edges.items(), key=lambda kv: (kv[0][0].value, kv[0][1].value)):
             why = not_here(cls)
             state = "" if why is None else f"   [cannot run here: {why}]"
-            print(f"  {a.name:12s} -> {b.name:12s} {'zero-copy' if cls.zero_copy else 'copy':9s} tier {cls.tier}  {cls.name}{state}")
+            print(f"  {a.name:12s} -> {b.name:12s} {cost_label(cls):9s} tier {cls.tier}  {cls.name}{state}")
         return 0
     if args.dst is None:
         _fail(UsageError.__name__, "give both SRC and DST, e.g. `interop routes ffmpeg openvino`", False)
@@ -174,12 +174,25 @@ def cmd_routes(args: argparse.Namespace) -> int:
         print(f"{src.name} -> {dst.name}: identity (nothing to do)")
         return 0
     not_here = _not_here()
-    kind = "zero-copy" if chain.zero_copy else f"{chain.copies} cop{'y' if chain.copies == 1 else 'ies'}"
+    n = chain.copies
+    kind = "zero-copy" if chain.zero_copy else f"{'may copy: ' if chain.may_copy else ''}{n} cop{'y' if n == 1 else 'ies'}"
     print(f"{src.name} -> {dst.name}: {len(chain)} step{'s' if len(chain) > 1 else ''}, {kind}")
     for m in chain.mappers:
         why = not_here(m)
-        print(f"  {m.src.name:12s} -> {m.dst.name:12s} {'zero-copy' if m.zero_copy else 'COPY':9s} {m.name}"
-              + ("" if why is None else f"   [cannot run here: {why}]"))
+        here = ""
+        if m.may_copy and why is None:
+            # what the step does on this machine for an input of its type (its output context decides for some)
+            try:
+                cost = m.cost(None)
+                ctx = m.out_context()
+                device = getattr(ctx, "device", None)
+                dev = getattr(device, "name", device)
+                here = f"   [here: {cost.value}{f' on {dev}' if dev is not None else ''}]"
+            except Exception as e:  # a step that cannot say here: shown as its worst case
+                here = f"   [here: {type(e).__name__}]"
+        label = "COPY" if not m.zero_copy and not m.may_copy else cost_label(m)
+        print(f"  {m.src.name:12s} -> {m.dst.name:12s} {label:9s} {m.name}"
+              + ("" if why is None else f"   [cannot run here: {why}]") + here)
     return 0
 
 

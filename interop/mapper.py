@@ -100,9 +100,6 @@ class MemoryMapper:
     inputs: ClassVar[tuple[type, ...]] = ()
     #: the Context classes an output context may be; () takes any
     output_contexts: ClassVar[tuple[type, ...]] = ()
-    #: True for an edge that refuses some layouts of its input (WrongMemoryError): as a later step of a route, whose
-    #: input it cannot see in advance, routing by object counts it as a copy, so a certain route is preferred
-    refuses_layouts: ClassVar[bool] = False
     #: False for a mapper that handles WRITE of read-only input itself (by copying it, counted)
     refuse_read_only: ClassVar[bool] = True
     #: Python modules the mapper needs, and the pip extra that installs them
@@ -239,6 +236,7 @@ class MemoryMapper:
         is_frame = self._check(obj, mode)
         if not type(self).__dict__.get("_ready"):
             self._require()
+        out: Tensor | Frame
         if is_frame:
             out = self.map_frame(obj, mode, allow_copy)  # type: ignore[arg-type]
         else:

@@ -6,7 +6,8 @@ ranked by steps that always copy, then steps, then steps that may copy, then by 
 
 By object (``route(obj, ...)``, and ``interop.map()``): each route's first step says what it does with this very
 input in this access mode (``MemoryMapper.cost``: zero-copy, a copy, or WrongMemoryError for an input it cannot
-take), later steps their worst case for the mode; routes are ranked by those copies, then steps, then by name.
+take), later steps their worst case for the mode. A later step cannot see its input in advance, so for ranking it
+counts as a copy: the direct edge, when it takes the input, wins over a longer route that only might be zero-copy.
 """
 
 from __future__ import annotations
@@ -193,7 +194,7 @@ def _tail(chain: MemoryMapperChain, mode: AccessMode) -> int | None:
             c = Cost.ZERO_COPY if m.zero_copy else Cost.COPY  # map() says why it cannot run, and tries another
         except InteropError:
             return None
-        n += c is Cost.COPY or m.refuses_layouts
+        n += c is Cost.COPY
     return n
 
 
@@ -231,27 +232,27 @@ def _options(s: MemoryType, d: MemoryType, sctx: Context | None, dctx: Context |
 _by_object: dict[tuple[Any, ...], tuple[Any, Any, list[_Option]]] = {}
 
 
-def _first_cost(o: _Option, obj: Tensor | Frame, mode: AccessMode) -> Cost:
+def _first_cost(o: _Option, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
     try:
         return o.first.cost(obj, mode)
     except BackendUnavailableError:
         return Cost.ZERO_COPY if o.first.zero_copy else Cost.COPY  # map() says why it cannot run here
 
 
-def _choose(options: Sequence[_Option], obj: Tensor | Frame | None, mode: AccessMode,
-            allow_copy: bool) -> tuple[_Option | None, _Option | None, InteropError | None]:
-    """(cheapest zero-copy option, cheapest option, the first refusal) for ``obj``.
+def _choose(options: Sequence[_Option], obj: Tensor | Frame | None, mode: AccessMode) -> tuple[
+        tuple[int, _Option] | None, InteropError | None]:
+    """((predicted copies, cheapest option), the first refusal) for ``obj``.
 
-    A later step of a route cannot see its input in advance, so for ranking it counts as a copy (a route whose
-    every step is seen wins over a longer one that only might be zero-copy); a route is predicted zero-copy when
-    its first step is for ``obj`` and every later step is at its worst case for ``mode``.
+    A later step of a route cannot see its input in advance (its layout, its kind), so for ranking it counts as a
+    copy: a route whose every step has seen the input wins, so the direct edge, when it takes the input, is taken
+    over a longer route that only might be zero-copy. Copies predicted: the first step's for ``obj``, later steps'
+    worst case for ``mode``.
     """
-    best: tuple[Any, _Option] | None = None
-    zero: tuple[Any, _Option] | None = None
+    best: tuple[Any, _Option, int] | None = None
     error: InteropError | None = None
     for o in options:  # sorted by (steps, tail, names): lower bounds only grow
-        bound = (len(o.chain._mappers) - 1, o.tail) + o.rank
-        if zero is not None and zero[0] <= bound:
+        n = len(o.chain._mappers)
+        if best is not None and best[0] <= (n - 1, n, o.tail, o.rank[1]):
             break
         try:
             c = _first_cost(o, obj, mode)
@@ -259,17 +260,15 @@ def _choose(options: Sequence[_Option], obj: Tensor | Frame | None, mode: Access
             error = error or e
             continue
         except InteropError as e:
-            if len(o.chain._mappers) == 1:
+            if n == 1:
                 raise  # the direct edge refuses this input as bad: no other route makes it good
             error = error or e
             continue
         copy = c is Cost.COPY
-        key = (copy + len(o.chain._mappers) - 1, o.tail + copy) + o.rank
+        key = (copy + n - 1, n, o.tail + copy, o.rank[1])
         if best is None or key < best[0]:
-            best = (key, o)
-        if not copy and o.tail == 0 and (zero is None or key < zero[0]):
-            zero = (key, o)
-    return (zero[1] if zero else None), (best[1] if best else None), error
+            best = (key, o, o.tail + copy)
+    return ((best[2], best[1]) if best is not None else None), error
 
 
 def route_object(obj: Any, dst: object, *, allow_copy: bool = False,
@@ -293,19 +292,18 @@ def route_object(obj: Any, dst: object, *, allow_copy: bool = False,
     if not options:
         if not _ranked(s, d):
             raise _no_route(s, d)
-    zero, best, error = _choose(options, obj, mode, allow_copy)
-    if zero is not None:
-        return zero.chain
-    if best is None:
+    found, error = _choose(options, obj, mode)
+    if found is None:
         if error is not None:
             raise error
         raise _no_route(s, d)
-    if not allow_copy:
+    copies, best = found
+    if copies and not allow_copy:
         costs = best.chain.step_costs(obj, mode)
         step = best.chain._mappers[costs.index(Cost.COPY)]
         raise CopyRequiredError(
-            f"every route from this {s.name} {'frame' if isinstance(obj, Frame) else 'tensor'} to {d.name} copies "
-            f"in mode {mode.name}; the cheapest copies at step {step.name} ({step.src.name} -> {step.dst.name}): "
+            f"the route for this {s.name} {'frame' if isinstance(obj, Frame) else 'tensor'} to {d.name} copies "
+            f"in mode {mode.name}; it copies at step {step.name} ({step.src.name} -> {step.dst.name}): "
             f"pass allow_copy=True to accept it", step=type(step), src=s, dst=d, reachable=reachable(s))
     return best.chain
 

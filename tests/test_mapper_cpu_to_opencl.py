@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import interop
-from interop.mapper import Cost
 from interop import AccessMode, MemoryType
 from interop.errors import CopyRequiredError, InvalidTensorError
+from interop.mapper import Cost
 from tests.support.ocl_support import need, opencl_context, read_bytes
 
 cl = need("pyopencl", "pyopencl")

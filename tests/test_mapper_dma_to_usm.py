@@ -31,7 +31,7 @@ def case_frame_import_is_zero_copy() -> None:
     f = _nv12()
     base = ze.live_allocations()
     with interop.copy_meter() as m:
-        u = interop.map(f, lz)
+        u = interop.map(f, lz, mode=AccessMode.READ_WRITE)  # written below: a READ mapping is read-only
     assert m.copies == 0 and m.bytes == 0
     assert u.memory_type is MemoryType.USM and u.context is lz and u.parent is f
     assert u[0].native is u[1].native  # one buffer, one import

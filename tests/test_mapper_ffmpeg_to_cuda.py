@@ -124,7 +124,7 @@ def test_route_is_zero_copy_and_tier_b():
 def test_software_frame_upload_is_a_copy_refused_by_default():
     av = need_module("av")
     vf = av.VideoFrame.from_ndarray(np.zeros((32, 64, 3), np.uint8), format="rgb24").reformat(format="nv12")
-    with pytest.raises(CopyRequiredError, match="uploaded"):
+    with pytest.raises(CopyRequiredError, match="cpu_to_cuda"):
         interop.map(vf, MemoryType.CUDA)
 
 

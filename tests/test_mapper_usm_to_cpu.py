@@ -39,15 +39,20 @@ def test_device_memory_is_a_counted_copy():
     t = allocate(TensorInfo((10, 12), np.float32), "device", ctx)
     src = np.arange(120, dtype=np.float32).reshape(10, 12)
     ctx.queue.memcpy(t.native, src, src.nbytes)
-    with pytest.raises(CopyRequiredError):
-        interop.map(t, MemoryType.CPU)
+    from interop.mapper import Cost
+    from interop.mappers.usm_to_cpu import USMToCPU
+
+    assert USMToCPU().cost(t) is Cost.COPY  # the edge's own cost for device memory
+    with pytest.raises(CopyRequiredError) as e:
+        USMToCPU().map(t)
+    assert MemoryType.CPU in e.value.reachable  # map-time refusals say what is reachable too
     with interop.copy_meter() as m:
-        with interop.map(t, MemoryType.CPU, allow_copy=True) as h:
+        with USMToCPU().map(t, allow_copy=True) as h:
             np.testing.assert_array_equal(h.numpy(), src)
             assert h.data_ptr != t.pointer
         assert m.copies == 1 and m.bytes == src.nbytes
         r = t.region(2, 3, 5, 4)  # padded rows: only 4 x 5 elements move
-        with interop.map(r, MemoryType.CPU, mode=AccessMode.READ_WRITE, allow_copy=True) as h:
+        with USMToCPU().map(r, AccessMode.READ_WRITE, allow_copy=True) as h:
             np.testing.assert_array_equal(h.numpy(), src[3:7, 2:7])
             h.numpy()[:] = -1
     assert m.copies == 3 and m.bytes == src.nbytes + 2 * 4 * 5 * 4

@@ -25,7 +25,7 @@ def case_export_tensor_is_zero_copy() -> None:
     u = lz.alloc_tensor(TensorInfo((32, 48), np.uint8), "shared")
     np.asarray(u)[:] = 5
     with interop.copy_meter() as m:
-        d = interop.map(u, MemoryType.DMA)
+        d = interop.map(u, MemoryType.DMA, mode=AccessMode.READ_WRITE)  # a READ mapping is read-only
     assert m.copies == 0
     assert d.memory_type is MemoryType.DMA and d.parent is u and d.offset == 0 and d.size == 32 * 48
     assert d.info == u.info
@@ -72,7 +72,8 @@ def case_round_trip_export_then_import() -> None:
     a, b = LevelZeroContext.create(), LevelZeroContext.create(import_as="host")
     u = a.alloc_tensor(TensorInfo((10, 10), np.float32), "shared")
     np.asarray(u)[:] = 1.5
-    back = interop.map(interop.map(u, MemoryType.DMA), b)
+    rw = AccessMode.READ_WRITE  # a READ mapping is read-only, at every step
+    back = interop.map(interop.map(u, MemoryType.DMA, mode=rw), b, mode=rw)
     assert back.context is b and back.pointer != u.pointer
     assert (np.asarray(back) == 1.5).all()
     np.asarray(back)[2, 3] = -4.0
@@ -80,14 +81,22 @@ def case_round_trip_export_then_import() -> None:
 
 
 def test_sycl_usm_is_not_handed_to_level_zero() -> None:
-    """A USM pointer from a SYCL/OpenCL context is refused before any Level Zero call: ContextMismatchError."""
+    """A USM pointer from a SYCL/OpenCL context is refused before any Level Zero call: WrongMemoryError (a
+    ContextMismatchError), so interop.map() takes another route (through the CPU: a copy)."""
     need_module("dpctl")
     from interop.errors import ContextMismatchError
     from interop.tensors.usm import allocate
 
     t = allocate(TensorInfo((4, 4), np.uint8), "shared")
-    with pytest.raises(ContextMismatchError, match="Level Zero"):
+    from interop.errors import CopyRequiredError, WrongMemoryError
+    from interop.mappers.usm_to_dma import USMToDMA
+
+    with pytest.raises(WrongMemoryError, match="Level Zero") as e:
+        USMToDMA().map(t)
+    assert isinstance(e.value, ContextMismatchError)
+    with pytest.raises(CopyRequiredError) as ce:
         interop.map(t, MemoryType.DMA)
+    assert ce.value.step.name != "usm_to_dma"
 
 
 globals().update(ze_fake.tests_for(globals()))

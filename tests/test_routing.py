@@ -79,16 +79,21 @@ def test_bad_arguments_are_interop_errors():
     assert issubclass(CopyRequiredError, NoRouteError)
 
 
-def _brute_force_cost(src: MemoryType, dst: MemoryType, zero_only: bool):
+def _brute_force_cost(src: MemoryType, dst: MemoryType, free_only: bool):
+    """(always-copy steps, steps, may-copy steps) of the best path by brute force; ``free_only``: no step that
+    always copies."""
     edges = list(registered().values())
     best = None
+
+    def always(c):
+        return not c.zero_copy and not c.may_copy
 
     def walk(node, seen, path):
         nonlocal best
         if node is dst and path:
-            if zero_only and not all(c.zero_copy for c in path):
+            if free_only and any(always(c) for c in path):
                 return
-            key = (sum(not c.zero_copy for c in path), len(path))
+            key = (sum(always(c) for c in path), len(path), sum(bool(c.may_copy) for c in path))
             best = key if best is None or key < best else best
             return
         for c in edges:
@@ -100,35 +105,68 @@ def _brute_force_cost(src: MemoryType, dst: MemoryType, zero_only: bool):
 
 
 def test_registered_graph_routes_are_optimal():
-    """For every pair of memory types, route() returns a chain no worse than any path in the real graph."""
+    """For every pair of memory types, route() returns a chain no worse than any path in the real graph: fewest
+    steps that always copy, then fewest steps, then fewest that may copy; without allow_copy a chain with a step
+    that always copies is refused, naming it."""
     for src in M:
         for dst in M:
             if src is dst:
                 continue
-            best_any = _brute_force_cost(src, dst, zero_only=False)
-            best_zero = _brute_force_cost(src, dst, zero_only=True)
+            best_any = _brute_force_cost(src, dst, free_only=False)
+            best_free = _brute_force_cost(src, dst, free_only=True)
             if best_any is None:
                 with pytest.raises(NoRouteError) as e:
                     interop.route(src, dst, allow_copy=True)
                 assert dst not in e.value.reachable
                 continue
             chain = interop.route(src, dst, allow_copy=True)
-            assert (chain.copies, len(chain)) == (best_zero or best_any)
+            always = sum(not m.zero_copy and not m.may_copy for m in chain.mappers)
+            assert (always, len(chain), sum(m.may_copy for m in chain.mappers)) == (best_free or best_any)
             assert chain.mappers[0].src is src and chain.mappers[-1].dst is dst
             assert all(a.dst is b.src for a, b in zip(chain.mappers, chain.mappers[1:]))
-            if best_zero is None:
+            assert chain.zero_copy == all(m.zero_copy for m in chain.mappers)
+            if best_free is None:
                 with pytest.raises(CopyRequiredError) as ce:
                     interop.route(src, dst)
                 step = ce.value.step
-                assert not step.zero_copy and step.name in str(ce.value)
+                assert not step.zero_copy and not step.may_copy and step.name in str(ce.value)
                 assert dst in ce.value.reachable
 
 
+def test_may_copy_edges_are_marked():
+    """An edge that copies for some inputs only is neither zero-copy nor a plain copy: routes say "may copy"."""
+    chain = interop.route(M.FFMPEG, M.CPU)
+    assert not chain.zero_copy and chain.may_copy and chain.copies == 1
+    assert "may copy" in repr(chain) and "may copy" in str(chain)
+    for cls in registered().values():
+        assert not (cls.zero_copy and cls.may_copy), cls.name
+
+
 def test_no_route_lists_what_is_reachable():
-    try:
-        interop.route(M.NPU, M.FFMPEG, allow_copy=True)
-    except NoRouteError as e:
-        assert isinstance(e.reachable, frozenset)
-        assert "reach" in str(e)
-    else:  # a route exists in this build; then every step must connect
-        pass
+    """A NoRouteError says, in .reachable and in its message, every type some route from the source reaches."""
+    edges = registered()
+    sinks = [d for d in M if not any(a is d for (a, _b) in edges)]  # types no edge leaves
+    assert sinks, "every memory type has an edge out: pick another pair for this test"
+    src = sinks[0]
+    dst = next(d for d in M if d is not src)
+    with pytest.raises(NoRouteError) as e:
+        interop.route(src, dst, allow_copy=True)
+    assert e.value.reachable == frozenset()
+    assert "can reach: nothing" in str(e.value)
+    # from a source with edges: .reachable is exactly the closure of the graph, and the message names each type
+    src = M.VAAPI
+    want = set()
+    todo = [src]
+    while todo:
+        n = todo.pop()
+        for (a, b) in edges:
+            if a is n and b not in want and b is not src:
+                want.add(b)
+                todo.append(b)
+    unreachable = [d for d in M if d is not src and d not in want]
+    if unreachable:
+        with pytest.raises(NoRouteError) as e2:
+            interop.route(src, unreachable[0], allow_copy=True)
+        assert e2.value.reachable == frozenset(want)
+        for m in want:
+            assert m.name in str(e2.value)

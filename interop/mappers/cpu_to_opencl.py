@@ -6,10 +6,10 @@ output context (the default one: this machine's OpenCL device).
 
 from __future__ import annotations
 
+from ..frame import Frame
 from ..info import TensorInfo
 from ..mapper import Cost, MemoryMapper, register
 from ..meter import record_copy
-from ..frame import Frame
 from ..tensor import Tensor
 from ..tensors.opencl import OpenCLContext
 from ..types import AccessMode, MemoryType

@@ -11,8 +11,8 @@ import numpy as np
 
 from ..frame import Frame
 from ..mapper import MemoryMapper, register
-from ..types import AccessMode, MemoryType
 from ..tensors._dma_host import map_dma_to_host
+from ..types import AccessMode, MemoryType
 
 
 @register

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..mapper import MemoryMapper, register
+from ..frame import Frame
+from ..mapper import Cost, MemoryMapper, register
 from ..native.opencl_external import CL_EXTERNAL_MEMORY_HANDLE_DMA_BUF_KHR, import_fd
 from ..tensor import Tensor
-from ..types import AccessMode, MemoryType
 from ..tensors._dma_host import map_dma_to_host
+from ..types import AccessMode, MemoryType
 
 
 def import_dma_buf(ctx: Any, fd: int, size: int, read_only: bool) -> Any:
@@ -37,6 +38,7 @@ class DMAToOpenCL(MemoryMapper):
     # The edge's worst case: a device with neither host memory nor dma-buf import copies, so routing must ask
     # for allow_copy; on the CPU device and with the import extension nothing is copied (and nothing counted).
     zero_copy = False
+    may_copy = True
     requires = ("pyopencl",)
     extra = "opencl"
 
@@ -46,6 +48,15 @@ class DMAToOpenCL(MemoryMapper):
 
         ctx = self.output_context
         return ctx if isinstance(ctx, OpenCLContext) else Context.default(MemoryType.OPENCL)
+
+    def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
+        ctx = self._context()
+        if ctx.host_shared:
+            return Cost.ZERO_COPY
+        planes = [] if obj is None else obj.tensors if isinstance(obj, Frame) else [obj]
+        if planes and _has_dmabuf_import(ctx) and all(t.buffer.is_dmabuf for t in planes):  # type: ignore[attr-defined]
+            return Cost.ZERO_COPY
+        return Cost.COPY
 
     def _buffer(self, ctx: Any, t: Any, mode: AccessMode, allow_copy: bool) -> tuple[Any, list[Any]]:
         """A cl.Buffer over all of ``t``'s DMA buffer, and what must be released with the mapping."""

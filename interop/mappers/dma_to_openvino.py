@@ -17,8 +17,8 @@ from ..errors import InvalidTensorError
 from ..frame import Frame
 from ..mapper import MemoryMapper, register
 from ..tensor import Tensor, _ArrayExport
-from ..types import AccessMode, MemoryType
 from ..tensors._dma_host import map_dma_to_host
+from ..types import AccessMode, MemoryType
 
 
 def _full_pitch(arr: np.ndarray, room: int) -> np.ndarray:
@@ -43,7 +43,6 @@ class DMAToOpenVINO(MemoryMapper):
     src = MemoryType.DMA
     dst = MemoryType.OPENVINO
     zero_copy = True
-    refuses_layouts = True  # layouts OpenVINO cannot share are WrongMemoryError
     requires = ("openvino",)
     extra = "openvino"
 

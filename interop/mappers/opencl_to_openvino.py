@@ -48,7 +48,6 @@ class OpenCLToOpenVINO(MemoryMapper):
     src = MemoryType.OPENCL
     dst = MemoryType.OPENVINO
     zero_copy = True
-    refuses_layouts = True  # layouts OpenVINO cannot share are WrongMemoryError
     requires = ("pyopencl", "openvino")
     extra = "openvino"
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InvalidTensorError
+from ..frame import Frame
 from ..info import TensorInfo
-from ..mapper import MemoryMapper, register
+from ..mapper import Cost, MemoryMapper, register
 from ..meter import record_copy
 from ..tensor import Tensor
 from ..tensors.cpu import CPUTensor
+from ..tensors.usm import USMTensor
 from ..types import AccessMode, MemoryType
 
 
@@ -26,19 +28,21 @@ def _rows(info: TensorInfo) -> tuple[int, int, int]:
 class USMToCPU(MemoryMapper):
     src = MemoryType.USM
     dst = MemoryType.CPU
-    # Host/shared (the common case) are zero-copy; device allocations copy, but only with allow_copy (counted),
-    # so declaring the edge zero-copy never hides a copy. Declared False, routing would send USM -> CPU through
-    # USM -> DMA -> CPU, which only Level Zero contexts can take.
-    zero_copy = True
-    requires = ()
+    # Host/shared allocations (the common case) are zero-copy; device allocations copy, only with allow_copy
+    zero_copy = False
+    may_copy = True
+    inputs = (USMTensor,)
+
+    def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
+        if obj is None:
+            return Cost.COPY
+        planes = obj.tensors if isinstance(obj, Frame) else [obj]
+        return Cost.ZERO_COPY if all(t.usm_type in ("host", "shared") for t in planes) else Cost.COPY  # type: ignore[attr-defined]
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
-        from ..tensors.usm import USMTensor, host_view
+        from ..tensors.usm import host_view
 
-        if not isinstance(t, USMTensor):
-            raise InvalidTensorError(f"{self.name} maps USMTensors, not {type(t).__name__}")
-        if mode.writes and not t.writable:
-            raise InvalidTensorError("this USM tensor is read-only: map it with AccessMode.READ")
+        assert isinstance(t, USMTensor)
         ctx = t.context
         wait = getattr(getattr(ctx, "queue", None), "wait", None) or getattr(ctx, "wait", None)
         if wait is not None:

@@ -8,7 +8,11 @@ allocation share one fd. USM of a SYCL/OpenCL context is refused with ContextMis
 
 from __future__ import annotations
 
-from ..mapper import MemoryMapper, register
+from typing import Any
+
+from ..errors import ContextMismatchError, WrongMemoryError
+from ..frame import Frame
+from ..mapper import Cost, MemoryMapper, register
 from ..tensor import Tensor
 from ..types import AccessMode, MemoryType
 
@@ -20,18 +24,31 @@ class USMToDMA(MemoryMapper):
     zero_copy = True
     tier = "C"
 
+    def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
+        for t in () if obj is None else obj.tensors if isinstance(obj, Frame) else (obj,):
+            self._context_of(t)
+        return Cost.ZERO_COPY
+
+    def _context_of(self, t: Tensor) -> Any:
+        from ..tensors.level_zero import level_zero_context_of
+
+        try:
+            return level_zero_context_of(t, self.name)
+        except ContextMismatchError as e:  # USM of a SYCL/OpenCL context: routing goes another way
+            raise WrongMemoryError(str(e)) from e
+
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         return self.map_planes([t], mode, allow_copy)[0]
 
     def map_planes(self, planes: list[Tensor], mode: AccessMode, allow_copy: bool) -> list[Tensor]:
         from ..native import level_zero as ze
         from ..tensors.dma import DMATensor, buffer_from_fd
-        from ..tensors.level_zero import level_zero_context_of, usm_address
+        from ..tensors.level_zero import usm_address
 
         bufs: dict[tuple[int, int], tuple[object, int]] = {}
         out: list[Tensor] = []
         for t in planes:
-            ctx = level_zero_context_of(t, self.name)
+            ctx = self._context_of(t)
             addr = usm_address(t)
             base, size = ze.address_range(ctx.native, addr)
             key = (ctx.ze_context, base)

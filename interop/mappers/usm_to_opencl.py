@@ -9,12 +9,14 @@ copied into a buffer of the OpenCL context: a counted copy, refused unless allow
 
 from __future__ import annotations
 
-from ..context import Context
-from ..errors import ContextMismatchError, InvalidTensorError
+from ..errors import ContextMismatchError
+from ..frame import Frame
 from ..info import TensorInfo
-from ..mapper import MemoryMapper, register
+from ..mapper import Cost, MemoryMapper, register
 from ..meter import record_copy
 from ..tensor import Tensor
+from ..tensors.opencl import OpenCLContext
+from ..tensors.usm import USMTensor
 from ..types import AccessMode, MemoryType
 
 
@@ -22,22 +24,31 @@ from ..types import AccessMode, MemoryType
 class USMToOpenCL(MemoryMapper):
     src = MemoryType.USM
     dst = MemoryType.OPENCL
-    zero_copy = True
+    zero_copy = False  # USM of another context is copied (host/shared), only with allow_copy
+    may_copy = True
+    inputs = (USMTensor,)
+    output_contexts = (OpenCLContext,)
     requires = ("pyopencl",)
     extra = "opencl"
 
+    def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
+        if obj is None:
+            return Cost.COPY
+        cl_context = self.out_context().cl_context
+        for t in obj.tensors if isinstance(obj, Frame) else [obj]:
+            if getattr(t.context, "cl_context", None) != cl_context:
+                if t.usm_type == "device":  # type: ignore[attr-defined]
+                    raise ContextMismatchError(f"device USM of {t.context!r} cannot reach OpenCL context "
+                                               f"{self.out_context()!r}; map it to CPU first (allow_copy=True)")
+                return Cost.COPY
+        return Cost.ZERO_COPY
+
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         from ..native.opencl_usm import usm_functions
-        from ..tensors.opencl import OpenCLContext, OpenCLTensor, buffer_over_host, cl, enqueue_host_copy
-        from ..tensors.usm import USMTensor
+        from ..tensors.opencl import OpenCLTensor, buffer_over_host, cl, enqueue_host_copy
 
-        if not isinstance(t, USMTensor):
-            raise InvalidTensorError(f"{self.name} maps USMTensors, not {type(t).__name__}")
-        ctx = self.output_context or Context.default(MemoryType.OPENCL)
-        if not isinstance(ctx, OpenCLContext):
-            raise ContextMismatchError(f"{self.name} needs an OpenCLContext as output context, not {ctx!r}")
-        if mode.writes and not t.writable:
-            raise InvalidTensorError("this USM tensor is read-only: map it with AccessMode.READ")
+        assert isinstance(t, USMTensor)
+        ctx = self.out_context()
         wait = getattr(getattr(t.context, "queue", None), "wait", None)
         if wait is not None:
             wait()  # SYCL work on the allocation is done before OpenCL touches it
