@@ -85,9 +85,23 @@ class UnsupportedFormatError(InteropError, ValueError):
     """A pixel format (or DRM fourcc) that interop cannot describe as planes."""
 
 
+class CompileError(InteropError, ValueError):
+    """OpenVINO refused the model with the arguments given: a device name, a ``config`` key or value, or an
+    ``input_size`` the model cannot be reshaped to. Also a ValueError (the arguments are wrong, not the call);
+    the message carries OpenVINO's own text, and ``__cause__`` its exception."""
+
+
+class CallbackReentryError(InteropError, RuntimeError):
+    """A call that waits for an Inference's requests (``infer``, ``wait_all``, ``close``) was made from one of
+    its own completion callbacks, where it could only wait for itself. ``infer_async`` is allowed there."""
+
+
 def missing_backend(backend: str, module: str, extra: str | None) -> BackendUnavailableError:
-    """The standard error for a framework that cannot be imported."""
-    hint = f"pip install 'interop[{extra}]'" if extra else f"install the Python module '{module}'"
+    """The standard error for a framework that cannot be imported. ``backend`` is the backend's declared name
+    (``interop.backends.Backend.name``); ``extra`` its pip extra, named with this project's distribution."""
+    from ._dist import pip_hint
+
+    hint = pip_hint(extra) if extra else f"install the Python module '{module}'"
     return BackendUnavailableError(
         f"the {backend} backend needs the Python module '{module}', which is not installed: {hint}",
         backend=backend,

@@ -21,6 +21,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from .._dist import pip_hint
 from ..errors import BackendUnavailableError, InteropError
 
 c_void_p, c_uint, c_int, c_size_t, c_ulong = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int, ctypes.c_size_t, ctypes.c_ulong
@@ -83,7 +84,7 @@ def loader() -> ctypes.CDLL:
         lib.clRetainContext.argtypes = [c_void_p]
         lib.clReleaseContext.argtypes = [c_void_p]
         return lib
-    raise BackendUnavailableError("no OpenCL ICD loader (libOpenCL.so.1) found: pip install 'interop[opencl]'",
+    raise BackendUnavailableError(f"no OpenCL ICD loader (libOpenCL.so.1) found: {pip_hint('opencl')}",
                                   backend="opencl", extra="opencl")
 
 
@@ -202,7 +203,7 @@ def usm_functions(platform: int) -> USMFunctions:
             if not addr:
                 raise BackendUnavailableError(
                     f"the OpenCL platform has no {name} (cl_intel_unified_shared_memory): USM needs Intel's OpenCL "
-                    f"runtime (pip install 'interop[opencl]') or an Intel GPU driver", backend="usm", extra="opencl")
+                    f"runtime ({pip_hint('opencl')}) or an Intel GPU driver", backend="usm", extra="opencl")
             fns[name] = ctypes.CFUNCTYPE(restype, *argtypes)(addr)
         got = USMFunctions(platform, fns)
         _cache[platform] = got

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backends import BackendReport, Wrapper, class_in, register_probe, register_wrapper
+from ..backends import Backend, BackendReport, Wrapper, class_in, register_backend, register_wrapper
 from ..context import CPU_CONTEXT, Context
 from ..errors import InteropBufferError, InvalidTensorError, UnsupportedTypeError
 from ..frame import Frame
@@ -196,4 +196,4 @@ def _probe() -> list[BackendReport]:
     return [BackendReport("CPU", True, f"numpy {np.__version__}", [platform.processor() or platform.machine()], "A")]
 
 
-register_probe(0, _probe)
+BACKEND = register_backend(Backend("cpu", "CPU", (MemoryType.CPU,), tier="A", probe=_probe))

@@ -17,7 +17,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..backends import BackendReport, Wrapper, class_in, module_available, register_probe, register_wrapper
+from ..backends import (
+    Backend,
+    BackendReport,
+    Wrapper,
+    class_in,
+    module_available,
+    register_backend,
+    register_wrapper,
+)
 from ..context import Context, register_default_context
 from ..errors import (
     BackendUnavailableError,
@@ -361,7 +369,7 @@ def device_empty(shape: tuple[int, ...], dtype: np.dtype, device: int) -> tuple[
             arr = cupy.empty(shape, dtype=dtype)
         return arr, int(arr.data.ptr)
     raise BackendUnavailableError("allocating CUDA memory needs torch or CuPy: pip install torch (or cupy-cuda12x)",
-                                  backend="cuda")
+                                  backend=BACKEND.name)
 
 
 def exportable_empty(shape: tuple[int, ...], dtype: Any = np.uint8, device: int = 0) -> CUDATensor:
@@ -501,18 +509,27 @@ class _Raw:
 # ---- doctor ------------------------------------------------------------------------------------------------
 
 
+def _detect() -> str | None:
+    import glob
+
+    return None if glob.glob("/dev/nvidia[0-9]*") else "no NVIDIA device node (/dev/nvidia0...) on this machine"
+
+
 def _probe() -> list[BackendReport]:
     libs = [m for m in ("torch", "cupy", "av") if module_available(m)]
     try:
         d = driver()
         devs = d.devices()
-        return [BackendReport("CUDA", True, f"driver {d.version()}", devs, "B",
+        return [BackendReport(BACKEND.title, True, f"driver {d.version()}", devs, "B",
                               None if devs else "the NVIDIA driver reports no CUDA device", {"python": libs})]
     except Exception as e:  # no driver here: a row saying so
-        return [BackendReport("CUDA", False, None, [], "B", str(e), {"python": libs})]
+        return [BackendReport(BACKEND.title, False, None, [], "B", str(e), {"python": libs})]
 
 
-register_probe(90, _probe)
+# The driver API is loaded with ctypes (interop.native.cuda_driver); torch or CuPy only allocate, so neither is
+# required (missing_array_library() says when an allocation needs one).
+BACKEND = register_backend(Backend("cuda", "CUDA", (MemoryType.CUDA,), tier="B", probe=_probe, detect=_detect,
+                                   hardware="an NVIDIA CUDA GPU"))
 
 
 # Old public paths of names that moved to interop.cuda (issue 16; docs and benchmarks imported them from here). A

@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 
 from ..backends import (
+    Backend,
     BackendReport,
     Wrapper,
     class_in,
-    module_available,
-    register_probe,
+    register_backend,
     register_wrapper,
     require,
 )
@@ -448,7 +448,7 @@ def writable_frame(f: Frame, mapper: Any, allow_copy: bool) -> Frame:
                                  "then crop the result")
     mapper.copying(sum(t.info.nbytes for t in tensors), allow_copy,
                    "a decoded frame is a reference frame: writing needs a writable copy of it (a new VideoFrame)")
-    av = require("av", "FFmpeg", "ffmpeg")
+    av = require("av", "ffmpeg")
     new = av.VideoFrame(vf.width, vf.height, vf.format.name)
     if vf.pts is not None:
         new.pts = vf.pts
@@ -485,7 +485,7 @@ def video_frame_from_planes(arrays: list[np.ndarray], format: FrameFormat, width
     Packed and single-plane formats go through ``VideoFrame.from_numpy_buffer`` (any row pitch); I420, NV12,
     P010 and GRAY16 through ``VideoFrame.from_dlpack`` (each plane with its own pitch).
     """
-    av = require("av", "FFmpeg", "ffmpeg")
+    av = require("av", "ffmpeg")
     name = AV_FORMATS.get(format)
     if name is None or format in (FrameFormat.RGBX, FrameFormat.BGRX, FrameFormat.NV21):
         ok = ", ".join(f.name for f in AV_FORMATS if f not in (FrameFormat.RGBX, FrameFormat.BGRX, FrameFormat.NV21))
@@ -519,15 +519,17 @@ def video_frame_from_planes(arrays: list[np.ndarray], format: FrameFormat, width
 
 
 def _probe() -> list[BackendReport]:
-    if not module_available("av"):
-        return [BackendReport("FFmpeg", False, reason="PyAV is not installed: pip install 'interop[ffmpeg]'")]
+    why = BACKEND.missing()
+    if why is not None:
+        return [BackendReport(BACKEND.title, False, reason=f"PyAV {why}")]
     try:
-        av = require("av", "FFmpeg", "ffmpeg")
+        av = require("av", "ffmpeg")
         ver = f"PyAV {av.__version__}, FFmpeg {av.ffmpeg_version_info}" if hasattr(av, "ffmpeg_version_info") \
             else f"PyAV {av.__version__}"
-        return [BackendReport("FFmpeg", True, ver, ["cpu (software frames)"], "A")]
+        return [BackendReport(BACKEND.title, True, ver, ["cpu (software frames)"], "A")]
     except Exception as e:  # a broken install is a row that says so
-        return [BackendReport("FFmpeg", False, reason=f"PyAV failed to import: {e}")]
+        return [BackendReport(BACKEND.title, False, reason=f"PyAV failed to import: {e}")]
 
 
-register_probe(10, _probe)
+BACKEND = register_backend(Backend("ffmpeg", "FFmpeg", (MemoryType.FFMPEG,), tier="A", extra="ffmpeg", requires=("av",),
+                                   probe=_probe))

@@ -8,9 +8,11 @@ of one context is never handed to another's importer (ContextMismatchError).
 
 from __future__ import annotations
 
+import glob
 import threading
 from typing import Any
 
+from ..backends import Backend, BackendReport, register_backend
 from ..context import Context
 from ..errors import BackendUnavailableError, ContextMismatchError, InvalidTensorError
 from ..info import TensorInfo
@@ -50,7 +52,7 @@ class LevelZeroContext(Context):
                 if device_type is None or ze.device_properties(dev).type == device_type.upper():
                     return cls(ze.ZeContext.create(drv), dev, drv, import_as=import_as)
         raise BackendUnavailableError(f"no Level Zero {device_type or ''} device found (drivers: {len(ze.drivers())})".replace("  ", " "),
-                                      backend="usm")
+                                      backend=BACKEND.name)
 
     @classmethod
     def default(cls, memory_type: MemoryType = MemoryType.USM) -> Context:  # type: ignore[override]
@@ -162,3 +164,42 @@ def allocation_of(t: Any) -> Any:
 def usm_address(t: Any) -> int:
     """Address of element 0 of a USM tensor (``USMTensor.pointer``: base + offset)."""
     return int(t.pointer)
+
+
+# ---- doctor ----------------------------------------------------------------------------------------------------
+
+
+def _detect() -> str | None:
+    if glob.glob("/dev/dri/renderD*") or glob.glob("/dev/accel/accel*"):
+        return None
+    return "no GPU render node (/dev/dri/renderD*) or NPU accel node (/dev/accel/accel*) on this machine"
+
+
+def _probe() -> list[BackendReport]:
+    from ..native import level_zero as ze
+
+    # The loader keeps the outcome of the first zeInit of the process, and SYCL's is GPU-only (an NPU driver refuses
+    # it): initialising for every driver first keeps the NPU visible. Hence ``early`` below: this probe runs before
+    # any probe that may initialise SYCL or OpenCL.
+    ze.init_early()
+    row = BackendReport(name=BACKEND.title, installed=False, tier=BACKEND.tier)
+    try:
+        ze.loader()
+        row.installed = True
+        row.version = ze.loader_name()
+        for drv in ze.drivers():
+            major, minor = ze.driver_api_version(drv)
+            for dev in ze.devices(drv):
+                p = ze.device_properties(dev)
+                row.devices.append(f"{'NPU' if p.is_npu else p.type}: {p.name} (API {major}.{minor})")
+        if not row.devices:
+            row.reason = "the Level Zero drivers report no device"
+    except Exception as e:
+        row.reason = str(e)
+    return [row]
+
+
+# The driver under Level Zero USM contexts and the NPU's memory: it owns no memory type of its own (USM is SYCL's
+# by default), and its native library is loaded with ctypes (no pip extra).
+BACKEND = register_backend(Backend("level_zero", "Level Zero", (), tier="C", probe=_probe, detect=_detect,
+                                   hardware="a Level Zero driver (Intel GPU or NPU)", early=True))

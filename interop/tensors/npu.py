@@ -31,13 +31,14 @@ the ov.Tensor of the import path); the CPU cannot read NPU tensors through inter
 
 from __future__ import annotations
 
+import glob
 import threading
 import weakref
 from typing import Any
 
 import numpy as np
 
-from ..backends import BackendReport, module_available, register_probe
+from ..backends import Backend, BackendReport, register_backend
 from ..context import Context, register_default_context
 from ..errors import BackendUnavailableError, ContextMismatchError, InvalidTensorError, WrongMemoryError
 from ..info import TensorInfo
@@ -97,7 +98,7 @@ class NPUContext(Context):
             rc = core.get_default_context("NPU")
         except Exception as e:  # OpenVINO raises RuntimeError with the plugin's reason
             raise BackendUnavailableError(f"OpenVINO has no NPU context here: {str(e).strip().splitlines()[-1]}",
-                                          backend="npu") from e
+                                          backend=BACKEND.name) from e
         return cls(rc, core=core, strategy=strategy)
 
     @property
@@ -111,7 +112,7 @@ class NPUContext(Context):
             params = self._native.get_params()
             if "L0_CONTEXT" not in params:
                 raise BackendUnavailableError(f"the NPU remote context publishes no L0_CONTEXT (params: {sorted(params)})",
-                                              backend="npu")
+                                              backend=BACKEND.name)
             self._ze_context = parse_handle(params["L0_CONTEXT"])
         return self._ze_context
 
@@ -394,64 +395,38 @@ def _host_tensor(owner: Any, addr: int, shape: tuple[int, ...], dtype: np.dtype,
 
 
 # ---- doctor ---------------------------------------------------------------------------------------------
-_probe_lock = threading.Lock()
+def _detect() -> str | None:
+    return None if glob.glob("/dev/accel/accel*") else "no /dev/accel node (no NPU or no intel_vpu kernel driver)"
 
 
 def _probe() -> list[BackendReport]:
-    import glob
-
-    rows = []
-    from ..native import level_zero as ze
-
-    lz = BackendReport(name="Level Zero", installed=False, tier="C")
-    try:
-        ze.loader()
-        lz.installed = True
-        lz.version = ze.loader_name()
-        for drv in ze.drivers():
-            major, minor = ze.driver_api_version(drv)
-            for dev in ze.devices(drv):
-                p = ze.device_properties(dev)
-                lz.devices.append(f"{'NPU' if p.is_npu else p.type}: {p.name} (API {major}.{minor})")
-        if not lz.devices:
-            lz.reason = "the Level Zero drivers report no device"
-    except Exception as e:
-        lz.reason = str(e)
-    rows.append(lz)
-
-    npu = BackendReport(name="NPU (OpenVINO)", installed=module_available("openvino"), tier="C")
+    npu = BackendReport(name=BACKEND.title, installed=True, tier=BACKEND.tier)
     accel = glob.glob("/dev/accel/accel*")
     npu.details["accel_nodes"] = accel
-    if not npu.installed:
-        npu.reason = "OpenVINO is not installed: pip install 'interop[openvino]'"
-    else:
-        try:
-            from .openvino import get_core
+    why = BACKEND.missing_module()
+    if why is not None:
+        npu.installed = False
+        npu.reason = f"OpenVINO {why}"
+        return [npu]
+    try:
+        from .openvino import get_core
 
-            core = get_core()
-            if "NPU" in core.available_devices:
-                npu.devices.append(str(core.get_property("NPU", "FULL_DEVICE_NAME")))
-            else:
-                why = "no /dev/accel node (no NPU or no intel_vpu kernel driver)" if not accel else "an accel node exists"
-                try:
-                    core.get_default_context("NPU")
-                except Exception as e:
-                    why += f"; OpenVINO: {str(e).strip().splitlines()[-1]}"
-                npu.reason = f"OpenVINO lists no NPU: {why}"
-        except Exception as e:
-            npu.reason = f"OpenVINO failed: {e}"
-    rows.append(npu)
-    return rows
-
-
-def _pin_level_zero() -> list[BackendReport]:
-    # Runs before the OpenCL (30) and SYCL (40) probes, which initialise Level Zero with GPU_ONLY through dpctl: see
-    # native.level_zero.init_early. It adds no row.
-    from ..native import level_zero as ze
-
-    ze.init_early()
-    return []
+        core = get_core()
+        if "NPU" in core.available_devices:
+            npu.devices.append(str(core.get_property("NPU", "FULL_DEVICE_NAME")))
+        else:
+            why = "no /dev/accel node (no NPU or no intel_vpu kernel driver)" if not accel else "an accel node exists"
+            try:
+                core.get_default_context("NPU")
+            except Exception as e:
+                why += f"; OpenVINO: {str(e).strip().splitlines()[-1]}"
+            npu.reason = f"OpenVINO lists no NPU: {why}"
+    except Exception as e:
+        npu.reason = f"OpenVINO failed: {e}"
+    return [npu]
 
 
-register_probe(1, _pin_level_zero)
-register_probe(70, _probe)
+# NPU memory lives in the NPU plugin's Level Zero context, reached through OpenVINO: its probe asks OpenVINO.
+BACKEND = register_backend(Backend("npu", "NPU (OpenVINO)", (MemoryType.NPU,), tier="C", extra="openvino",
+                                   requires=("openvino",), probe=_probe, detect=_detect, hardware="an Intel NPU",
+                                   after=("level_zero",)))

@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..backends import (
+    Backend,
     BackendReport,
     Wrapper,
     class_in,
     lazy_module,
-    register_probe,
+    register_backend,
     register_wrapper,
 )
 from ..context import Context, register_default_context
@@ -41,7 +42,7 @@ _live: weakref.WeakSet = weakref.WeakSet()
 _contexts: dict[int, OpenCLContext] = {}
 
 
-cl = lazy_module("pyopencl", "opencl", "opencl")
+cl = lazy_module("pyopencl", "opencl")
 
 
 class OpenCLContext(Context):
@@ -149,12 +150,12 @@ def _default_context() -> OpenCLContext:
     except cl_.Error as e:
         from ..errors import BackendUnavailableError
 
-        raise BackendUnavailableError(f"no OpenCL platform: {e}", backend="opencl", extra="opencl") from e
+        raise BackendUnavailableError(f"no OpenCL platform: {e}", backend=BACKEND.name, extra=BACKEND.extra) from e
     devices = [d for p in platforms for d in p.get_devices()]
     if not devices:
         from ..errors import BackendUnavailableError
 
-        raise BackendUnavailableError("no OpenCL device", backend="opencl", extra="opencl")
+        raise BackendUnavailableError("no OpenCL device", backend=BACKEND.name, extra=BACKEND.extra)
     dev = next((d for d in devices if d.type & cl_.device_type.CPU and "Intel" in d.platform.name), devices[0])
     return OpenCLContext(cl_.Context([dev]), source="pyopencl")
 
@@ -471,22 +472,24 @@ def shared_context_report() -> dict[str, Any]:
 
 
 def _probe() -> list[BackendReport]:
-    from ..backends import module_available
-
-    if not module_available("pyopencl"):
-        return [BackendReport("OpenCL", False, reason="pip install 'interop[opencl]' (pyopencl)")]
+    why = BACKEND.missing()
+    if why is not None:
+        return [BackendReport(BACKEND.title, False, reason=f"{why} (pyopencl)")]
     cl_ = cl()
     try:
         platforms = cl_.get_platforms()
     except cl_.Error as e:
-        return [BackendReport("OpenCL", True, f"pyopencl {cl_.VERSION_TEXT}", reason=f"no OpenCL platform: {e}")]
+        return [BackendReport(BACKEND.title, True, f"pyopencl {cl_.VERSION_TEXT}", reason=f"no OpenCL platform: {e}")]
     devices = [f"{d.name.strip()} ({p.name})" for p in platforms for d in p.get_devices()]
     try:
         details = shared_context_report()
     except Exception as e:  # doctor reports, never crashes
-        return [BackendReport("OpenCL", True, f"pyopencl {cl_.VERSION_TEXT}", devices, reason=f"no usable context: {e}")]
+        return [BackendReport(BACKEND.title, True, f"pyopencl {cl_.VERSION_TEXT}", devices,
+                              reason=f"no usable context: {e}")]
     details["platforms"] = len(platforms)
-    return [BackendReport("OpenCL", True, f"pyopencl {cl_.VERSION_TEXT}", devices, "A", details=details)]
+    return [BackendReport(BACKEND.title, True, f"pyopencl {cl_.VERSION_TEXT}", devices, "A", details=details)]
 
 
-register_probe(30, _probe)
+# Its probe wraps OpenCV's context (made by the UMat probe) to report that the two share one.
+BACKEND = register_backend(Backend("opencl", "OpenCL", (MemoryType.OPENCL,), tier="A", extra="opencl",
+                                   requires=("pyopencl",), probe=_probe, after=("opencv_umat",)))

@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 
 from ..backends import (
+    Backend,
     BackendReport,
     Wrapper,
     class_in,
     lazy_module,
-    module_available,
-    register_probe,
+    register_backend,
     register_wrapper,
 )
 from ..context import Context, register_default_context
@@ -40,7 +40,7 @@ from .cpu import frame_from_array, info_of, view_bytes
 _lock = threading.Lock()
 
 
-cv2 = lazy_module("cv2", "opencv", "opencv")
+cv2 = lazy_module("cv2", "opencv")
 
 
 # ---- contexts -------------------------------------------------------------------------------------------------
@@ -284,21 +284,31 @@ register_wrapper(Wrapper("cv2.UMat", lambda c: class_in(c, "cv2", "UMat"), wrap_
 # ---- doctor ---------------------------------------------------------------------------------------------------
 
 
-def _probe() -> list[BackendReport]:
-    if not module_available("cv2"):
-        return [BackendReport("OpenCV", False, reason="pip install 'interop[opencv]' (opencv-python-headless)")]
+def _probe_mat() -> list[BackendReport]:
+    why = BACKEND.missing()
+    if why is not None:
+        return [BackendReport(BACKEND.title, False, reason=f"{why} (opencv-python-headless)")]
+    return [BackendReport(BACKEND.title, True, f"opencv {cv2().__version__}", ["cpu"], "A")]
+
+
+def _probe_umat() -> list[BackendReport]:
+    why = UMAT_BACKEND.missing()
+    if why is not None:
+        return [BackendReport(UMAT_BACKEND.title, False, reason=f"{why} (opencv-python-headless)")]
     c = cv2()
-    rows = [BackendReport("OpenCV Mat", True, f"opencv {c.__version__}", ["cpu"], "A")]
     try:
         ucx = Context.default(MemoryType.OPENCV_UMAT)
         assert isinstance(ucx, UMatContext)
         d = c.ocl.Device.getDefault()
-        rows.append(BackendReport("OpenCV UMat (OpenCL)", True, f"opencv {c.__version__}", [d.name()], "A", details={
+        return [BackendReport(UMAT_BACKEND.title, True, f"opencv {c.__version__}", [d.name()], "A", details={
             "OpenCL": d.OpenCLVersion(), "vendor": d.vendorName(), "cl_context": f"{ucx.cl_context:#x}",
-            "owner": "OpenCV owns the shared OpenCL context; pyopencl and dpctl wrap it"}))
+            "owner": "OpenCV owns the shared OpenCL context; pyopencl and dpctl wrap it"})]
     except Exception as e:
-        rows.append(BackendReport("OpenCV UMat (OpenCL)", True, f"opencv {c.__version__}", reason=str(e)))
-    return rows
+        return [BackendReport(UMAT_BACKEND.title, True, f"opencv {c.__version__}", reason=str(e))]
 
 
-register_probe(20, _probe)
+BACKEND = register_backend(Backend("opencv", "OpenCV Mat", (MemoryType.OPENCV,), tier="A", extra="opencv",
+                                   requires=("cv2",), probe=_probe_mat))
+# The UMat's OpenCL context is the one pyopencl and dpctl wrap: it is made before theirs (after Level Zero's pin).
+UMAT_BACKEND = register_backend(Backend("opencv_umat", "OpenCV UMat (OpenCL)", (MemoryType.OPENCV_UMAT,), tier="A",
+                                        extra="opencv", requires=("cv2",), probe=_probe_umat))

@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 
 from ..backends import (
+    Backend,
     BackendReport,
     Wrapper,
     class_in,
     lazy_module,
-    module_available,
-    register_probe,
+    register_backend,
     register_wrapper,
 )
 from ..context import Context, register_default_context
@@ -33,7 +33,7 @@ _core: Any = None
 _core_lock = threading.Lock()
 
 
-ov_module = lazy_module("openvino", "OpenVINO", "openvino")
+ov_module = lazy_module("openvino", "openvino")
 
 
 def get_core() -> Any:
@@ -192,15 +192,17 @@ register_wrapper(Wrapper("openvino.Tensor", lambda c: class_in(c, "openvino", "T
 
 
 def _probe() -> list[BackendReport]:
-    if not module_available("openvino"):
-        return [BackendReport("OpenVINO", False, reason="openvino is not installed: pip install 'interop[openvino]'")]
+    why = BACKEND.missing()
+    if why is not None:
+        return [BackendReport(BACKEND.title, False, reason=f"openvino {why}")]
     try:
         ov = ov_module()
         core = get_core()
         devs = [f"{d}: {core.get_property(d, 'FULL_DEVICE_NAME')}" for d in core.available_devices]
-        return [BackendReport("OpenVINO", True, f"openvino {ov.get_version()}", devs, "A")]
+        return [BackendReport(BACKEND.title, True, f"openvino {ov.get_version()}", devs, "A")]
     except Exception as e:  # a broken install is a row that says so
-        return [BackendReport("OpenVINO", False, reason=f"OpenVINO failed: {e}")]
+        return [BackendReport(BACKEND.title, False, reason=f"OpenVINO failed: {e}")]
 
 
-register_probe(80, _probe)
+BACKEND = register_backend(Backend("openvino", "OpenVINO", (MemoryType.OPENVINO,), tier="A", extra="openvino",
+                                   requires=("openvino",), probe=_probe))

@@ -26,11 +26,11 @@ from typing import Any
 import numpy as np
 
 from ..backends import (
+    Backend,
     BackendReport,
     Wrapper,
     class_in,
-    module_available,
-    register_probe,
+    register_backend,
     register_wrapper,
     require,
 )
@@ -60,7 +60,7 @@ def dpctl() -> Any:
             from ..native.level_zero import init_early
 
             init_early()
-        _mod = require("dpctl", "usm", "sycl")
+        _mod = require("dpctl", "usm")
     return _mod
 
 
@@ -335,13 +335,14 @@ register_wrapper(Wrapper("__sycl_usm_array_interface__ producers", _has_suai, wr
 
 
 def _probe() -> list[BackendReport]:
-    if not module_available("dpctl"):
-        return [BackendReport("SYCL USM (dpctl)", False, reason="pip install 'interop[sycl]' (dpctl)")]
+    why = BACKEND.missing()
+    if why is not None:
+        return [BackendReport(BACKEND.title, False, reason=f"{why} (dpctl)")]
     d = dpctl()
     try:
         devices = [f"{x.name} ({x.backend.name})" for x in d.get_devices()]
     except Exception as e:
-        return [BackendReport("SYCL USM (dpctl)", True, f"dpctl {d.__version__}", reason=f"no SYCL device: {e}")]
+        return [BackendReport(BACKEND.title, True, f"dpctl {d.__version__}", reason=f"no SYCL device: {e}")]
     try:
         ctx = Context.default(MemoryType.USM)
         assert isinstance(ctx, SYCLContext)
@@ -350,8 +351,10 @@ def _probe() -> list[BackendReport]:
             details["cl_context"] = f"{ctx.cl_context:#x}"
         details["usm types"] = ", ".join(USM_TYPES)
     except Exception as e:
-        return [BackendReport("SYCL USM (dpctl)", True, f"dpctl {d.__version__}", devices, reason=f"no usable queue: {e}")]
-    return [BackendReport("SYCL USM (dpctl)", True, f"dpctl {d.__version__}", devices, "A", details=details)]
+        return [BackendReport(BACKEND.title, True, f"dpctl {d.__version__}", devices, reason=f"no usable queue: {e}")]
+    return [BackendReport(BACKEND.title, True, f"dpctl {d.__version__}", devices, "A", details=details)]
 
 
-register_probe(40, _probe)
+# Its probe derives the SYCL queue from the OpenCL context the OpenCL probe reported.
+BACKEND = register_backend(Backend("usm", "SYCL USM (dpctl)", (MemoryType.USM,), tier="A", extra="sycl",
+                                   requires=("dpctl",), probe=_probe, after=("opencl",)))

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backends import BackendReport, register_probe
+from ..backends import Backend, BackendReport, register_backend
 from ..context import Context, register_default_context
 from ..errors import (
     BackendUnavailableError,
@@ -118,14 +118,14 @@ def _default_context() -> VAContext:
     nodes = sorted(glob.glob("/dev/dri/renderD*"))
     if not nodes:
         raise BackendUnavailableError("VA-API needs a DRM render node (/dev/dri/renderD*): none on this machine (tier C: "
-                                      "a machine with an Intel/AMD GPU and its VA driver)", backend="vaapi")
+                                      "a machine with an Intel/AMD GPU and its VA driver)", backend=BACKEND.name)
     reasons = []
     for node in nodes:
         try:
             return VAContext(device=node)
         except InteropError as e:
             reasons.append(f"{node}: {e}")
-    raise BackendUnavailableError("no render node has a working VA driver: " + "; ".join(reasons), backend="vaapi")
+    raise BackendUnavailableError("no render node has a working VA driver: " + "; ".join(reasons), backend=BACKEND.name)
 
 
 register_default_context(MemoryType.VAAPI, _default_context)
@@ -389,14 +389,18 @@ def map_to_host(f: Frame | Tensor, mode: AccessMode) -> list[Tensor]:
 _probe_lock = threading.Lock()
 
 
+def _detect() -> str | None:
+    return None if glob.glob("/dev/dri/renderD*") else "no DRM render node (/dev/dri/renderD*) on this machine"
+
+
 def _probe() -> list[BackendReport]:
     libva = _va()
     why = libva.available()
     if why:
-        return [BackendReport("VA-API", False, None, [], "C", why)]
+        return [BackendReport(BACKEND.title, False, None, [], "C", why)]
     nodes = sorted(glob.glob("/dev/dri/renderD*"))
     if not nodes:
-        return [BackendReport("VA-API", True, None, [], "C", "no DRM render node (/dev/dri/renderD*) on this machine")]
+        return [BackendReport(BACKEND.title, True, None, [], "C", _detect())]
     devices, reasons, version = [], [], None
     with _probe_lock:
         for node in nodes:
@@ -406,10 +410,12 @@ def _probe() -> list[BackendReport]:
                     version = f"VA-API {d.version[0]}.{d.version[1]}"
             except InteropError as e:
                 reasons.append(f"{node}: {e}")
-    return [BackendReport("VA-API", True, version, devices, "C", None if devices else "; ".join(reasons))]
+    return [BackendReport(BACKEND.title, True, version, devices, "C", None if devices else "; ".join(reasons))]
 
 
-register_probe(60, _probe)
+# libva is loaded with ctypes (interop.native.libva): no Python module, no pip extra.
+BACKEND = register_backend(Backend("vaapi", "VA-API", (MemoryType.VAAPI,), tier="C", probe=_probe, detect=_detect,
+                                   hardware="a VA-API render node with a working driver"))
 
 __all__ = ["VAContext", "VASurface", "VATensor", "va_frame", "surface_of", "va_fourcc_of", "format_of_va_fourcc",
            "map_to_host"]
