@@ -12,6 +12,8 @@ from .api import map, wrap  # noqa: E402
 from .context import Context  # noqa: E402
 from .errors import (  # noqa: E402
     BackendUnavailableError,
+    CallbackReentryError,
+    CompileError,
     ContextMismatchError,
     CopyRequiredError,
     InteropBufferError,
@@ -48,5 +50,5 @@ __all__ = [
     "Tensor", "Frame", "Context", "MemoryMapper", "MemoryMapperChain", "wrap", "map", "route", "copy_meter",
     "Inference", "InteropError", "NoRouteError", "CopyRequiredError", "BackendUnavailableError",
     "InvalidTensorError", "UnsupportedTypeError", "ContextMismatchError", "UnsupportedFormatError", "WrongMemoryError",
-    "ResourceError", "InteropTimeoutError", "InteropBufferError",
+    "ResourceError", "InteropTimeoutError", "InteropBufferError", "CompileError", "CallbackReentryError",
 ]

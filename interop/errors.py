@@ -96,6 +96,17 @@ class CallbackReentryError(InteropError, RuntimeError):
     its own completion callbacks, where it could only wait for itself. ``infer_async`` is allowed there."""
 
 
+class CompileError(InteropError, ValueError):
+    """OpenVINO refused the model with the arguments given: a device name, a ``config`` key or value, or an
+    ``input_size`` the model cannot be reshaped to. Also a ValueError (the arguments are wrong, not the call);
+    the message carries OpenVINO's own text, and ``__cause__`` its exception."""
+
+
+class CallbackReentryError(InteropError, RuntimeError):
+    """A call that waits for an Inference's requests (``infer``, ``wait_all``, ``close``) was made from one of
+    its own completion callbacks, where it could only wait for itself. ``infer_async`` is allowed there."""
+
+
 def missing_backend(backend: str, module: str, extra: str | None) -> BackendUnavailableError:
     """The standard error for a framework that cannot be imported. ``backend`` is the backend's declared name
     (``interop.backends.Backend.name``); ``extra`` its pip extra, named with this project's distribution."""

@@ -18,8 +18,6 @@ import errno
 import gc
 import logging
 import math
-import os
-import re
 import threading
 import time
 import weakref
@@ -30,53 +28,35 @@ from typing import Any
 
 import numpy as np
 
-from .backends import require
-from .errors import (
+from ..backends import require
+from ..errors import (
+    CallbackReentryError,
+    CompileError,
     InteropError,
     InteropTimeoutError,
     InvalidTensorError,
     ResourceError,
-    UnsupportedFormatError,
     UnsupportedTypeError,
 )
-from .frame import Frame
-from .tensor import Tensor
-from .types import FrameFormat, MemoryType
+from ..frame import Frame
+from ..types import FrameFormat, MemoryType
+from . import _preprocess
+from ._inputs import SHAPES_CHECKED_LIMIT, PlaneInputs, check_shapes, frame_inputs, raw_inputs
+from ._model import get_core as _get_core
+from ._model import layout, load, static_model
+from ._model import ov_message as _ov_message
 
-log = logging.getLogger(__name__)
+__all__ = ["Inference", "CompileError", "CallbackReentryError", "MAX_INPUT_SIDE", "Outputs", "Callback"]
+
+log = logging.getLogger("interop.inference")
 
 Outputs = dict[Any, np.ndarray]
 Callback = Callable[[Outputs, Any], None]
 
-_PACKED = {FrameFormat.RGB: "RGB", FrameFormat.BGR: "BGR", FrameFormat.RGBX: "RGBX", FrameFormat.BGRX: "BGRX"}
 
 # a model input side beyond this is refused up front: no image model goes near it, and OpenVINO would try to
 # allocate the tensors of a 2**40-wide input rather than refuse it
 MAX_INPUT_SIDE = 1 << 16
-
-
-class CompileError(InteropError, ValueError):
-    """OpenVINO refused the model with the arguments given: a device name, a ``config`` key or value, or an
-    ``input_size`` the model cannot be reshaped to. Also a ValueError (the arguments are wrong, not the call);
-    the message carries OpenVINO's own text, and ``__cause__`` its exception."""
-
-
-class CallbackReentryError(InteropError, RuntimeError):
-    """A call that waits for this Inference's requests (``infer``, ``wait_all``, ``close``) was made from one of
-    its own completion callbacks, where it could only wait for itself. ``infer_async`` is allowed there."""
-
-
-def _ov_message(e: BaseException) -> str:
-    """OpenVINO's message without its source-location lines ("Exception from src/...cpp:117:"), on one line."""
-    lines = []
-    for ln in str(e).splitlines():
-        ln = ln.strip()
-        if re.fullmatch(r"Exception from \S+:\d+:", ln):
-            continue
-        ln = re.sub(r"^Check '.*' failed at \S+:\d+:\s*", "", ln)
-        if ln:
-            lines.append(ln)
-    return " ".join(lines) or str(e).strip() or type(e).__name__
 
 
 # Which Inferences run a completion callback on this thread (ids): their submissions are queued, not waited for.
@@ -90,84 +70,6 @@ def _callbacks_here() -> list[int]:
     return owners
 
 
-def _get_core() -> Any:
-    """The shared ov.Core (interop.tensors.openvino's, so remote contexts and caches are shared)."""
-    from .tensors.openvino import get_core
-
-    return get_core()
-
-
-def _ov_native(t: Tensor) -> Any:
-    """The ov.Tensor (or RemoteTensor) behind an OPENVINO/NPU tensor."""
-    return t.native
-
-
-def _as_4d(ov: Any, nat: Any) -> Any:
-    """A plane as (1, rows, pitch, C): producers may give (rows, pitch) or (rows, pitch, C); same memory."""
-    shape = tuple(nat.get_shape())  # ov.RemoteTensor (NPU planes) has get_shape() but no .shape
-    if len(shape) == 4:
-        return nat
-    if len(shape) in (2, 3):
-        arr = nat.data  # a writeable host view of the tensor's memory (CPU-reachable tensors only)
-        return ov.Tensor(arr.reshape((1,) + shape + ((1,) if len(shape) == 2 else ())), shared_memory=True)
-    raise InvalidTensorError(f"a frame plane shaped {shape} cannot be fed to the model: expected (1, rows, pitch, C)")
-
-
-class _Ownerless:
-    """Read-only bytes at an address, for numpy (``np.asarray``), owning nothing: see _PlaneInputs."""
-
-    __slots__ = ("__array_interface__",)
-
-    def __init__(self, address: int, nbytes: int):
-        self.__array_interface__ = {"version": 3, "shape": (nbytes,), "typestr": "|u1", "data": (address, True)}
-
-
-class _PlaneInputs:
-    """Request inputs for decoded planes mapped to OpenVINO, one ov.Tensor per (address, plane layout), reused.
-
-    A decoder hands out frames from a small pool of buffers, so the same few addresses come back frame after
-    frame; making an ov.Tensor per plane per frame (OpenVINO's constructor: 1.1 µs) is the largest cost of
-    feeding a frame. These tensors own nothing, so they are safe only as Inference uses them: a request reads
-    one while the job keeps the mapped frame (and so that buffer) alive, and they never leave Inference. A
-    tensor is (address, shape, type) and nothing else, so one made for an earlier buffer at the same address
-    and layout is exactly the tensor a new one would be (the map checked that the layout fits the buffer)."""
-
-    LIMIT = 1024  # entries (a few pools of tens of buffers); past it the cache starts again
-
-    def __init__(self, ov: Any):
-        self._tensor = ov.Tensor
-        self._cache: dict[tuple[int, Any], Any] = {}
-        self.made = 0
-
-    def get(self, t: Any) -> Any:
-        """The request input for PlaneTensor ``t`` (its address and layout, the same memory as ``t.native``)."""
-        spec = t._spec
-        addr = t._host_address()
-        key = (addr, spec)
-        nat = self._cache.get(key)
-        if nat is None:
-            nat = self._tensor(np.asarray(_Ownerless(addr, spec.full.nbytes)), spec.shape, spec.type)
-            if len(self._cache) >= self.LIMIT:
-                self._cache.clear()
-            self._cache[key] = nat
-            self.made += 1
-        return nat
-
-    def clear(self) -> None:
-        self._cache.clear()
-
-
-_plane_tensor: type | None = None
-
-
-def _plane_tensor_class() -> type:
-    global _plane_tensor
-    if _plane_tensor is None:
-        from .mappers.ffmpeg_to_openvino import PlaneTensor
-
-        _plane_tensor = PlaneTensor
-    return _plane_tensor
-
 
 _live: weakref.WeakSet[Inference] = weakref.WeakSet()
 
@@ -180,10 +82,10 @@ def _close_all() -> None:
     # The same for the plugins' own threads: release the shared Core, the contexts and the cached chains that hold
     # it, and the compiled models of closed Inferences, while the interpreter is whole (best effort: a Core the
     # program itself still references lives on).
-    from . import routing
-    from .context import set_default_context
-    from .tensors import openvino as ovt
-    from .types import MemoryType
+    from .. import routing
+    from ..context import set_default_context
+    from ..tensors import openvino as ovt
+    from ..types import MemoryType
 
     routing.forget_cached_routes()
     set_default_context(MemoryType.OPENVINO, None)
@@ -300,25 +202,7 @@ class Inference:
                  rgb: bool = True, config: Mapping[str, Any] | None = None):
         self._ov = ov = require("openvino", "OpenVINO", "openvino")
         self._core = core = _get_core()
-        if isinstance(model, ov.Model):
-            self._model = model
-            self.model_name = model.get_friendly_name() or "model"
-        elif isinstance(model, (str, os.PathLike)):
-            path = os.fspath(model)
-            if isinstance(path, bytes):
-                path = os.fsdecode(path)
-            if not os.path.isfile(path):
-                what = "is a directory, not a model file" if os.path.isdir(path) else "not found"
-                raise InvalidTensorError(f"model file {path!r} {what}: give the path of an OpenVINO IR (.xml), "
-                                         f"ONNX (.onnx) or TFLite (.tflite) model")
-            try:
-                self._model = core.read_model(path)
-            except Exception as e:  # noqa: BLE001 - OpenVINO's frontends raise RuntimeError and others
-                raise InvalidTensorError(f"OpenVINO cannot read the model {path!r}: {_ov_message(e)}; "
-                                         f"give an IR (.xml with its .bin), ONNX or TFLite file") from e
-            self.model_name = os.path.basename(path)
-        else:
-            raise UnsupportedTypeError(f"model must be a path or an openvino.Model, not {type(model).__name__}")
+        self._model, self.model_name = load(ov, core, model)
         self._device = self._pick_device(device)
         self._memory_type = MemoryType.NPU if self._device.split(".")[0].upper() == "NPU" else MemoryType.OPENVINO
         self._config: dict[str, Any] = {"PERFORMANCE_HINT": "THROUGHPUT"}
@@ -332,7 +216,7 @@ class Inference:
             raise UnsupportedTypeError(f"rgb must be True (the model takes RGB) or False (BGR), not {rgb!r}")
         self._rgb = bool(rgb)
         self._variants: dict[Any, _Variant] = {}
-        self._plane_inputs = _PlaneInputs(ov)
+        self._plane_inputs = PlaneInputs(ov)
         self._variants_lock = threading.Lock()
         self._cond = threading.Condition()
         self._pending = 0
@@ -381,7 +265,7 @@ class Inference:
             raise UnsupportedTypeError(f"device must be an OpenVINO device name such as 'CPU' or 'NPU', not {device!r}")
         base = device.split(":")[0].split(".")[0].upper()
         if base not in ("AUTO", "MULTI", "HETERO", "BATCH") and not any(d.split(".")[0].upper() == base for d in avail):
-            from .errors import BackendUnavailableError
+            from ..errors import BackendUnavailableError
 
             raise BackendUnavailableError(f"OpenVINO device {device!r} is not available here; devices found: "
                                           f"{', '.join(avail) or 'none'} (leave device=None to pick one)",
@@ -440,21 +324,7 @@ class Inference:
         return out
 
     def _layout(self, param: Any) -> str:
-        lay = param.get_layout()
-        if not lay.empty:
-            s = lay.to_string().strip("[]").replace(",", "")
-            if s in ("NCHW", "NHWC"):
-                return s
-        ps = param.get_partial_shape()
-        if ps.rank.is_static and ps.rank.get_length() == 4:
-            if ps[1].is_static and ps[1].get_length() in (1, 3, 4):
-                return "NCHW"
-            if ps[3].is_static and ps[3].get_length() in (1, 3, 4):
-                return "NHWC"
-            return "NCHW"
-        raise UnsupportedFormatError(
-            f"the model input {param.get_any_name() if param.get_names() else 0} has shape {ps}: frames need an "
-            f"image input of rank 4 (NCHW or NHWC); feed a Tensor of the model's input shape instead")
+        return layout(param)
 
     def _compile(self, model: Any, key: Any) -> _Variant:
         ov = self._ov
@@ -485,35 +355,8 @@ class Inference:
 
     def _static_model(self, size_hw: tuple[int, int] | None) -> Any:
         """A copy of the model with batch 1 and, for a dynamic image input, spatial size ``size_hw``."""
-        m = self._model.clone()
-        if len(m.inputs) != 1:
-            return m
-        param = m.inputs[0]
-        ps = param.get_partial_shape()
-        if not (ps.rank.is_static and ps.rank.get_length() == 4):
-            return m
-        if ps.is_static:
-            return m
-        lay = self._layout(m.get_parameters()[0])
-        dims = [ps[i].get_length() if ps[i].is_static else None for i in range(4)]
-        dims[0] = 1
-        c_i, h_i, w_i = (1, 2, 3) if lay == "NCHW" else (3, 1, 2)
-        if dims[c_i] is None:
-            dims[c_i] = 3
-        if size_hw is not None:
-            if dims[h_i] is None:
-                dims[h_i] = size_hw[0]
-            if dims[w_i] is None:
-                dims[w_i] = size_hw[1]
-        if any(d is None for d in dims):
-            raise InvalidTensorError(f"the model input has a dynamic spatial size {ps}: give input_size=(width, height)")
-        try:
-            m.reshape({param: self._ov.PartialShape(dims)})
-        except (RuntimeError, ValueError) as e:
-            size = f"{dims[w_i]}x{dims[h_i]}"
-            raise CompileError(f"{self.model_name} cannot run at input {size} (input shape {dims}, model input {ps}): "
-                               f"{_ov_message(e)} -- give an input_size=(width, height) the model accepts") from e
-        return m
+        return static_model(self._ov, self._model, size_hw, self.model_name)
+
 
     # -- variants -------------------------------------------------------------------------------------
     def _variant(self, key: Any, build: Callable[[], Any]) -> _Variant:
@@ -535,137 +378,18 @@ class Inference:
         key = (fmt, tuple(shapes), width, height)
         return self._variant(key, lambda: self._ppp_model(fmt, shapes, width, height))
 
+    def _ppp_options(self) -> _preprocess.Options:
+        return _preprocess.Options(self.model_name, self._input_size,
+                                   None if self._mean is None else tuple(self._mean),
+                                   None if self._scale is None else tuple(self._scale), self._rgb)
+
     def _ppp_model(self, fmt: FrameFormat, shapes: list[tuple[int, ...]], width: int, height: int) -> Any:
         """The model with pre-processing for frames whose planes are shaped ``shapes`` ((1, rows, pitch, C))."""
-        ov = self._ov
-        from openvino.preprocess import ColorFormat, PrePostProcessor, ResizeAlgorithm
-
-        if len(self._model.inputs) != 1:
-            raise UnsupportedFormatError(f"{self.model_name} has {len(self._model.inputs)} inputs: frames feed "
-                                         f"single-input image models; feed a list of Tensors instead")
-        if any(len(s) != 4 or s[0] != 1 for s in shapes):
-            raise InvalidTensorError(f"frame planes must be shaped (1, rows, pitch, C), got {shapes}")
-        rows, pitch = shapes[0][1], shapes[0][2]
-        yuv = fmt in (FrameFormat.I420, FrameFormat.NV12)
-        if fmt is FrameFormat.I420:
-            cf, sub, want = ColorFormat.I420_THREE_PLANES, ["y", "u", "v"], \
-                [(1, rows, pitch, 1), (1, rows // 2, pitch // 2, 1), (1, rows // 2, pitch // 2, 1)]
-        elif fmt is FrameFormat.NV12:
-            cf, sub, want = ColorFormat.NV12_TWO_PLANES, ["y", "uv"], [(1, rows, pitch, 1), (1, rows // 2, pitch // 2, 2)]
-        elif fmt in _PACKED:
-            cf, sub, want = getattr(ColorFormat, _PACKED[fmt]), None, [(1, rows, pitch, len(_PACKED[fmt]))]
-        else:
-            raise UnsupportedFormatError(f"Inference takes I420, NV12, RGB, BGR, RGBX and BGRX frames, not {fmt.name}: "
-                                         f"convert the frame first (e.g. decode to yuv420p)")
-        if len(shapes) != len(want) or [s[3] for s in shapes] != [w[3] for w in want]:
-            raise InvalidTensorError(f"a {fmt.name} frame has planes shaped like {want}, got {shapes}")
-        ch, cw = -(-height // 2), -(-width // 2)
-        if rows < height or pitch < width or (yuv and any(s[1] < ch or s[2] < cw for s in shapes[1:])):
-            raise InvalidTensorError(f"planes {shapes} are smaller than the {width}x{height} frame")
-        param = self._model.get_parameters()[0]
-        lay = self._layout(param)
-        ps = param.get_partial_shape()
-        h_i, w_i = (2, 3) if lay == "NCHW" else (1, 2)
-        if ps[h_i].is_static and ps[w_i].is_static:
-            target = (ps[h_i].get_length(), ps[w_i].get_length())
-        elif self._input_size is not None:
-            target = (self._input_size[1], self._input_size[0])
-        else:
-            target = (height, width)
-        # OpenVINO's own I420/NV12 input needs even sizes and chroma pitch = luma pitch / 2. Where a resize is
-        # needed, or those do not hold, the planes are cropped and resized one by one *before* colour conversion
-        # (4x fewer pixels to convert at half resolution; measured ~1.7x cheaper than converting then resizing).
-        ppp_ok = shapes == want and not (pitch % 2 or rows % 2 or height % 2 or width % 2)
-        planes_first = yuv and ((height, width) != target or not ppp_ok)
-        if planes_first and (target[0] % 2 or target[1] % 2):
-            if not ppp_ok:
-                raise UnsupportedFormatError(
-                    f"{fmt.name} frame {width}x{height} (planes {shapes}) needs an even model input size to be converted "
-                    f"in the model: give input_size=(even width, even height) or crop the frame to an even size")
-            planes_first = False
-        m = self._static_model(target)
-        p = PrePostProcessor(m)
-        inp = p.input()
-        if planes_first:  # the plane prefix (below) hands PPP an f32 NHWC image in the model's colour order
-            inp.tensor().set_element_type(ov.Type.f32).set_layout(ov.Layout("NHWC"))
-            pre = inp.preprocess()
-        else:
-            tt = inp.tensor().set_element_type(ov.Type.u8).set_layout(ov.Layout("NHWC")).set_spatial_static_shape(rows, pitch)
-            if sub is None:
-                tt.set_color_format(cf)
-            else:
-                tt.set_color_format(cf, sub)
-            pre = inp.preprocess()
-            pre.convert_color(ColorFormat.RGB if self._rgb else ColorFormat.BGR)
-            if (rows, pitch) != (height, width):
-                pre.crop([0, 0, 0, 0], [1, height, width, 3])  # padded pitch: cropped inside the model, never copied
-            if (height, width) != target:  # resize the u8 image: cheaper than resizing it as f32
-                pre.resize(ResizeAlgorithm.RESIZE_LINEAR)
-            pre.convert_element_type(ov.Type.f32)
-        if self._mean is not None:
-            pre.mean(self._mean if len(self._mean) > 1 else self._mean[0])
-        if self._scale is not None:
-            pre.scale(self._scale if len(self._scale) > 1 else self._scale[0])
-        elem = param.get_element_type()
-        if elem != ov.Type.f32:
-            pre.convert_element_type(elem)
-        pre.convert_layout(ov.Layout(lay))
-        inp.model().set_layout(ov.Layout(lay))
-        try:
-            built = p.build()
-            if planes_first:
-                built = self._prepend_planes(built, fmt, shapes, width, height, target)
-            return built
-        except RuntimeError as e:
-            raise UnsupportedFormatError(f"cannot build pre-processing for {fmt.name} planes {shapes} into "
-                                         f"{self.model_name}: {_ov_message(e)}") from e
-
-    def _prepend_planes(self, model: Any, fmt: FrameFormat, shapes: list[tuple[int, ...]], width: int, height: int,
-                        target: tuple[int, int]) -> Any:
-        """Plane inputs (1, rows, pitch, C) u8 -> crop -> f32 -> resize each plane -> YUV to RGB/BGR, fed into
-        ``model``'s image parameter (f32 NHWC at ``target``). All inside the model: nothing runs on the host."""
-        ov = self._ov
-        import openvino.opset8 as op8
-        import openvino.opset11 as ops
-
-        param = model.get_parameters()[0]
-        base = param.output(0).get_any_name() if param.output(0).get_names() else "image"
-        th, tw = target
-        i64 = np.int64
-
-        def plane(i: int, sub: str, ph: int, pw: int, oh: int, ow: int) -> tuple[Any, Any]:
-            shp = shapes[i]
-            c = shp[3]
-            p = ops.parameter(list(shp), ov.Type.u8, name=f"{base}/{sub}")
-            x = p
-            if (shp[1], shp[2]) != (ph, pw):  # padded pitch / rows: a crop inside the model, never a host copy
-                x = ops.slice(x, np.array([0, 0, 0, 0], i64), np.array([1, ph, pw, c], i64), np.array([1, 1, 1, 1], i64))
-            x = ops.convert(x, ov.Type.f32)
-            x = ops.reshape(x, np.array([1, 1, ph, pw], i64), False) if c == 1 else ops.transpose(x, np.array([0, 3, 1, 2], i64))
-            if (ph, pw) != (oh, ow):
-                x = ops.interpolate(x, np.array([oh, ow], i64), "linear_onnx", "sizes", axes=np.array([2, 3], i64),
-                                    coordinate_transformation_mode="half_pixel")
-            x = ops.reshape(x, np.array([1, oh, ow, 1], i64), False) if c == 1 else ops.transpose(x, np.array([0, 2, 3, 1], i64))
-            return p, x
-
-        ch, cw = -(-height // 2), -(-width // 2)
-        py, y = plane(0, "y", height, width, th, tw)
-        if fmt is FrameFormat.I420:
-            pu, u = plane(1, "u", ch, cw, th // 2, tw // 2)
-            pv, v = plane(2, "v", ch, cw, th // 2, tw // 2)
-            conv = (op8.i420_to_rgb if self._rgb else op8.i420_to_bgr)(y, u, v)
-            params = [py, pu, pv]
-        else:
-            puv, uv = plane(1, "uv", ch, cw, th // 2, tw // 2)
-            conv = (op8.nv12_to_rgb if self._rgb else op8.nv12_to_bgr)(y, uv)
-            params = [py, puv]
-        for ti in list(param.output(0).get_target_inputs()):
-            ti.replace_source_output(conv.output(0))
-        return ov.Model(model.get_results(), params, model.get_friendly_name())
+        return _preprocess.ppp_model(self._ov, self._model, fmt, shapes, width, height, self._ppp_options())
 
     # -- inputs ---------------------------------------------------------------------------------------
     def _map(self, x: Any) -> Any:
-        from .api import map as imap
+        from ..api import map as imap
 
         return imap(x, self._memory_type)
 
@@ -685,62 +409,20 @@ class Inference:
 
     def _frame_inputs(self, m: Frame) -> tuple[list[Any], list[tuple[int, ...]]]:
         """The ov.Tensors a request reads for the planes of mapped frame ``m``, and their shapes."""
-        planes, shapes = [], []
-        plane_cls = _plane_tensor_class()
-        for t in m.tensors:
-            if type(t) is plane_cls and t._native is None:  # a decoded plane: a reused tensor (see _PlaneInputs)
-                t._check()
-                planes.append(self._plane_inputs.get(t))
-                shapes.append(t._info.shape)
-            else:
-                nat = _as_4d(self._ov, _ov_native(t))
-                planes.append(nat)
-                shapes.append(tuple(int(d) for d in nat.get_shape()))
-        return planes, shapes
+        return frame_inputs(self._ov, self._plane_inputs, m)
 
     def _raw_inputs(self, mapped: list[Any], keep: Any) -> tuple[_Variant, list[Any], Any]:
         v = self._raw_variant()
-        if len(mapped) != len(v.inputs):
-            raise InvalidTensorError(f"{self.model_name} has {len(v.inputs)} input(s), {len(mapped)} tensor(s) given")
-        nats = []
-        for t, port in zip(mapped, v.inputs):
-            if isinstance(t, Frame):
-                raise UnsupportedTypeError("give a Frame on its own (not in a list): frames go through pre-processing")
-            nat = _ov_native(t)
-            shape = tuple(int(d) for d in nat.get_shape())
-            want = port.get_partial_shape()
-            et = port.get_element_type()
-            ok_shape = want.compatible(self._ov.PartialShape(list(shape)))  # bounds of dynamic dims included
-            dt = np.dtype(et.to_dtype())
-            if not ok_shape or np.dtype(t.info.dtype) != dt:
-                name = port.get_any_name() if port.get_names() else "0"
-                raise InvalidTensorError(
-                    f"model input {name!r} of {self.model_name} wants shape {want} {dt}, got {shape} {t.info.dtype}: "
-                    f"convert/resize the tensor to that shape and dtype, or pass a Frame so the model pre-processes it")
-            nats.append(nat)
+        nats = raw_inputs(self._ov, mapped, v.inputs, self.model_name)
         if v.dynamic:
             self._check_shapes(v, tuple(tuple(int(d) for d in n.get_shape()) for n in nats))
         return v, nats, (keep, mapped)
 
-    SHAPES_CHECKED_LIMIT = 64  # distinct input shapes remembered per variant; past it the set starts again
+    SHAPES_CHECKED_LIMIT = SHAPES_CHECKED_LIMIT
 
     def _check_shapes(self, v: _Variant, shapes: tuple[tuple[int, ...], ...]) -> None:
-        """Refuse input shapes a dynamic model cannot run, before a request is started with them.
+        check_shapes(self._ov, v.model, v.shapes_ok, shapes, self.model_name)
 
-        A request that fails inside OpenVINO never calls back (OpenVINO's queue drops the callback and re-raises the
-        error in a later start_async), so infer() would wait for good: each new shape is first checked by shape
-        inference on a copy of the model, once."""
-        if shapes in v.shapes_ok:
-            return
-        m = v.model.clone()
-        try:
-            m.reshape({port: self._ov.PartialShape(list(shp)) for port, shp in zip(m.inputs, shapes)})
-        except (RuntimeError, ValueError) as e:
-            raise InvalidTensorError(f"{self.model_name} cannot run on input shape(s) {list(shapes)}: {_ov_message(e)} "
-                                     f"-- give the model an input size it accepts") from e
-        if len(v.shapes_ok) >= self.SHAPES_CHECKED_LIMIT:
-            v.shapes_ok.clear()
-        v.shapes_ok.add(shapes)
 
     def compile_for(self, x: Any) -> None:
         """Compile (and cache) the model variant ``x`` needs, without running it: keeps compilation out of timings."""

@@ -1,0 +1,148 @@
+"""Request inputs for Inference: the ov.Tensors a request reads for a mapped frame's planes (reused per decoder
+buffer), and the checks a raw (tensor) input passes before a request is started with it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidTensorError, UnsupportedTypeError
+from ..frame import Frame
+from ..tensor import Tensor
+from ._model import ov_message
+
+
+def ov_native(t: Tensor) -> Any:
+    """The ov.Tensor (or RemoteTensor) behind an OPENVINO/NPU tensor."""
+    return t.native
+
+
+def as_4d(ov: Any, nat: Any) -> Any:
+    """A plane as (1, rows, pitch, C): producers may give (rows, pitch) or (rows, pitch, C); same memory."""
+    shape = tuple(nat.get_shape())  # ov.RemoteTensor (NPU planes) has get_shape() but no .shape
+    if len(shape) == 4:
+        return nat
+    if len(shape) in (2, 3):
+        arr = nat.data  # a writeable host view of the tensor's memory (CPU-reachable tensors only)
+        return ov.Tensor(arr.reshape((1,) + shape + ((1,) if len(shape) == 2 else ())), shared_memory=True)
+    raise InvalidTensorError(f"a frame plane shaped {shape} cannot be fed to the model: expected (1, rows, pitch, C)")
+
+
+class Ownerless:
+    """Read-only bytes at an address, for numpy (``np.asarray``), owning nothing: see PlaneInputs."""
+
+    __slots__ = ("__array_interface__",)
+
+    def __init__(self, address: int, nbytes: int):
+        self.__array_interface__ = {"version": 3, "shape": (nbytes,), "typestr": "|u1", "data": (address, True)}
+
+
+class PlaneInputs:
+    """Request inputs for decoded planes mapped to OpenVINO, one ov.Tensor per (address, plane layout), reused.
+
+    A decoder hands out frames from a small pool of buffers, so the same few addresses come back frame after
+    frame; making an ov.Tensor per plane per frame is the largest cost of feeding a frame
+    (``interop bench --only ffmpeg_map``). These tensors own nothing, so they are safe only as Inference uses them:
+    a request reads one while the job keeps the mapped frame (and so that buffer) alive, and they never leave
+    Inference. A tensor is (address, shape, type) and nothing else, so one made for an earlier buffer at the same
+    address and layout is exactly the tensor a new one would be (the map checked that the layout fits the buffer)."""
+
+    LIMIT = 1024  # entries (a few pools of tens of buffers); past it the cache starts again
+
+    def __init__(self, ov: Any):
+        self._tensor = ov.Tensor
+        self._cache: dict[tuple[int, Any], Any] = {}
+        self.made = 0
+
+    def get(self, t: Any) -> Any:
+        """The request input for PlaneTensor ``t`` (its address and layout, the same memory as ``t.native``)."""
+        spec = t._spec
+        addr = t._host_address()
+        key = (addr, spec)
+        nat = self._cache.get(key)
+        if nat is None:
+            nat = self._tensor(np.asarray(Ownerless(addr, spec.full.nbytes)), spec.shape, spec.type)
+            if len(self._cache) >= self.LIMIT:
+                self._cache.clear()
+            self._cache[key] = nat
+            self.made += 1
+        return nat
+
+    def clear(self) -> None:
+        self._cache.clear()
+
+
+_plane_tensor: type | None = None
+
+
+def plane_tensor_class() -> type:
+    """ffmpeg_to_openvino's PlaneTensor, imported on first use (it needs PyAV)."""
+    global _plane_tensor
+    if _plane_tensor is None:
+        from ..mappers.ffmpeg_to_openvino import PlaneTensor
+
+        _plane_tensor = PlaneTensor
+    return _plane_tensor
+
+
+def frame_inputs(ov: Any, plane_inputs: PlaneInputs, m: Frame) -> tuple[list[Any], list[tuple[int, ...]]]:
+    """The ov.Tensors a request reads for the planes of mapped frame ``m``, and their shapes."""
+    planes, shapes = [], []
+    plane_cls = plane_tensor_class()
+    for t in m.tensors:
+        if type(t) is plane_cls and t._native is None:  # type: ignore[attr-defined]  # a decoded plane: reused
+            t._check()
+            planes.append(plane_inputs.get(t))
+            shapes.append(t._info.shape)
+        else:
+            nat = as_4d(ov, ov_native(t))
+            planes.append(nat)
+            shapes.append(tuple(int(d) for d in nat.get_shape()))
+    return planes, shapes
+
+
+def raw_inputs(ov: Any, mapped: list[Any], ports: list[Any], model_name: str) -> list[Any]:
+    """The ov.Tensors for raw inputs ``mapped`` (one per model input port), their shapes and dtypes checked."""
+    if len(mapped) != len(ports):
+        raise InvalidTensorError(f"{model_name} has {len(ports)} input(s), {len(mapped)} tensor(s) given")
+    nats = []
+    for t, port in zip(mapped, ports):
+        if isinstance(t, Frame):
+            raise UnsupportedTypeError("give a Frame on its own (not in a list): frames go through pre-processing")
+        nat = ov_native(t)
+        shape = tuple(int(d) for d in nat.get_shape())
+        want = port.get_partial_shape()
+        et = port.get_element_type()
+        ok_shape = want.compatible(ov.PartialShape(list(shape)))  # bounds of dynamic dims included
+        dt = np.dtype(et.to_dtype())
+        if not ok_shape or np.dtype(t.info.dtype) != dt:
+            name = port.get_any_name() if port.get_names() else "0"
+            raise InvalidTensorError(
+                f"model input {name!r} of {model_name} wants shape {want} {dt}, got {shape} {t.info.dtype}: "
+                f"convert/resize the tensor to that shape and dtype, or pass a Frame so the model pre-processes it")
+        nats.append(nat)
+    return nats
+
+
+SHAPES_CHECKED_LIMIT = 64  # distinct input shapes remembered per variant; past it the set starts again
+
+
+def check_shapes(ov: Any, model: Any, shapes_ok: set[tuple[tuple[int, ...], ...]],
+                 shapes: tuple[tuple[int, ...], ...], model_name: str) -> None:
+    """Refuse input shapes dynamic ``model`` cannot run, before a request is started with them.
+
+    A request that fails inside OpenVINO never calls back (OpenVINO's queue drops the callback and re-raises the
+    error in a later start_async), so each new shape is first checked by shape inference on a copy of the model,
+    once (remembered in ``shapes_ok``)."""
+    if shapes in shapes_ok:
+        return
+    m = model.clone()
+    try:
+        m.reshape({port: ov.PartialShape(list(shp)) for port, shp in zip(m.inputs, shapes)})
+    except (RuntimeError, ValueError) as e:
+        raise InvalidTensorError(f"{model_name} cannot run on input shape(s) {list(shapes)}: {ov_message(e)} "
+                                 f"-- give the model an input size it accepts") from e
+    if len(shapes_ok) >= SHAPES_CHECKED_LIMIT:
+        shapes_ok.clear()
+    shapes_ok.add(shapes)
