@@ -352,3 +352,21 @@ def register_probe(order: int, probe: Callable[[], list[BackendReport]]) -> None
     """Deprecated: declare a ``Backend`` with ``probe=`` instead. Rows registered here come after every declared
     backend's; kept only until the last module moves to ``register_backend``."""
     _legacy_probes.append((order, probe))
+
+
+@dataclass(frozen=True)
+class EdgeNeeds:
+    """What a mapper between two memory types needs, derived from the two backends' descriptors."""
+
+    requires: tuple[str, ...]
+    extra: str | None
+    tier: str
+
+
+def edge_needs(src: MemoryType, dst: MemoryType) -> EdgeNeeds:
+    """The defaults of a ``src -> dst`` mapper: the modules both backends require (the source's first), the pip
+    extra of the destination (else the source's), and the higher of the two tiers. A mapper that needs more (a
+    dma-buf import into Level Zero is tier C between two tier A types) says so on its class."""
+    a, b = backend_of(src), backend_of(dst)
+    return EdgeNeeds(requires=tuple(dict.fromkeys(a.requires + b.requires)), extra=b.extra or a.extra,
+                     tier=max(a.tier, b.tier))

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from .errors import BackendUnavailableError
+from .errors import BackendUnavailableError, InteropError
 from .types import MemoryType, check_memory_type
 
 _factories: dict[MemoryType, Callable[[], Context]] = {}
@@ -63,7 +63,13 @@ class Context:
             if ctx is None:
                 factory = _factories.get(memory_type)
                 if factory is None:
-                    raise BackendUnavailableError(f"no backend provides a {memory_type.name} context", backend=memory_type.value)
+                    from .backends import backend_of
+
+                    try:
+                        name = backend_of(memory_type).name
+                    except InteropError:  # no descriptor either: the memory type's own value names it
+                        name = memory_type.value
+                    raise BackendUnavailableError(f"no backend provides a {memory_type.name} context", backend=name)
                 ctx = factory()
                 _defaults[memory_type] = ctx
             return ctx
