@@ -399,7 +399,7 @@ def _detect() -> str | None:
     return None if glob.glob("/dev/accel/accel*") else "no /dev/accel node (no NPU or no intel_vpu kernel driver)"
 
 
-def _probe() -> list[BackendReport]:
+def _probe_npu() -> list[BackendReport]:
     npu = BackendReport(name=BACKEND.title, installed=True, tier=BACKEND.tier)
     accel = glob.glob("/dev/accel/accel*")
     npu.details["accel_nodes"] = accel
@@ -428,5 +428,12 @@ def _probe() -> list[BackendReport]:
 
 # NPU memory lives in the NPU plugin's Level Zero context, reached through OpenVINO: its probe asks OpenVINO.
 BACKEND = register_backend(Backend("npu", "NPU (OpenVINO)", (MemoryType.NPU,), tier="C", extra="openvino",
-                                   requires=("openvino",), probe=_probe, detect=_detect, hardware="an Intel NPU",
+                                   requires=("openvino",), probe=_probe_npu, detect=_detect, hardware="an Intel NPU",
                                    after=("level_zero",)))
+
+
+def _probe() -> list[BackendReport]:
+    """The Level Zero row and the NPU row, as doctor shows them (the NPU sits on Level Zero)."""
+    from .level_zero import BACKEND as LEVEL_ZERO
+
+    return LEVEL_ZERO.rows() + BACKEND.rows()

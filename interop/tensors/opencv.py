@@ -312,3 +312,8 @@ BACKEND = register_backend(Backend("opencv", "OpenCV Mat", (MemoryType.OPENCV,),
 # The UMat's OpenCL context is the one pyopencl and dpctl wrap: it is made before theirs (after Level Zero's pin).
 UMAT_BACKEND = register_backend(Backend("opencv_umat", "OpenCV UMat (OpenCL)", (MemoryType.OPENCV_UMAT,), tier="A",
                                         extra="opencv", requires=("cv2",), probe=_probe_umat))
+
+
+def _probe() -> list[BackendReport]:
+    """The Mat row and the UMat row, as doctor shows them."""
+    return BACKEND.rows() + UMAT_BACKEND.rows()
