@@ -7,6 +7,7 @@ routing graph and ``interop routes`` answer on machines where a framework is mis
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import pkgutil
@@ -363,6 +364,7 @@ class EdgeNeeds:
     tier: str
 
 
+@functools.lru_cache(maxsize=256)  # mappers read it per availability check; declared backends never change
 def edge_needs(src: MemoryType, dst: MemoryType) -> EdgeNeeds:
     """The defaults of a ``src -> dst`` mapper: the modules both backends require (the source's first), the pip
     extra of the destination (else the source's), and the higher of the two tiers. A mapper that needs more (a
