@@ -1,10 +1,11 @@
 """The pre-processing Inference compiles in front of a model for frames: pure functions
 ``(model, fmt, shapes, width, height, opts) -> ov.Model``, testable without running a request.
 
-Planes arrive as (1, rows, pitch, C) u8 tensors over the producer's memory. Either OpenVINO's ``PrePostProcessor``
-takes them as they are (colour conversion, crop of the padding, resize, mean/scale, layout, dtype), or, where a
-resize is needed or OpenVINO's own YUV input does not fit the layout, a graph of plane operations is put in front
-(each plane cropped and resized on its own, then converted to RGB/BGR) and ``PrePostProcessor`` does the rest.
+Planes arrive as (1, rows, pitch, C) u8 (or u16) tensors over the producer's memory. Packed RGB/BGR frames at the
+model's size go to OpenVINO's ``PrePostProcessor`` as they are (colour order, crop of the padding, mean/scale,
+layout, dtype). Every other frame gets a graph of plane operations in front (``plane_prefix``: each plane cropped
+and resized on its own, then one 1x1 convolution converting colour with the frame's own matrix and range at the
+output size) and ``PrePostProcessor`` does the rest. ``interop bench --only preprocess`` measures the choices.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidTensorError, UnsupportedFormatError
-from ..types import FrameFormat
+from ..info import plane_layout
+from ..types import ColorRange, ColorSpace, FrameFormat
 from ._model import layout, ov_message, static_model
 
 _PACKED = {FrameFormat.RGB: "RGB", FrameFormat.BGR: "BGR", FrameFormat.RGBX: "RGBX", FrameFormat.BGRX: "BGRX"}
@@ -78,26 +80,7 @@ def _target_size(param: Any, lay: str, input_size: tuple[int, int] | None, width
     return height, width
 
 
-def _needs_planes_first(fmt: FrameFormat, spec: _PlaneSpec, shapes: list[tuple[int, ...]], width: int, height: int,
-                        target: tuple[int, int]) -> bool:
-    """Whether YUV planes are cropped and resized one by one before colour conversion (the plane-prefix graph).
-
-    OpenVINO's own I420/NV12 input needs even sizes and chroma pitch = luma pitch / 2. Where a resize is needed, or
-    those do not hold, the planes are resized one by one *before* colour conversion: 4x fewer pixels to convert at
-    half resolution, cheaper than converting then resizing (``interop bench --only pipeline``)."""
-    rows, pitch = shapes[0][1], shapes[0][2]
-    ppp_ok = shapes == spec.want and not (pitch % 2 or rows % 2 or height % 2 or width % 2)
-    planes_first = spec.yuv and ((height, width) != target or not ppp_ok)
-    if planes_first and (target[0] % 2 or target[1] % 2):
-        if not ppp_ok:
-            raise UnsupportedFormatError(
-                f"{fmt.name} frame {width}x{height} (planes {shapes}) needs an even model input size to be converted "
-                f"in the model: give input_size=(even width, even height) or crop the frame to an even size")
-        planes_first = False
-    return planes_first
-
-
-def _build_ppp(ov: Any, m: Any, spec: _PlaneSpec, shapes: list[tuple[int, ...]], width: int, height: int,
+def _build_ppp(ov: Any, m: Any, spec: _PlaneSpec | None, shapes: list[tuple[int, ...]], width: int, height: int,
                target: tuple[int, int], lay: str, elem: Any, planes_first: bool, opts: Options) -> Any:
     """``PrePostProcessor`` over static model ``m``: from the planes (or, planes first, from the f32 NHWC image the
     plane prefix makes) to the model's input."""
@@ -106,10 +89,11 @@ def _build_ppp(ov: Any, m: Any, spec: _PlaneSpec, shapes: list[tuple[int, ...]],
     rows, pitch = shapes[0][1], shapes[0][2]
     p = PrePostProcessor(m)
     inp = p.input()
-    if planes_first:  # the plane prefix hands PPP an f32 NHWC image in the model's colour order
-        inp.tensor().set_element_type(ov.Type.f32).set_layout(ov.Layout("NHWC"))
+    if planes_first:  # the plane prefix hands PPP an f32 NCHW image in the model's colour order
+        inp.tensor().set_element_type(ov.Type.f32).set_layout(ov.Layout("NCHW"))
         pre = inp.preprocess()
     else:
+        assert spec is not None
         tt = inp.tensor().set_element_type(ov.Type.u8).set_layout(ov.Layout("NHWC")).set_spatial_static_shape(rows, pitch)
         if spec.sub_names is None:
             tt.set_color_format(spec.color_format)
@@ -134,69 +118,189 @@ def _build_ppp(ov: Any, m: Any, spec: _PlaneSpec, shapes: list[tuple[int, ...]],
 
 
 def ppp_model(ov: Any, model: Any, fmt: FrameFormat, shapes: list[tuple[int, ...]], width: int, height: int,
-              opts: Options) -> Any:
-    """``model`` with pre-processing for ``fmt`` frames whose planes are shaped ``shapes`` ((1, rows, pitch, C))."""
+              opts: Options, colorspace: ColorSpace | None = None, color_range: ColorRange | None = None) -> Any:
+    """``model`` with pre-processing for ``fmt`` frames whose planes are shaped ``shapes`` ((1, rows, pitch, C)),
+    converted with the frame's own ``colorspace`` and ``color_range`` (None: BT.601, limited range).
+
+    Packed RGB/BGR frames at the model's size go through OpenVINO's ``PrePostProcessor`` alone; every other frame
+    through the plane prefix (``plane_prefix``): planes resized one by one, then converted at the output size."""
     if len(model.inputs) != 1:
         raise UnsupportedFormatError(f"{opts.model_name} has {len(model.inputs)} inputs: frames feed "
                                      f"single-input image models; feed a list of Tensors instead")
     if any(len(s) != 4 or s[0] != 1 for s in shapes):
         raise InvalidTensorError(f"frame planes must be shaped (1, rows, pitch, C), got {shapes}")
-    spec = _plane_spec(fmt, shapes[0][1], shapes[0][2])
-    _check_planes(fmt, spec, shapes, width, height)
+    if fmt not in _FORMATS:
+        raise UnsupportedFormatError(f"Inference cannot convert {fmt.name} frames; it takes "
+                                     f"{', '.join(f.name for f in _FORMATS)}: convert the frame first")
     param = model.get_parameters()[0]
     lay = layout(param)
     target = _target_size(param, lay, opts.input_size, width, height)
-    planes_first = _needs_planes_first(fmt, spec, shapes, width, height, target)
+    planes_first = True
+    spec = None
+    if fmt in _PACKED and (height, width) == target:
+        spec = _plane_spec(fmt, shapes[0][1], shapes[0][2])
+        _check_planes(fmt, spec, shapes, width, height)
+        planes_first = False
     m = static_model(ov, model, target, opts.model_name)
     try:
         built = _build_ppp(ov, m, spec, shapes, width, height, target, lay, param.get_element_type(), planes_first,
                            opts)
         if planes_first:
-            built = _prepend_planes(ov, built, fmt, shapes, width, height, target, opts.rgb)
+            dtypes = [ov.Type(ps.dtype) for ps in plane_layout(fmt)]
+            built = _prepend_planes(ov, built, fmt, shapes, dtypes, width, height, target, opts.rgb, colorspace,
+                                    color_range)
         return built
     except RuntimeError as e:
         raise UnsupportedFormatError(f"cannot build pre-processing for {fmt.name} planes {shapes} into "
                                      f"{opts.model_name}: {ov_message(e)}") from e
 
 
-def _prepend_planes(ov: Any, model: Any, fmt: FrameFormat, shapes: list[tuple[int, ...]], width: int, height: int,
-                    target: tuple[int, int], rgb: bool) -> Any:
-    """Plane inputs (1, rows, pitch, C) u8 -> crop -> f32 -> resize each plane -> YUV to RGB/BGR, fed into
-    ``model``'s image parameter (f32 NHWC at ``target``). All inside the model: nothing runs on the host."""
-    import openvino.opset8 as op8
+# ---- the plane prefix: every pixel format, the frame's own colorspace and range ------------------------------------
+
+# Kr, Kb of each matrix (ITU-R BT.601, BT.709, BT.2020); frames that do not say are BT.601, as swscale assumes.
+_KRKB = {ColorSpace.BT601: (0.299, 0.114), ColorSpace.BT709: (0.2126, 0.0722), ColorSpace.BT2020: (0.2627, 0.0593)}
+
+#: interpolation of the planes: nearest reads each output pixel once from the decoder's planes; OpenVINO's linear
+#: Interpolate costs several times more CPU per frame than the network's budget allows for pre-processing, and
+#: nearest stays within the accuracy limits (``interop bench --only preprocess`` measures both)
+RESIZE = "nearest"
+
+
+@dataclass(frozen=True)
+class _Channels:
+    """How a format's planes give its colour channels: ``kind`` ("yuv", "rgb", "gray"), one (plane, channel) per
+    Y/U/V or R/G/B (or Y), each plane's subsampling (x, y), and the factor that brings values to 8-bit levels."""
+
+    kind: str
+    channels: tuple[tuple[int, int], ...]
+    sub: tuple[tuple[int, int], ...]
+    to8: float = 1.0
+
+
+_FORMATS: dict[FrameFormat, _Channels] = {
+    FrameFormat.I420: _Channels("yuv", ((0, 0), (1, 0), (2, 0)), ((1, 1), (2, 2), (2, 2))),
+    FrameFormat.YV12: _Channels("yuv", ((0, 0), (2, 0), (1, 0)), ((1, 1), (2, 2), (2, 2))),
+    FrameFormat.NV12: _Channels("yuv", ((0, 0), (1, 0), (1, 1)), ((1, 1), (2, 2))),
+    FrameFormat.NV21: _Channels("yuv", ((0, 0), (1, 1), (1, 0)), ((1, 1), (2, 2))),
+    FrameFormat.P010: _Channels("yuv", ((0, 0), (1, 0), (1, 1)), ((1, 1), (2, 2)), 1 / 256),  # 10 bits in the high bits
+    FrameFormat.GRAY8: _Channels("gray", ((0, 0),), ((1, 1),)),
+    FrameFormat.RGB: _Channels("rgb", ((0, 0), (0, 1), (0, 2)), ((1, 1),)),
+    FrameFormat.BGR: _Channels("rgb", ((0, 2), (0, 1), (0, 0)), ((1, 1),)),
+    FrameFormat.RGBX: _Channels("rgb", ((0, 0), (0, 1), (0, 2)), ((1, 1),)),
+    FrameFormat.RGBA: _Channels("rgb", ((0, 0), (0, 1), (0, 2)), ((1, 1),)),
+    FrameFormat.BGRX: _Channels("rgb", ((0, 2), (0, 1), (0, 0)), ((1, 1),)),
+    FrameFormat.BGRA: _Channels("rgb", ((0, 2), (0, 1), (0, 0)), ((1, 1),)),
+}
+# formats whose FrameFormat exists in interop.types: 4:2:2, 4:4:4 and 10/12-bit planar formats join with theirs
+_FORMATS.update({f: c for f, c in (
+    (getattr(FrameFormat, "I422", None), _Channels("yuv", ((0, 0), (1, 0), (2, 0)), ((1, 1), (2, 1), (2, 1)))),
+    (getattr(FrameFormat, "I444", None), _Channels("yuv", ((0, 0), (1, 0), (2, 0)), ((1, 1), (1, 1), (1, 1)))),
+    (getattr(FrameFormat, "I420_10", None), _Channels("yuv", ((0, 0), (1, 0), (2, 0)), ((1, 1), (2, 2), (2, 2)), 1 / 4)),
+    (getattr(FrameFormat, "I422_10", None), _Channels("yuv", ((0, 0), (1, 0), (2, 0)), ((1, 1), (2, 1), (2, 1)), 1 / 4)),
+    (getattr(FrameFormat, "I444_10", None), _Channels("yuv", ((0, 0), (1, 0), (2, 0)), ((1, 1), (1, 1), (1, 1)), 1 / 4)),
+    (getattr(FrameFormat, "I420_12", None), _Channels("yuv", ((0, 0), (1, 0), (2, 0)), ((1, 1), (2, 2), (2, 2)), 1 / 16)),
+    (getattr(FrameFormat, "GRAY10", None), _Channels("gray", ((0, 0),), ((1, 1),), 1 / 4)),
+) if f is not None})
+
+
+def supported_formats() -> list[FrameFormat]:
+    """The frame formats Inference converts inside the model."""
+    return list(_FORMATS)
+
+
+def color_matrix(kind: str, colorspace: ColorSpace | None, color_range: ColorRange | None, rgb: bool,
+                 to8: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """(weights (3, K), bias (3,)) from a format's channels (Y, U, V; R, G, B; or Y) as stored to the model's
+    R, G, B (or B, G, R) in 0..255: the frame's own matrix (BT.601 when it does not say) and range (limited when it
+    does not say, as decoders mean). ``to8`` brings stored values to 8-bit levels (1/4 for 10 bits in the low bits)."""
+    if kind == "rgb":
+        w, bias = np.eye(3), np.zeros(3)
+    elif kind == "gray":
+        w, bias = np.ones((3, 1)), np.zeros(3)
+    else:
+        kr, kb = _KRKB.get(colorspace or ColorSpace.BT601, _KRKB[ColorSpace.BT601])
+        kg = 1 - kr - kb
+        full = color_range is ColorRange.FULL
+        ys, cs, y0 = (1.0, 1.0, 0.0) if full else (255 / 219, 255 / 224, 16.0)
+        r = [ys, 0.0, 2 * (1 - kr) * cs]
+        g = [ys, -2 * kb * (1 - kb) / kg * cs, -2 * kr * (1 - kr) / kg * cs]
+        b = [ys, 2 * (1 - kb) * cs, 0.0]
+        w = np.array([r, g, b])
+        bias = -w @ np.array([y0, 128.0, 128.0])
+    if not rgb:
+        w, bias = w[::-1], bias[::-1]
+    return (w * to8).astype(np.float32), bias.astype(np.float32)
+
+
+def _resize(ops: Any, x: Any, oh: int, ow: int) -> Any:
+    """Resize NHWC ``x`` (axes 1, 2) to (oh, ow) with RESIZE (cv2.resize's half-pixel grid)."""
+    i64 = np.int64
+    kw: dict[str, Any] = {"coordinate_transformation_mode": "half_pixel"}
+    mode = "linear_onnx" if RESIZE == "linear" else "nearest"
+    if mode == "nearest":
+        kw["nearest_mode"] = "round_prefer_floor"
+    return ops.interpolate(x, np.array([oh, ow], i64), mode, "sizes", axes=np.array([1, 2], i64), **kw)
+
+
+def plane_prefix(ov: Any, fmt: FrameFormat, shapes: list[tuple[int, ...]], dtypes: list[Any], width: int, height: int,
+                 target: tuple[int, int], rgb: bool, colorspace: ColorSpace | None = None,
+                 color_range: ColorRange | None = None, name: str = "image") -> tuple[list[Any], Any]:
+    """(plane parameters, image): planes (1, rows, pitch, C) as the producer holds them -> each cropped to its
+    visible size and resized to ``target`` (h, w) on its own, in the planes' own type -> one 1x1 convolution that
+    converts colour (the frame's matrix and range) at the output size -> f32 NCHW, R, G, B (or B, G, R) in 0..255.
+    Everything runs inside the model: the planes are read in place, nothing runs on the host."""
     import openvino.opset11 as ops
 
-    param = model.get_parameters()[0]
-    base = param.output(0).get_any_name() if param.output(0).get_names() else "image"
+    ch = _FORMATS.get(fmt)
+    if ch is None:
+        raise UnsupportedFormatError(f"Inference cannot convert {fmt.name} frames; it takes "
+                                     f"{', '.join(f.name for f in _FORMATS)}: convert the frame first")
+    if len(shapes) != len(ch.sub) or any(len(s) != 4 or s[0] != 1 for s in shapes):
+        raise InvalidTensorError(f"a {fmt.name} frame has {len(ch.sub)} planes shaped (1, rows, pitch, C), got {shapes}")
     th, tw = target
     i64 = np.int64
-
-    def plane(i: int, sub: str, ph: int, pw: int, oh: int, ow: int) -> tuple[Any, Any]:
-        shp = shapes[i]
-        c = shp[3]
-        p = ops.parameter(list(shp), ov.Type.u8, name=f"{base}/{sub}")
+    params, planes = [], []
+    for i, (shp, dt, (sx, sy)) in enumerate(zip(shapes, dtypes, ch.sub)):
+        ph, pw, c = -(-height // sy), -(-width // sx), shp[3]
+        if shp[1] < ph or shp[2] < pw:
+            raise InvalidTensorError(f"plane {i} {shp} of a {fmt.name} frame is smaller than its {pw}x{ph} pixels")
+        p = ops.parameter(list(shp), dt, name=f"{name}/{i}")
+        params.append(p)
         x = p
         if (shp[1], shp[2]) != (ph, pw):  # padded pitch / rows: a crop inside the model, never a host copy
             x = ops.slice(x, np.array([0, 0, 0, 0], i64), np.array([1, ph, pw, c], i64), np.array([1, 1, 1, 1], i64))
+        if dt != ov.Type.u8:  # 16-bit planes: resized as f32 (Interpolate's integer kernels are 8-bit)
+            x = ops.convert(x, ov.Type.f32)
+        if (ph, pw) != (th, tw):
+            x = _resize(ops, x, th, tw)
+        planes.append(x)
+    used = sorted({pl for pl, _ in ch.channels})
+    k_of = {}  # (plane, channel) -> index in the concatenation of the used planes
+    pieces, k = [], 0
+    for pl in used:
+        pieces.append(planes[pl])
+        for cc in range(shapes[pl][3]):
+            k_of[(pl, cc)] = k + cc
+        k += shapes[pl][3]
+    x = ops.concat(pieces, 3) if len(pieces) > 1 else pieces[0]
+    if x.get_output_element_type(0) != ov.Type.f32:
         x = ops.convert(x, ov.Type.f32)
-        x = ops.reshape(x, np.array([1, 1, ph, pw], i64), False) if c == 1 else ops.transpose(x, np.array([0, 3, 1, 2], i64))
-        if (ph, pw) != (oh, ow):
-            x = ops.interpolate(x, np.array([oh, ow], i64), "linear_onnx", "sizes", axes=np.array([2, 3], i64),
-                                coordinate_transformation_mode="half_pixel")
-        x = ops.reshape(x, np.array([1, oh, ow, 1], i64), False) if c == 1 else ops.transpose(x, np.array([0, 2, 3, 1], i64))
-        return p, x
+    x = ops.transpose(x, np.array([0, 3, 1, 2], i64))
+    w, bias = color_matrix(ch.kind, colorspace, color_range, rgb, ch.to8)
+    full = np.zeros((3, k), np.float32)  # unused channels (padding, alpha) get weight 0
+    for j, key in enumerate(ch.channels):
+        full[:, k_of[key]] = w[:, j]
+    x = ops.convolution(x, ops.constant(full.reshape(3, k, 1, 1)), [1, 1], [0, 0], [0, 0], [1, 1])
+    return params, ops.add(x, ops.constant(bias.reshape(1, 3, 1, 1)))
 
-    ch, cw = -(-height // 2), -(-width // 2)
-    py, y = plane(0, "y", height, width, th, tw)
-    if fmt is FrameFormat.I420:
-        pu, u = plane(1, "u", ch, cw, th // 2, tw // 2)
-        pv, v = plane(2, "v", ch, cw, th // 2, tw // 2)
-        conv = (op8.i420_to_rgb if rgb else op8.i420_to_bgr)(y, u, v)
-        params = [py, pu, pv]
-    else:
-        puv, uv = plane(1, "uv", ch, cw, th // 2, tw // 2)
-        conv = (op8.nv12_to_rgb if rgb else op8.nv12_to_bgr)(y, uv)
-        params = [py, puv]
+
+def _prepend_planes(ov: Any, model: Any, fmt: FrameFormat, shapes: list[tuple[int, ...]], dtypes: list[Any],
+                    width: int, height: int, target: tuple[int, int], rgb: bool, colorspace: ColorSpace | None,
+                    color_range: ColorRange | None) -> Any:
+    """``plane_prefix`` fed into ``model``'s image parameter (f32 NCHW at ``target``)."""
+    param = model.get_parameters()[0]
+    base = param.output(0).get_any_name() if param.output(0).get_names() else "image"
+    params, img = plane_prefix(ov, fmt, shapes, dtypes, width, height, target, rgb, colorspace, color_range, base)
     for ti in list(param.output(0).get_target_inputs()):
-        ti.replace_source_output(conv.output(0))
+        ti.replace_source_output(img.output(0))
     return ov.Model(model.get_results(), params, model.get_friendly_name())
