@@ -53,7 +53,15 @@ def test_version(args):
 
 # `interop bench` (more in tests/test_bench_cli.py)
 
-BENCHMARKS = ("cuda", "dma", "ffmpeg_map", "level_zero", "map64", "pipeline")
+def _benchmark_modules() -> set[str]:
+    import pkgutil
+
+    import interop.benchmarks as pkg
+
+    return {m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")}
+
+
+BENCHMARKS = _benchmark_modules()  # every module of interop/benchmarks is a benchmark --help must list
 
 
 def test_bench_help_lists_every_benchmark_with_a_summary():

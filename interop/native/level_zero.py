@@ -265,7 +265,7 @@ def loader() -> ctypes.CDLL:
             except OSError as e:
                 raise BackendUnavailableError(
                     f"the Level Zero loader {name} cannot be loaded ({e}): install it (Debian/Ubuntu: apt install libze1)",
-                    backend="usm") from e
+                    backend="level_zero") from e
             for fn, args in _SIGNATURES.items():
                 f = getattr(lib, fn)
                 f.argtypes = args
@@ -289,7 +289,7 @@ def init(flags: int = 0) -> None:
     if r == ZE_RESULT_ERROR_UNINITIALIZED:
         raise BackendUnavailableError(
             f"zeInit: {RESULT_NAMES[r]}: the Level Zero loader found no driver (an Intel GPU needs "
-            f"intel-level-zero-gpu, an Intel NPU needs the linux-npu-driver's libze_intel_npu.so)", backend="usm")
+            f"intel-level-zero-gpu, an Intel NPU needs the linux-npu-driver's libze_intel_npu.so)", backend="level_zero")
     _check("zeInit", r)
 
 

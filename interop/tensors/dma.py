@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backends import BackendReport, register_probe
+from ..backends import Backend, BackendReport, register_backend
 from ..context import Context, register_default_context
 from ..errors import InteropError, InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError
 from ..frame import Frame
@@ -814,7 +814,7 @@ def _probe() -> list[BackendReport]:
                           {**detail, "note": "no /dev/dma_heap or /dev/udmabuf: sealed memfds stand in (is_dmabuf False)"})]
 
 
-register_probe(50, _probe)
+BACKEND = register_backend(Backend("dma", "DMA-BUF", (MemoryType.DMA,), tier="A", probe=_probe))
 
 __all__ = ["DMAContext", "DMATensor", "DMABuffer", "FramePool", "PoolClosedError", "PoolTimeoutError", "dma_frame", "frame_from_fds", "buffer_from_fd",
            "buffers_of", "DRM_FOURCC", "drm_fourcc_of", "format_of_fourcc", "fourcc", "aligned_pitches",
