@@ -409,7 +409,7 @@ class FrameSender:
                 fds = _fds_of(anc)
                 for fd in fds:  # a DONE carries no fds: never keep what a consumer attaches
                     _close_quiet(fd)
-                if not data and not fds:
+                if not data and not fds and _hung_up(self._sock):
                     break
                 fid = None if fds or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) else _parse_done(data)
                 if fid is not None and self._return(fid):
@@ -621,6 +621,9 @@ class FrameReceiver:
             except ConnectionResetError:
                 msg, anc, flags = b"", [], 0
             fds = _fds_of(anc)
+            if not msg and not fds and not _hung_up(self._sock):
+                raise ProtocolError("an empty message from the producer (a SEQPACKET EOF looks the same; the "
+                                    "producer is still connected, so it is not one)")
             if not msg and not fds:
                 self.closed = True
                 self._done.close(wait=False)
@@ -740,6 +743,17 @@ def _fds_of(anc: list[tuple[int, int, bytes]]) -> list[int]:
             a.frombytes(data[: len(data) - len(data) % a.itemsize])
             fds.extend(a)
     return fds
+
+
+def _hung_up(sock: socket.socket) -> bool:
+    """Whether the peer closed (or shut down its side): a zero-length read is EOF only then, never when a peer sends
+    an empty message."""
+    try:
+        p = select.poll()
+        p.register(sock, select.POLLIN | select.POLLRDHUP)
+        return any(ev & (select.POLLHUP | select.POLLRDHUP | select.POLLERR | select.POLLNVAL) for _, ev in p.poll(0))
+    except (OSError, ValueError):
+        return True
 
 
 def _close_quiet(fd: int) -> None:

@@ -272,7 +272,6 @@ def _send_raw(sock: socket.socket, msg: bytes, fds: list[int]) -> None:
 def _refused(msg: bytes, fds: list[int], match: str, *, writer: bool = False) -> None:
     a, b = seqpacket_pair()
     rx = FrameReceiver(b, writer=writer)
-    rx._done.start()
     n = _fd_count()
     _send_raw(a, msg, fds)
     with pytest.raises(ProtocolError, match=match):
@@ -398,3 +397,21 @@ def test_server_replaces_a_stale_socket(tmp_path):
         tx.close()
         rx.close()
     assert not os.path.exists(path)
+
+
+def test_an_empty_message_is_not_taken_for_the_producer_leaving():
+    a, b = seqpacket_pair()
+    rx = FrameReceiver(b)
+    a.send(b"")  # reads like SEQPACKET EOF, but the producer is still there
+    with pytest.raises(ProtocolError, match="empty message"):
+        rx.recv(timeout=5)
+    assert not rx.closed
+    tx = FrameSender(a)
+    f = DMAContext().alloc_frame(FrameFormat.GRAY8, 16, 16)
+    tx.send(f)
+    g = rx.recv(timeout=5)
+    assert g is not None
+    g.release()
+    tx.close()
+    assert rx.recv(timeout=5) is None and rx.closed  # a real EOF still ends the stream
+    f.release()
