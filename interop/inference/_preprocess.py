@@ -160,10 +160,14 @@ def ppp_model(ov: Any, model: Any, fmt: FrameFormat, shapes: list[tuple[int, ...
 # Kr, Kb of each matrix (ITU-R BT.601, BT.709, BT.2020); frames that do not say are BT.601, as swscale assumes.
 _KRKB = {ColorSpace.BT601: (0.299, 0.114), ColorSpace.BT709: (0.2126, 0.0722), ColorSpace.BT2020: (0.2627, 0.0593)}
 
-#: interpolation of the planes: nearest reads each output pixel once from the decoder's planes; OpenVINO's linear
-#: Interpolate costs several times more CPU per frame than the network's budget allows for pre-processing, and
-#: nearest stays within the accuracy limits (``interop bench --only preprocess`` measures both)
+#: interpolation of large planes: nearest reads each output pixel once from the decoder's planes; OpenVINO's linear
+#: Interpolate on a 1080p plane costs more CPU per frame than the network's budget allows for pre-processing, and
+#: nearest stays within the accuracy limits there (``interop bench --only preprocess`` measures both). Upscaling
+#: (chroma to the luma's size) is nearest too: that is the replication of the standard I420/NV12 conversions
+#: (OpenVINO's, OpenCV's). Planes smaller than NEAREST_FROM pixels are shrunk linearly (as cv2.resize INTER_LINEAR):
+#: their cost is small, and at strong downscales of small frames nearest's half-pixel offset is visible.
 RESIZE = "nearest"
+NEAREST_FROM = 512 * 512
 
 
 @dataclass(frozen=True)
@@ -232,11 +236,13 @@ def color_matrix(kind: str, colorspace: ColorSpace | None, color_range: ColorRan
     return (w * to8).astype(np.float32), bias.astype(np.float32)
 
 
-def _resize(ops: Any, x: Any, oh: int, ow: int) -> Any:
-    """Resize NHWC ``x`` (axes 1, 2) to (oh, ow) with RESIZE (cv2.resize's half-pixel grid)."""
+def _resize(ops: Any, x: Any, oh: int, ow: int, ph: int, pw: int) -> Any:
+    """Resize NHWC ``x`` (axes 1, 2) from (ph, pw) to (oh, ow) on cv2.resize's half-pixel grid."""
     i64 = np.int64
     kw: dict[str, Any] = {"coordinate_transformation_mode": "half_pixel"}
-    mode = "linear_onnx" if RESIZE == "linear" else "nearest"
+    shrinks = oh < ph or ow < pw
+    nearest = RESIZE == "nearest" and (not shrinks or ph * pw >= NEAREST_FROM)
+    mode = "nearest" if nearest else "linear_onnx"
     if mode == "nearest":
         kw["nearest_mode"] = "round_prefer_floor"
     return ops.interpolate(x, np.array([oh, ow], i64), mode, "sizes", axes=np.array([1, 2], i64), **kw)
@@ -272,7 +278,7 @@ def plane_prefix(ov: Any, fmt: FrameFormat, shapes: list[tuple[int, ...]], dtype
         if dt != ov.Type.u8:  # 16-bit planes: resized as f32 (Interpolate's integer kernels are 8-bit)
             x = ops.convert(x, ov.Type.f32)
         if (ph, pw) != (th, tw):
-            x = _resize(ops, x, th, tw)
+            x = _resize(ops, x, th, tw, ph, pw)
         planes.append(x)
     used = sorted({pl for pl, _ in ch.channels})
     k_of = {}  # (plane, channel) -> index in the concatenation of the used planes
