@@ -39,7 +39,7 @@ from types import TracebackType
 
 import numpy as np
 
-from .errors import InteropError, InvalidTensorError, UnsupportedTypeError
+from .errors import InteropError, InteropTimeoutError, InvalidTensorError, UnsupportedTypeError
 from .frame import Frame
 from .info import TensorInfo, contiguous_strides, plane_layout
 from .tensors.dma import (
@@ -87,7 +87,7 @@ class ProtocolError(InteropError, ValueError):
     or a field (size, offset, pitch, shape, dtype, plane count, commit-marker offset ...) out of range."""
 
 
-class TransportTimeoutError(InteropError, TimeoutError):
+class TransportTimeoutError(InteropTimeoutError):
     """A transport call (send, recv, wait_returned, accept, connect) ran out of its ``timeout``."""
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..backends import Backend, BackendReport, register_backend
 from ..context import Context, register_default_context
-from ..errors import InteropError, InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError
+from ..errors import InteropError, InteropTimeoutError, InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError
 from ..frame import Frame
 from ..info import TensorInfo, packed_offsets, plane_infos, plane_layout
 from ..native import dmabuf as nd
@@ -603,7 +603,7 @@ class PoolClosedError(InteropError):
     """The FramePool was closed: no frame can be acquired from it any more."""
 
 
-class PoolTimeoutError(InteropError, TimeoutError):
+class PoolTimeoutError(InteropTimeoutError):
     """``FramePool.acquire(timeout=...)`` found no free buffer in time (also a TimeoutError)."""
 
 
