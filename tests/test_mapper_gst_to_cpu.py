@@ -162,3 +162,109 @@ def test_no_mapping_or_fd_leak_over_many_buffers():
     assert ng.live_mappings() == start
     assert len(os.listdir("/proc/self/fd")) <= fds + 2
     p.set_state(Gst.State.NULL)
+
+
+# ---- the one-step path (interop.map(sample, CPU) once per frame) ----------------------------------------------
+
+
+def _one_step(sample):
+    interop.map(sample, MemoryType.CPU).release()  # the first map goes the general way and learns the one-step route
+    return interop.map(sample, MemoryType.CPU)
+
+
+def test_one_step_map_wraps_nothing_per_frame(monkeypatch):
+    # the per-frame cost: no GstFrame/GstTensor is built (PyGObject calls, checks) unless .parent is asked for
+    import interop.tensors.gst as tg
+
+    p, (sample,) = pull_samples(videotest(), 1)
+    interop.map(sample, MemoryType.CPU).release()
+    calls = []
+    monkeypatch.setattr(tg, "wrap_buffer", lambda *a, **k: calls.append(a))
+    with interop.copy_meter() as meter:
+        for _ in range(5):
+            with interop.map(sample, MemoryType.CPU) as c:
+                for t in c.tensors:
+                    np.asarray(t)
+    assert calls == [] and meter.copies == 0
+    p.set_state(Gst.State.NULL)
+
+
+def test_one_step_map_equals_the_general_path():
+    p, (sample,) = pull_samples(videotest(), 1)
+    c = _one_step(sample)
+    general = GstToCPU().map(interop.wrap(sample), AccessMode.READ)
+    assert type(c) is not type(general)  # the one-step frame
+    assert (c.format, c.width, c.height, c.pts, c.time_base, c.colorspace, c.color_range) == \
+        (general.format, general.width, general.height, general.pts, general.time_base, general.colorspace,
+         general.color_range)
+    assert c.metadata == general.metadata and c.metadata["framerate"] == 30
+    for a, b in zip(c.tensors, general.tensors):
+        assert a.info == b.info and a.data_ptr == b.data_ptr and not np.asarray(a).flags.writeable
+        assert np.asarray(a).ctypes.data == a.data_ptr and a.native.ctypes.data == a.data_ptr
+        assert a.parent.offset == b.parent.offset and a.parent.memory_ptr == b.parent.memory_ptr
+    assert c.parent.native is sample and c.buffer.pts == sample.get_buffer().pts
+    with pytest.raises(ValueError, match="read-only"):
+        np.asarray(c[0])[0, 0] = 1
+    p.set_state(Gst.State.NULL)
+
+
+def test_one_step_release_unmaps_unless_a_view_lives():
+    p, (sample,) = pull_samples(videotest(), 1)
+    interop.map(sample, MemoryType.CPU).release()
+    gc.collect()
+    start = ng.live_mappings()
+    c = interop.map(sample, MemoryType.CPU)
+    y, uv_native = np.asarray(c[0]), c[1].native
+    want_y, want_uv = y.copy(), uv_native.copy()
+    assert ng.live_mappings() == start + 1
+    c.release()
+    with pytest.raises(InteropError):
+        np.asarray(c[0])
+    assert ng.live_mappings() == start + 1  # the views hold it
+    p.set_state(Gst.State.NULL)
+    del sample, p
+    gc.collect()
+    assert np.array_equal(y, want_y) and np.array_equal(uv_native, want_uv)
+    del y
+    gc.collect()
+    assert ng.live_mappings() == start + 1  # the .native array holds the mapping itself
+    del uv_native
+    gc.collect()
+    assert ng.live_mappings() == start
+    assert len(c) == 2 and "released" in repr(c)  # the released frame, kept around, holds no mapping
+
+
+def test_released_planes_refuse_use():
+    p, (sample,) = pull_samples(videotest(), 1)
+    c = _one_step(sample)
+    t = c[0]
+    t.release()
+    with pytest.raises(InteropError):
+        np.asarray(t)
+    with pytest.raises(InteropError):
+        t.data_ptr  # noqa: B018
+    p.set_state(Gst.State.NULL)
+
+
+def test_too_many_live_mappings_of_one_memory_are_refused_not_corrupted():
+    # GStreamer counts a memory's locks in 8 bits without an overflow check: past 255 live maps its state is corrupt
+    from interop.errors import ResourceError
+
+    p, (sample,) = pull_samples(videotest(), 1)
+    gc.collect()
+    start = ng.live_mappings()
+    held = []
+    with pytest.raises(ResourceError, match="release"):
+        for _ in range(400):
+            held.append(interop.map(sample, MemoryType.CPU))
+    assert 150 < len(held) < 256
+    mem = ng.peek_memory(ng.pointer_of(sample.get_buffer(), "Gst.Buffer"), 0)
+    for f in held:
+        f.release()
+    del held, f
+    gc.collect()
+    assert ng.live_mappings() == start
+    assert ng.GstMemoryHead.from_address(mem).lockstate & ng.LOCK_COUNT_MASK <= 1 << 8  # the buffer's own, at most
+    with interop.map(sample, MemoryType.CPU) as c:  # and it maps again
+        assert np.asarray(c[0]).shape == (480, 854)
+    p.set_state(Gst.State.NULL)

@@ -19,8 +19,19 @@ from ..frame import Frame
 from ..mapper import register
 from ..native import gst as ng
 from ..tensor import Tensor, _ArrayExport
-from ..tensors._fastpath import CPUView, FastMapper, MappedView, derive_frame
-from ..tensors.gst import GstTensor, NotWritableError, _is, wrap_buffer, wrap_memory, wrap_sample
+from ..tensors._fastpath import CPUView, FastMapper, MappedView, _new, derive_frame
+from ..tensors.gst import (
+    GstTensor,
+    MappedSample,
+    NotWritableError,
+    _is,
+    map_read,
+    release_plane,
+    sampled_frame,
+    wrap_buffer,
+    wrap_memory,
+    wrap_sample,
+)
 from ..types import AccessMode, MemoryType
 
 
@@ -33,6 +44,51 @@ def _view(t: GstTensor, m: ng.MemoryMapping, write: bool) -> CPUView:
              "data": (addr, not write), "strides": info.strides}
     arr = np.asarray(_ArrayExport(iface, m))  # the view holds the mapping: unmapped when the last view is gone
     return MappedView.of(arr, info, t, write, addr)
+
+
+class _IfaceFallback:
+    """A non-data descriptor: an instance's own ``__array_interface__`` wins over it; without one it builds it."""
+
+    def __get__(self, obj: Any, cls: Any = None) -> Any:
+        if obj is None:
+            return self
+        return obj._array_interface()
+
+
+class GstPlaneView(CPUView):
+    """A CPU view of a plane mapped in one step. Its numpy array is made on first use of ``.native`` (over the
+    mapping, not this tensor: no cycle keeps the mapping alive); numpy.asarray(t), DLPack and regions work from
+    the address. ``parent`` is the GstTensor of the plane, made on first use."""
+
+    # the state every plane view starts in, as class attributes: fewer stores per plane per frame
+    _native = None
+    _context = CPU_CONTEXT
+    _writable = False
+    _parent: MappedSample
+    _index: int
+
+    @property
+    def parent(self) -> Any:
+        src = self._parent
+        return None if src is None else src.frame()[self._index]
+
+    # numpy.asarray(view) reads the dict map_native stores on the instance (a property on every call costs more
+    # than the rest of the view); release() removes it, and this fallback then raises the released error
+    __array_interface__ = _IfaceFallback()  # type: ignore[assignment]
+
+    def release(self) -> None:
+        release_plane(self, 0)  # the frame's list still holds this plane: the mapping ends with the frame's release
+
+    @property
+    def native(self) -> np.ndarray:
+        self._check()
+        arr = self._native
+        if arr is None:
+            arr = self._native = np.asarray(_ArrayExport(self._array_interface(), self._parent))
+        return arr  # type: ignore[no-any-return]
+
+    def numpy(self) -> np.ndarray:
+        return self.native.view()
 
 
 @register
@@ -53,6 +109,27 @@ class GstToCPU(FastMapper):
         if _is(obj, "Memory"):
             return wrap_memory(obj)
         return None
+
+    def map_native(self, obj: Any, mode: AccessMode, allow_copy: bool) -> Frame | None:
+        """interop.map(sample, CPU) in one step for READ; None: the general path (WRITE, several memories, errors)."""
+        if mode is not AccessMode.READ:
+            return None
+        src = map_read(obj)
+        if src is None:
+            return None
+        addr = src.address
+        plan = src.plan
+        views = []
+        i = 0
+        for off, info in plan.planes:
+            v: Any = _new(GstPlaneView)
+            a = addr + off
+            iface = plan.interfaces[i].copy()  # numpy.asarray(view) reads it from the instance
+            iface["data"] = (a, True)
+            v._info, v._parent, v._index, v._addr, v.__array_interface__ = info, src, i, a, iface
+            views.append(v)
+            i += 1
+        return sampled_frame(src, views, CPU_CONTEXT)
 
     def _writable(self, tensors: list[GstTensor], allow_copy: bool) -> bool:
         """True when the planes may be mapped for WRITE in place; False: map a copy (allowed and counted)."""

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import itertools
 import os as _os
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import BackendUnavailableError, InvalidTensorError
+from ..errors import BackendUnavailableError, InvalidTensorError, ResourceError
 
 GST_MAP_READ = 1
 GST_MAP_WRITE = 2
@@ -84,6 +86,11 @@ def libs() -> tuple[Any, Any]:
             return _libs[0]
         g, v = _load("gstreamer-1.0"), _load("gstvideo-1.0")
         _sig(g, "gst_memory_map", _bool, _vp, _c.POINTER(GstMapInfo), _int)
+        _sig(g, "gst_buffer_map", _bool, _vp, _c.POINTER(GstMapInfo), _int)
+        _sig(g, "gst_buffer_unmap", None, _vp, _c.POINTER(GstMapInfo))
+        _sig(g, "gst_sample_get_buffer", _vp, _vp)
+        _sig(g, "gst_sample_get_caps", _vp, _vp)
+        _sig(g, "gst_mini_object_weak_ref", None, _vp, WEAK_NOTIFY, _vp)
         _sig(g, "gst_memory_unmap", None, _vp, _c.POINTER(GstMapInfo))
         _sig(g, "gst_mini_object_ref", _vp, _vp)
         _sig(g, "gst_mini_object_unref", None, _vp)
@@ -176,11 +183,18 @@ def find_memory(buf: int, offset: int, size: int) -> tuple[int, int, int] | None
 # ---- mappings -------------------------------------------------------------------------------------------
 
 _live = {"mappings": 0}
+# BufferMappings made and freed: itertools.count's next() is atomic, so a finaliser running on any thread (or
+# inside a locked section of the same thread) never waits on a lock
+_made, _freed = itertools.count(), itertools.count()
+
+
+def _count(c: itertools.count[int]) -> int:
+    return int(c.__reduce__()[1][0])  # type: ignore[index]
 
 
 def live_mappings() -> int:
     """GstMemory mappings interop holds now (each ends when its last view is gone)."""
-    return _live["mappings"]
+    return _live["mappings"] + _count(_made) - _count(_freed)
 
 
 def _unmap(mem: int, info: GstMapInfo, buf: int, locked: bool, live: dict[str, int]) -> None:
@@ -193,6 +207,22 @@ def _unmap(mem: int, info: GstMapInfo, buf: int, locked: bool, live: dict[str, i
         g.gst_mini_object_unref(buf)
     with _lock:
         live["mappings"] -= 1
+
+
+#: GstMiniObject.lockstate counts locks in bits 8-15 (each gst_memory_map takes one) and GStreamer does not check
+#: for overflow: past 255 live locks of one memory its lock state is corrupt, so interop refuses well before
+LOCK_COUNT_MASK = 0xFF00
+MAX_LOCKS = 200 << 8
+
+
+def check_lock_room(mem: int) -> None:
+    """Raise ResourceError when one memory already has so many live mappings that another could overflow
+    GStreamer's lock count."""
+    if GstMemoryHead.from_address(mem).lockstate & LOCK_COUNT_MASK >= MAX_LOCKS:
+        raise ResourceError(
+            "this GstMemory is mapped about 200 times at once; GStreamer counts at most 255 locks per memory, so "
+            "interop maps it no more: release mappings (frame.release(), or drop the numpy views) before mapping "
+            "the same buffer again")
 
 
 class MemoryMapping:
@@ -209,6 +239,7 @@ class MemoryMapping:
 
     def __init__(self, mem: int, write: bool, buf: int = 0):
         g = libs()[0]
+        check_lock_room(mem)
         info = GstMapInfo()
         flags = GST_MAP_READ | (GST_MAP_WRITE if write else 0)
         g.gst_mini_object_ref(mem)
@@ -230,6 +261,121 @@ class MemoryMapping:
     def close(self) -> None:
         """Unmap now; only safe when no view of the mapping is left (the finaliser does it otherwise)."""
         self._fin()
+
+
+class BufferMapping:
+    """The one memory of a one-memory buffer mapped for READ with ``gst_buffer_map`` (which maps that memory in
+    place and takes a reference on it; only a buffer of several memories would be merged into a copy, and those
+    never come here), unmapped when this object is gone.
+
+    ``owner`` is the Python ``Gst.Sample``/``Gst.Buffer`` the buffer came from: holding it holds the buffer, so
+    a buffer pool gets the buffer back only when the last view is gone (the pool needs the refcount at zero),
+    and nobody can map it for WRITE meanwhile (a buffer with two references is not writable). numpy views hold
+    this object; the unmap is its ``__del__`` (no finaliser registry on the per-frame path).
+    """
+
+    __slots__ = ("info", "owner", "buf", "address", "size", "_unmap", "__weakref__")
+
+    def __init__(self, owner: Any, buf: int, g: Any):
+        info = GstMapInfo()
+        if not g.gst_buffer_map(buf, info, GST_MAP_READ):
+            raise InvalidTensorError("GStreamer refused to map this buffer for reading")
+        next(_made)
+        self.info, self.owner, self.buf, self._unmap = info, owner, buf, g.gst_buffer_unmap
+        self.address = info.data or 0
+        self.size = info.size
+
+    def __del__(self) -> None:
+        try:
+            self._unmap(self.buf, self.info)
+        except Exception:  # interpreter shutdown: the library may be gone
+            pass
+        next(_freed)
+
+
+def mapped() -> None:
+    """Count a BufferMapping whose state its maker set itself (a one-step mapper builds it without __init__)."""
+    next(_made)
+
+
+def sample_buffer_caps(sample: int) -> tuple[int, int]:
+    """(GstBuffer*, GstCaps*) of a GstSample (borrowed pointers: the sample holds them), 0 where absent."""
+    g = libs()[0]
+    return int(g.gst_sample_get_buffer(sample) or 0), int(g.gst_sample_get_caps(sample) or 0)
+
+
+#: GstBuffer's public fields (GstMiniObject is 64 bytes on LP64, then the pool pointer): pts, dts, duration
+BUFFER_PTS_OFFSET = 72
+BUFFER_DURATION_OFFSET = 88
+
+
+def buffer_times(buf: int) -> tuple[int, int]:
+    """(pts, duration) of a GstBuffer in ns; GST_CLOCK_TIME_NONE where unknown."""
+    return (_c.c_uint64.from_address(buf + BUFFER_PTS_OFFSET).value,
+            _c.c_uint64.from_address(buf + BUFFER_DURATION_OFFSET).value)
+
+
+#: the bytes of a GstVideoMeta that describe the layout (flags .. stride): a cache key for the layout it gives
+META_KEY_OFFSET = 24  # after GstMeta (flags, info) and the buffer pointer
+META_KEY_SIZE = 96 - META_KEY_OFFSET  # to the end of stride[4]
+
+
+def meta_key(meta: int) -> bytes:
+    return _c.string_at(meta + META_KEY_OFFSET, META_KEY_SIZE)
+
+
+class GstMemoryHead(_c.Structure):
+    """The public head of a GstMemory: its GstMiniObject (type, refcount, lockstate, flags …), then the allocator."""
+
+    _fields_ = [("type", _sz), ("refcount", _int), ("lockstate", _int), ("flags", _uint), ("_mini", _c.c_byte * 44),
+                ("allocator", _vp)]
+
+
+def memory_allocator(mem: int) -> int:
+    """GstMemory.allocator (the public field after the 64-byte GstMiniObject)."""
+    return int(_c.c_void_p.from_address(mem + 64).value or 0)
+
+
+# ---- knowing when a GStreamer object is freed (caches keyed by pointer) ------------------------------------
+
+WEAK_NOTIFY = _c.CFUNCTYPE(None, _vp, _vp)  # GstMiniObjectNotify and GWeakNotify: (user data, the object)
+_watchers: dict[int, Callable[[int], None]] = {}
+_watch_lock = threading.RLock()
+
+
+def _on_free(data: int | None, obj: int | None) -> None:
+    # runs on whichever thread frees the object, before its memory is released (ctypes takes the GIL)
+    with _watch_lock:
+        cb = _watchers.pop(int(obj or 0), None)
+    if cb is not None:
+        try:
+            cb(int(obj or 0))
+        except Exception:  # never raise into GStreamer's thread
+            import logging
+
+            logging.getLogger("interop").exception("interop's cache clean-up failed")
+
+
+_on_free_cb = WEAK_NOTIFY(_on_free)  # module-level: GStreamer may call it as long as the process lives
+_gobject: list[Any] = []
+
+
+def watch(ptr: int, on_free: Callable[[int], None], *, gobject: bool = False) -> None:
+    """Call ``on_free(ptr)`` when the GstMiniObject (or GObject, e.g. a GstAllocator) at ``ptr`` is freed, without
+    holding a reference on it: a cache keyed by its pointer drops the entry before the address can be reused."""
+    with _watch_lock:
+        if ptr in _watchers:
+            _watchers[ptr] = on_free
+            return
+        _watchers[ptr] = on_free
+    if gobject:
+        if not _gobject:
+            go = _load("gobject-2.0")
+            _sig(go, "g_object_weak_ref", None, _vp, WEAK_NOTIFY, _vp)
+            _gobject.append(go)
+        _gobject[0].g_object_weak_ref(ptr, _on_free_cb, None)
+    else:
+        libs()[0].gst_mini_object_weak_ref(ptr, _on_free_cb, None)
 
 
 # ---- video layouts --------------------------------------------------------------------------------------
@@ -274,10 +420,28 @@ def video_info(caps: int) -> VideoLayout | None:
         v.gst_video_info_free(p)
 
 
+_meta_api: list[int] = []
+
+
+def video_meta_api() -> int:
+    """GstVideoMeta's API GType."""
+    if not _meta_api:
+        _meta_api.append(int(libs()[1].gst_video_meta_api_get_type()))
+    return _meta_api[0]
+
+
+def video_meta_ptr(buf: int) -> int:
+    """The buffer's GstVideoMeta* (0: none)."""
+    return int(libs()[0].gst_buffer_get_meta(buf, video_meta_api()) or 0)
+
+
 def video_meta(buf: int) -> VideoLayout | None:
     """The buffer's GstVideoMeta (the producer's true plane offsets and strides), or None."""
-    g, v = libs()
-    p = g.gst_buffer_get_meta(buf, v.gst_video_meta_api_get_type())
+    return video_meta_at(video_meta_ptr(buf))
+
+
+def video_meta_at(p: int) -> VideoLayout | None:
+    """The layout a GstVideoMeta* gives (None for 0)."""
     if not p:
         return None
     m = GstVideoMeta.from_address(p)

@@ -9,6 +9,9 @@ here: the GST -> CPU mapper maps each memory with ``gst_memory_map`` (interop.na
 
 from __future__ import annotations
 
+import sys
+import threading
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -22,7 +25,13 @@ from ..backends import (
     register_wrapper,
 )
 from ..context import Context, register_default_context
-from ..errors import CopyRequiredError, InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError
+from ..errors import (
+    CopyRequiredError,
+    InteropError,
+    InvalidTensorError,
+    UnsupportedFormatError,
+    UnsupportedTypeError,
+)
 from ..frame import Frame
 from ..info import TensorInfo, contiguous_strides, plane_layout
 from ..native import gst as ng
@@ -221,26 +230,50 @@ def _check_caps(caps: Any) -> None:
             f"download to system memory before the appsink (e.g. a converter to plain video/x-raw)")
 
 
-def wrap_buffer(buffer: Any, caps: Any = None, *, native: Any = None) -> Frame:
-    """A ``Gst.Buffer`` (with its negotiated ``caps``, or carrying a GstVideoMeta) as a GstFrame, zero-copy."""
-    gst()
-    if not _is(buffer, "Buffer"):
-        raise UnsupportedTypeError(f"wrap_buffer() takes a Gst.Buffer, not {type(buffer).__name__}")
-    buf = ng.pointer_of(buffer, "Gst.Buffer")
+@dataclass(frozen=True)
+class Plan:
+    """What a buffer's caps and video meta say about its planes, worked out once per (caps, meta layout): format,
+    visible size, each plane's buffer offset and TensorInfo, the bytes they span, colour and frame rate."""
+
+    format: FrameFormat
+    width: int
+    height: int
+    planes: tuple[tuple[int, TensorInfo], ...]
+    names: tuple[str, ...]
+    span: int
+    colorspace: ColorSpace | None
+    color_range: ColorRange | None
+    framerate: Fraction | None
+    #: per plane, the read-only __array_interface__ of a CPU view but its address (copied, "data" set, per frame)
+    interfaces: tuple[dict[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "interfaces", tuple(
+            {"version": 3, "shape": i.shape, "typestr": i.dtype.str, "data": (0, True), "strides": i.strides}
+            for _, i in self.planes))
+
+
+# (GstCaps*, the video meta's layout bytes or None) -> Plan. Entries go when GStreamer frees the caps (a weak ref),
+# so a cached pointer is never another caps' pointer; caps that others share are immutable.
+_plans: dict[tuple[int, bytes | None], Plan] = {}
+_PLANS_MAX = 64
+
+
+def _make_plan(caps: Any, caps_ptr: int, meta: int) -> Plan:
     layout = None
     if caps is not None:
         _check_caps(caps)
-        layout = ng.video_info(ng.pointer_of(caps, "Gst.Caps"))
+        layout = ng.video_info(caps_ptr)
         if layout is None:
             raise UnsupportedFormatError(f"GStreamer cannot read caps {caps.to_string()!r} as raw video")
-    meta = ng.video_meta(buf)
-    if meta is not None:
-        if layout is not None and (meta.format, meta.width, meta.height) != (layout.format, layout.width,
-                                                                             layout.height):
-            raise InvalidTensorError(f"the buffer's video meta ({meta.format} {meta.width}x{meta.height}) contradicts "
-                                     f"its caps ({layout.format} {layout.width}x{layout.height})")
-        colour = layout if layout is not None else meta
-        layout = meta
+    vmeta = ng.video_meta_at(meta) if meta else None
+    if vmeta is not None:
+        if layout is not None and (vmeta.format, vmeta.width, vmeta.height) != (layout.format, layout.width,
+                                                                                layout.height):
+            raise InvalidTensorError(f"the buffer's video meta ({vmeta.format} {vmeta.width}x{vmeta.height}) "
+                                     f"contradicts its caps ({layout.format} {layout.width}x{layout.height})")
+        colour = layout if layout is not None else vmeta
+        layout = vmeta
     elif layout is None:
         raise InvalidTensorError("this Gst.Buffer has no GstVideoMeta: give its caps (interop.wrap(sample), or "
                                  "interop.tensors.gst.wrap_buffer(buffer, caps)) so interop knows its planes")
@@ -253,45 +286,291 @@ def wrap_buffer(buffer: Any, caps: Any = None, *, native: Any = None) -> Frame:
     specs = plane_layout(fmt)
     if len(layout.offsets) < len(specs):
         raise InvalidTensorError(f"a {layout.format} buffer needs {len(specs)} planes, its layout has {len(layout.offsets)}")
-    Gst = gst()
-    tensors: list[Tensor] = []
-    memories: dict[int, Any] = {}
-    total = ng.buffer_size(buf)
+    planes = []
     for spec, off, pitch in zip(specs, layout.offsets, layout.strides):
         shape = spec.shape(layout.width, layout.height)
         if pitch < spec.row_bytes(layout.width):
             raise InvalidTensorError(f"plane {spec.name} of a {layout.width}x{layout.height} {layout.format} buffer "
                                      f"has stride {pitch}, less than its {spec.row_bytes(layout.width)}-byte rows")
-        info = TensorInfo(shape, spec.dtype, (pitch,) + contiguous_strides(shape, spec.dtype.itemsize)[1:])
+        planes.append((int(off), TensorInfo(shape, spec.dtype, (pitch,) + contiguous_strides(shape, spec.dtype.itemsize)[1:])))
+    fps = colour.fps
+    return Plan(fmt, layout.width, layout.height, tuple(planes), tuple(sp.name for sp in specs), max(o + i.extent for o, i in planes),
+                _MATRICES.get(colour.matrix), _RANGES.get(colour.range),
+                Fraction(fps[0], fps[1]) if fps[0] > 0 and fps[1] > 0 else None)
+
+
+def plan_for(caps: Any, caps_ptr: int, meta: int) -> Plan:
+    """The Plan of a buffer with caps ``caps_ptr`` (0: none) and video meta ``meta`` (0: none), cached. ``caps`` is
+    the Python ``Gst.Caps`` (or a callable giving it), needed only on a cache miss."""
+    key = (caps_ptr, ng.meta_key(meta) if meta else None)
+    plan = _plans.get(key)
+    if plan is not None:
+        return plan
+    plan = _make_plan(caps() if callable(caps) else caps, caps_ptr, meta)
+    with _plans_lock:
+        if len(_plans) >= _PLANS_MAX:  # caps change rarely (renegotiation): start over rather than track use
+            _plans.clear()
+        _plans[key] = plan
+    if caps_ptr:
+        ng.watch(caps_ptr, _forget_caps)
+    return plan
+
+
+def _forget_caps(caps_ptr: int) -> None:
+    with _plans_lock:
+        for k in [k for k in _plans if k[0] == caps_ptr]:
+            del _plans[k]
+
+
+_plans_lock = threading.RLock()
+
+
+def wrap_buffer(buffer: Any, caps: Any = None, *, native: Any = None) -> Frame:
+    """A ``Gst.Buffer`` (with its negotiated ``caps``, or carrying a GstVideoMeta) as a GstFrame, zero-copy."""
+    gst()
+    if not _is(buffer, "Buffer"):
+        raise UnsupportedTypeError(f"wrap_buffer() takes a Gst.Buffer, not {type(buffer).__name__}")
+    buf = ng.pointer_of(buffer, "Gst.Buffer")
+    plan = plan_for(caps, ng.pointer_of(caps, "Gst.Caps") if caps is not None else 0, ng.video_meta_ptr(buf))
+    tensors: list[Tensor] = []
+    total = ng.buffer_size(buf)
+    single = ng.n_memory(buf) == 1
+    memories: dict[int, Any] = {}
+    parent = native if native is not None else buffer
+    for (off, info), name in zip(plan.planes, plan.names):
         if off + info.extent > total:
-            raise InvalidTensorError(f"plane {spec.name} at offset {off} spans {info.extent} bytes; the buffer has "
-                                     f"{total}")
-        found = ng.find_memory(buf, off, info.extent)
-        if found is None:
-            raise InvalidTensorError(f"plane {spec.name} at offset {off} is not in the buffer's memories")
-        idx, count, skip = found
+            raise InvalidTensorError(f"plane {name} at offset {off} spans {info.extent} bytes; the buffer has {total}")
+        if single:  # the one memory holds every byte of the buffer: no search
+            idx, count, skip = 0, 1, off
+        else:
+            found = ng.find_memory(buf, off, info.extent)
+            if found is None:
+                raise InvalidTensorError(f"plane {name} at offset {off} is not in the buffer's memories")
+            idx, count, skip = found
         if count != 1:
             raise InvalidTensorError(
-                f"plane {spec.name} spans {count} GstMemory blocks: reading it as one array would need them joined "
-                f"(a copy). interop maps planes that each lie in one memory")
+                f"plane {name} spans {count} GstMemory blocks: reading it as one array would need them "
+                f"joined (a copy). interop maps planes that each lie in one memory")
         mem = memories.get(idx)
         if mem is None:
             mem = memories[idx] = buffer.peek_memory(idx)
         tensors.append(GstTensor(mem, info, offset=skip, buffer=buffer, memory_index=idx, context=GST_CPU,
-                                 parent=native if native is not None else buffer))
-    pts = buffer.pts
-    f = GstFrame(tensors, fmt, layout.width, layout.height, context=GST_CPU,
-                 native=native if native is not None else buffer,
-                 colorspace=_MATRICES.get(colour.matrix), color_range=_RANGES.get(colour.range),
-                 pts=None if pts == Gst.CLOCK_TIME_NONE else int(pts),
-                 time_base=NANOSECONDS)
+                                 parent=parent))
+    pts, duration = ng.buffer_times(buf)
+    f = GstFrame(tensors, plan.format, plan.width, plan.height, context=GST_CPU, native=parent,
+                 colorspace=plan.colorspace, color_range=plan.color_range,
+                 pts=None if pts == ng.GST_CLOCK_TIME_NONE else pts, time_base=NANOSECONDS)
     f._buffer = buffer
     f._caps = caps
-    if buffer.duration != Gst.CLOCK_TIME_NONE:
-        f.metadata["duration"] = int(buffer.duration)  # nanoseconds, as pts
-    if colour.fps[0] > 0 and colour.fps[1] > 0:
-        f.metadata["framerate"] = Fraction(colour.fps[0], colour.fps[1])
+    if duration != ng.GST_CLOCK_TIME_NONE:
+        f.metadata["duration"] = duration  # nanoseconds, as pts
+    if plan.framerate is not None:
+        f.metadata["framerate"] = plan.framerate
     return f
+
+
+# ---- one-step READ mapping -----------------------------------------------------------------------------
+# interop.map(sample, CPU) runs once per frame. The general path wraps the sample as GstTensors (PyGObject calls,
+# per-plane checks), then maps each memory. The one-step path (GstToCPU.map_native) reads the buffer, caps and
+# video meta pointers with one ctypes call each, takes the planes from the cached Plan, maps the buffer's one
+# memory with one call, and builds the CPU planes directly; the GstFrame in between is made only if asked for.
+
+
+class MappedSample(ng.BufferMapping):
+    """A sample (or buffer) whose one memory is mapped for READ, shared by the frame and planes mapped from it in
+    one step (the mapping holds the sample); ``frame()`` is the GstFrame the general path would have wrapped, made
+    on first use."""
+
+    __slots__ = ("plan", "_frame")
+    plan: Plan
+    _frame: Frame | None
+
+    def frame(self) -> Frame:
+        f = self._frame
+        if f is None:
+            f = self._frame = wrap_sample(self.owner) if _is(self.owner, "Sample") else wrap_buffer(self.owner)
+        return f
+
+
+_kinds: dict[type, int] = {}  # class -> 1 Gst.Sample, 0 Gst.Buffer, -1 neither
+_allocators: dict[int, bool] = {}  # GstAllocator* (entry dropped when it is freed) -> the CPU maps it in place
+
+
+def _cpu_mappable(mem: int) -> bool:
+    """Whether the CPU maps this memory in place, and GStreamer's lock count of it has room for this mapping."""
+    head = ng.GstMemoryHead.from_address(mem)
+    if head.flags & ng.GST_MEMORY_FLAG_NOT_MAPPABLE or (head.lockstate & ng.LOCK_COUNT_MASK) >= ng.MAX_LOCKS:
+        return False
+    alloc = head.allocator or 0
+    ok = _allocators.get(alloc)
+    if ok is None:
+        ok = bool(alloc) and any(ng.memory_is_type(mem, t) for t in CPU_MEMORY_TYPES)
+        if alloc:
+            with _plans_lock:
+                _allocators[alloc] = ok
+            ng.watch(alloc, _forget_allocator, gobject=True)
+    return ok
+
+
+def _forget_allocator(alloc: int) -> None:
+    with _plans_lock:
+        _allocators.pop(alloc, None)
+
+
+def map_read(obj: Any) -> MappedSample | None:
+    """Map a ``Gst.Sample`` (or a ``Gst.Buffer`` with a video meta) for READ in one step, or None when it is not
+    the common case (several memories, memory the CPU cannot map, a layout the general path refuses: that path
+    then runs and says why). This runs once per frame: one ctypes call per pointer it needs, nothing else."""
+    g = _g[0] if _g else _fast_lib()
+    is_sample = _kinds.get(type(obj))
+    if is_sample is None:
+        is_sample = _kinds[type(obj)] = 1 if _is(obj, "Sample") else 0 if _is(obj, "Buffer") else -1
+    ptr = hash(obj)
+    if ptr <= 0 or is_sample < 0:
+        return None
+    if is_sample:
+        buf = g.gst_sample_get_buffer(ptr)
+        caps_ptr = g.gst_sample_get_caps(ptr) or 0
+    else:
+        buf, caps_ptr = ptr, 0
+    if not buf or g.gst_buffer_n_memory(buf) != 1:
+        return None
+    meta = g.gst_buffer_get_meta(buf, _g[1]) or 0
+    plan = _plans.get((caps_ptr, ng.meta_key(meta) if meta else None))
+    if plan is None:
+        try:
+            plan = plan_for(obj.get_caps() if is_sample else None, caps_ptr, meta)
+        except InteropError:
+            return None
+    info = ng.GstMapInfo()
+    if not g.gst_buffer_map(buf, info, ng.GST_MAP_READ):
+        return None
+    m: Any = _new(MappedSample)  # BufferMapping's state, set here: its unmap runs in __del__ from now on
+    m.info, m.owner, m.buf, m._unmap, m.address, m.size, m.plan, m._frame = \
+        info, obj, buf, g.gst_buffer_unmap, info.data or 0, info.size, plan, None
+    ng.mapped()
+    # checked after the map (one call fewer per frame): caps that passed the plan are system or DMABuf memory,
+    # whose map is in place; anything else is unmapped here and the general path refuses it with advice
+    if not _cpu_mappable(info.memory) or m.size < plan.span:
+        return None  # (the general path also says which plane does not fit)
+    return m  # type: ignore[no-any-return]
+
+
+_g: list[Any] = []  # (libgstreamer, GstVideoMeta's API type)
+_new = object.__new__
+
+
+def _fast_lib() -> Any:
+    if not _g:
+        _g.extend((ng.libs()[0], ng.video_meta_api()))
+    return _g[0]
+
+
+class SampledFrame(GstFrame):
+    """A CPU frame mapped in one step from a sample; ``parent`` (the GstFrame) and ``metadata`` are made on first
+    use. ``_parent`` is the MappedSample (the mapping) until release; ``_sample`` is (sample, GstBuffer*, plan),
+    which holds the sample but not the mapping."""
+
+    _native = None
+    _colorspace = _color_range = _pts = _time_base = None
+    _released = False
+    _metadata: dict[str, Any] | None = None
+    _sample: tuple[Any, int, Plan]
+
+    @property
+    def parent(self) -> Any:
+        src = self._parent
+        return None if src is None else src.frame()
+
+    @property
+    def buffer(self) -> Any:
+        obj = self._sample[0]
+        return obj.get_buffer() if _is(obj, "Sample") else obj
+
+    @property
+    def caps(self) -> Any:
+        obj = self._sample[0]
+        return obj.get_caps() if _is(obj, "Sample") else None
+
+    @property  # type: ignore[override]
+    def metadata(self) -> dict[str, Any]:
+        md = self._metadata
+        if md is None:
+            _, buf, plan = self._sample
+            md = self._metadata = {}
+            duration = ng.buffer_times(buf)[1]  # the sample is held, so the buffer is alive
+            if duration != ng.GST_CLOCK_TIME_NONE:
+                md["duration"] = duration
+            if plan.framerate is not None:
+                md["framerate"] = plan.framerate
+        return md
+
+    @metadata.setter
+    def metadata(self, value: dict[str, Any]) -> None:
+        self._metadata = value
+
+    def release(self) -> None:
+        """Release the planes; the mapping ends now unless a numpy view (or a plane the caller holds) lives on."""
+        if self._released:
+            return
+        self._released = True
+        self._parent = None
+        ts = self._tensors
+        for i in range(len(ts)):
+            t: Any = ts[i]
+            if t._released:
+                if t._parent is None:
+                    continue
+            else:  # release_plane(t), inlined: this runs per plane per frame
+                t._released = True
+                d = t.__dict__
+                del d["__array_interface__"]
+                if "_native" in d:
+                    del d["_native"]
+                if _getrefcount(t) <= 3:  # this list, the local, getrefcount's argument: nobody else holds it
+                    t._parent = None
+                    continue
+            # a numpy view (or the caller) holds the plane, and through it the mapping: this released frame keeps
+            # a stand-in instead, so the mapping ends with the last view, not with this frame
+            husk: Any = object.__new__(type(t))
+            husk._info, husk._index, husk._addr, husk._parent, husk._released = t._info, t._index, None, None, True
+            ts[i] = husk
+
+
+def release_plane(t: Any, refs: int) -> bool:
+    """Release a plane mapped in one step: drop its numpy interface, and its hold on the mapping when nothing
+    else refers to it (numpy arrays made from ``__array_interface__`` hold the plane itself; an array made by
+    ``.native`` holds the mapping directly). ``refs``: the references the caller's own frames account for.
+    True when the plane no longer holds the mapping."""
+    if t._released:
+        return t._parent is None
+    t._released = True
+    d = t.__dict__
+    d.pop("__array_interface__", None)
+    d.pop("_native", None)
+    if _getrefcount(t) <= refs:
+        t._parent = None
+        return True
+    return False
+
+
+_getrefcount = sys.getrefcount
+
+
+def _sample_attrs(src: tuple[Any, int, Plan]) -> tuple[Any, Any, Any, Any]:
+    plan = src[2]
+    pts = ng.buffer_times(src[1])[0]  # the sample is held, so the buffer is alive
+    return (plan.colorspace, plan.color_range, None if pts == ng.GST_CLOCK_TIME_NONE else pts, NANOSECONDS)
+
+
+def sampled_frame(src: MappedSample, tensors: list[Any], context: Context) -> Frame:
+    plan = src.plan
+    f: Any = object.__new__(SampledFrame)  # trusted_frame's state (the rest is SampledFrame's class defaults)
+    f._tensors, f._format, f._width, f._height, f._context, f._parent = tensors, plan.format, plan.width, \
+        plan.height, context, src
+    f._sample = sample = (src.owner, src.buf, plan)
+    f._attr_src = (_sample_attrs, sample)
+    return f  # type: ignore[no-any-return]
 
 
 def wrap_sample(sample: Any) -> Frame:
