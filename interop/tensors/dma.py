@@ -20,7 +20,13 @@ import numpy as np
 
 from ..backends import Backend, BackendReport, register_backend
 from ..context import Context, register_default_context
-from ..errors import InteropError, InteropTimeoutError, InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError
+from ..errors import (
+    InteropError,
+    InteropTimeoutError,
+    InvalidTensorError,
+    UnsupportedFormatError,
+    UnsupportedTypeError,
+)
 from ..frame import Frame
 from ..info import TensorInfo, packed_offsets, plane_infos, plane_layout
 from ..native import dmabuf as nd
