@@ -9,7 +9,8 @@ Writing a mapper (one module ``mappers/<src>_to_<dst>.py``, one ``@register``ed 
   ContextMismatchError; no output context means ``default_output_context()``, the registered default of ``dst``);
 - ``zero_copy`` (the edge's worst case over every input kind and access mode) and ``may_copy`` (True when it is
   zero-copy for some inputs and a copy for others); such an edge overrides ``input_cost(obj, mode)``;
-- ``requires``, ``extra``, ``tier``: what it needs to run here (``missing()`` says why it cannot, without importing);
+- ``requires``, ``extra``, ``tier`` only when it needs more than its two backends' descriptors say (they are derived
+  from them, ``backends.edge_needs``; ``missing()`` says why it cannot run here, without importing);
 
 and implement ``map_tensor`` and/or ``map_frame`` (``map_planes`` for planes mapped together). The base class does
 the rest before those run: the memory type and input class check, the input context check, the read-only refusal
@@ -26,7 +27,16 @@ import enum
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .backends import find_wrapper, load_all, module_available, require, wrapper_names
+from .backends import (
+    backend_of,
+    edge_needs,
+    find_wrapper,
+    install_hint,
+    load_all,
+    module_available,
+    require,
+    wrapper_names,
+)
 from .errors import (
     BackendUnavailableError,
     ContextMismatchError,
@@ -72,6 +82,25 @@ def wrap_native(native: Any, *, info: Any = None, format: Any = None, context: A
     return w.wrap(native, info=info, format=format, context=context)  # type: ignore[no-any-return]
 
 
+class _FromBackends:
+    """A mapper attribute (``requires``, ``extra``, ``tier``) derived from its two backends' descriptors
+    (``backends.edge_needs(src, dst)``) unless the class sets its own."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, cls: Any) -> Any:
+        return getattr(edge_needs(cls.src, cls.dst), self.name)
+
+
+def _backend_name(mt: MemoryType) -> str:
+    """The declared backend's name (BackendUnavailableError.backend), else the memory type's value."""
+    try:
+        return backend_of(mt).name
+    except UnsupportedTypeError:  # a memory type whose tensors module declares no Backend yet
+        return mt.value
+
+
 def _read_only(out: Any) -> None:
     """A READ mapping's output is read-only, whatever the mapper built (writes to it would be lost or corrupt)."""
     if type(out) is Frame or isinstance(out, Frame):
@@ -102,11 +131,12 @@ class MemoryMapper:
     output_contexts: ClassVar[tuple[type, ...]] = ()
     #: False for a mapper that handles WRITE of read-only input itself (by copying it, counted)
     refuse_read_only: ClassVar[bool] = True
-    #: Python modules the mapper needs, and the pip extra that installs them
-    requires: ClassVar[tuple[str, ...]] = ()
-    extra: ClassVar[str | None] = None
-    #: tier of the hardware it needs: "A" (every machine), "B" (CUDA), "C" (VA-API / Level Zero / NPU)
-    tier: ClassVar[str] = "A"
+    #: Python modules the mapper needs, the pip extra that installs them, and the tier of the hardware it needs
+    #: ("A" every machine, "B" CUDA, "C" VA-API / Level Zero / NPU): derived from the descriptors of ``src`` and
+    #: ``dst`` (``backends.edge_needs``); a mapper that needs more sets them on its class
+    requires: ClassVar[tuple[str, ...]] = _FromBackends()  # type: ignore[assignment]
+    extra: ClassVar[str | None] = _FromBackends()  # type: ignore[assignment]
+    tier: ClassVar[str] = _FromBackends()  # type: ignore[assignment]
     name: ClassVar[str] = "mapper"
     #: True for an edge that only suits inputs produced as such (exportable CUDA allocations for CUDA -> OPENCL):
     #: routing uses it as the first step of a route, never after another mapper made the input.
@@ -131,18 +161,18 @@ class MemoryMapper:
         """Why this mapper cannot run here (a missing module), or None. Does not import anything."""
         for mod in cls.requires:
             if not module_available(mod):
-                hint = f"pip install 'interop[{cls.extra}]'" if cls.extra else f"install '{mod}'"
-                return f"needs the Python module '{mod}': {hint}"
+                return f"needs the Python module '{mod}': {install_hint(mod, cls.extra)}"
         return None
 
     def _require(self) -> None:
         cls = type(self)
         why = self.missing()
+        backend = _backend_name(self.dst)
         if why is not None:
             raise BackendUnavailableError(f"step {self.name} ({self.src.name} -> {self.dst.name}) cannot run here: {why}",
-                                          backend=self.dst.value, extra=self.extra)
+                                          backend=backend, extra=self.extra)
         for mod in self.requires:
-            require(mod, self.dst.value, self.extra)
+            require(mod, backend, self.extra)
         cls._ready = True  # imported once; later maps skip the checks
 
     # -- contexts ---------------------------------------------------------------------------------------

@@ -146,12 +146,43 @@ def test_edge_needs_derive_what_mappers_declare() -> None:
     overrides = {"usm_to_cpu", "usm_to_npu", "usm_to_opencl", "dma_to_usm", "usm_to_dma", "opencl_to_opencv_umat"}
     checked = 0
     for m in registered().values():
-        if m.name in overrides or m.src in PENDING or m.dst in PENDING:
+        if m.src in PENDING or m.dst in PENDING:
             continue
+        own = {k for k in ("requires", "extra", "tier") if k in m.__dict__}
+        if m.name in overrides:
+            assert own, f"{m.name} is listed as an override but restates nothing"
+            continue
+        # every other mapper derives them: no literal on the class, and the values are the descriptors'
+        assert not own, f"{m.name} restates {sorted(own)}: the backends' descriptors say it (edge_needs)"
         n = B.edge_needs(m.src, m.dst)
-        assert (sorted(m.requires), m.extra, m.tier) == (sorted(n.requires), n.extra, n.tier), m.name
+        assert (m.requires, m.extra, m.tier) == (n.requires, n.extra, n.tier), m.name
         checked += 1
     assert checked >= 20
+
+
+def test_mapper_overrides_beat_the_derived_needs() -> None:
+    from interop.mapper import registered
+
+    by_name = {m.name: m for m in registered().values()}
+    # Level Zero USM needs no dpctl, and a dma-buf import into Level Zero needs Level Zero hardware
+    assert "dpctl" not in by_name["usm_to_cpu"].requires and "dpctl" in B.edge_needs(MemoryType.USM, MemoryType.CPU).requires
+    assert by_name["dma_to_usm"].tier == "C" and B.edge_needs(MemoryType.DMA, MemoryType.USM).tier == "A"
+    assert by_name["opencl_to_opencv_umat"].extra == "opencl"
+    assert sorted(by_name["opencl_to_opencv_umat"].requires) == ["cv2", "pyopencl"]
+
+
+def test_missing_module_names_the_declared_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    from interop.errors import BackendUnavailableError
+    from interop.mapper import registered
+
+    m = next(m for m in registered().values() if m.name == "ffmpeg_to_openvino")
+    monkeypatch.setattr(m, "_ready", False)
+    monkeypatch.setattr("interop.mapper.module_available", lambda mod: mod != "openvino")
+    why = m.missing()
+    assert why is not None and "openvino" in why and "interop-video[openvino]" in why
+    with pytest.raises(BackendUnavailableError) as e:
+        m()._require()
+    assert e.value.backend == B.backend_of(MemoryType.OPENVINO).name and e.value.extra == "openvino"
 
 
 def test_version_is_declared_once() -> None:

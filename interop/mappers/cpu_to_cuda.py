@@ -19,7 +19,6 @@ class CPUToCUDA(MemoryMapper):
     src = MemoryType.CPU
     dst = MemoryType.CUDA
     zero_copy = False
-    tier = "B"
 
     @classmethod
     def missing(cls) -> str | None:

@@ -38,9 +38,6 @@ class CPUToFFmpeg(FastMapper):
     dst = MemoryType.FFMPEG
     zero_copy = False  # arrays without contiguous rows are copied, only with allow_copy, and counted
     may_copy = True
-    requires = ("av",)
-    extra = "ffmpeg"
-    tier = "A"
 
     def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
         if obj is None:

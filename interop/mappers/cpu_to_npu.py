@@ -40,12 +40,9 @@ class CPUToNPU(MemoryMapper):
     src = MemoryType.CPU
     dst = MemoryType.NPU
     zero_copy = True
-    requires = ("openvino",)
     # Only memory that was host memory to begin with imports: a CPU/FFmpeg view that another mapper made (of a VA
     # surface, a DMA-BUF) is foreign, so routing uses this edge only as a route's first step.
     first_only = True
-    extra = "openvino"
-    tier = "C"
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         return self._map([t], image=False)[0]

@@ -22,8 +22,6 @@ class CPUToOpenCL(MemoryMapper):
     zero_copy = False
     may_copy = True  # zero-copy where the device works in host memory
     output_contexts = (OpenCLContext,)
-    requires = ("pyopencl",)
-    extra = "opencl"
 
     def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
         return Cost.ZERO_COPY if self.out_context().host_shared else Cost.COPY

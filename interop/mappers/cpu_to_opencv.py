@@ -13,8 +13,6 @@ class CPUToOpenCV(MemoryMapper):
     src = MemoryType.CPU
     dst = MemoryType.OPENCV
     zero_copy = True
-    requires = ("cv2",)
-    extra = "opencv"
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         from ..tensors.opencv import OpenCVTensor, as_mat

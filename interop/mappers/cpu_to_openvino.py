@@ -95,9 +95,6 @@ class CPUToOpenVINO(FastMapper):
     zero_copy = False  # planes whose padding is not in the buffer are copied, only with allow_copy, and counted
     may_copy = True
     output_contexts = (OpenVINOContext,)
-    requires = ("openvino",)
-    extra = "openvino"
-    tier = "A"
 
     def default_output_context(self) -> OpenVINOContext:
         return default_context()

@@ -41,8 +41,6 @@ class CPUToUSM(MemoryMapper):
     src = MemoryType.CPU
     dst = MemoryType.USM
     zero_copy = False
-    requires = ("dpctl",)
-    extra = "sycl"
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         from ..tensors.usm import SYCLContext, USMTensor, host_view

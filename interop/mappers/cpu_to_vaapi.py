@@ -20,7 +20,6 @@ class CPUToVAAPI(MemoryMapper):
     src = MemoryType.CPU
     dst = MemoryType.VAAPI
     zero_copy = False
-    tier = "C"
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         raise UnsupportedTypeError("VA surfaces are frames: map a Frame (e.g. interop.wrap(array, format=FrameFormat.NV12))")

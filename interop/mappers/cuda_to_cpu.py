@@ -23,7 +23,6 @@ class CUDAToCPU(MemoryMapper):
     src = MemoryType.CUDA
     dst = MemoryType.CPU
     zero_copy = False
-    tier = "B"
 
     def _one(self, t: Tensor, mode: AccessMode, allow_copy: bool, sync: bool) -> CPUTensor:
         if not isinstance(t, CUDATensor):

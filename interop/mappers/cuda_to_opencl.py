@@ -133,9 +133,6 @@ class CUDAToOpenCL(MemoryMapper):
     # Only memory that starts as CUDA can be exportable: CUDA reached from another type (NVDEC surfaces through
     # ffmpeg_to_cuda, uploads through cpu_to_cuda) is cuMemAlloc memory, so this is never a later hop of a route.
     first_only = True
-    requires = ("pyopencl",)
-    extra = "opencl"
-    tier = "B"
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         return self.map_planes([t], mode, allow_copy)[0]

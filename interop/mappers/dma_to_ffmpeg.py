@@ -20,8 +20,6 @@ class DMAToFFmpeg(MemoryMapper):
     src = MemoryType.DMA
     dst = MemoryType.FFMPEG
     zero_copy = True
-    requires = ("av",)
-    extra = "ffmpeg"
 
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
         from ..tensors.ffmpeg import video_frame_from_planes, wrap_video_frame

@@ -22,9 +22,6 @@ class DMAToNPU(MemoryMapper):
     src = MemoryType.DMA
     dst = MemoryType.NPU
     zero_copy = True
-    requires = ("openvino",)
-    extra = "openvino"
-    tier = "C"
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         return npu_planes([t], npu_output_context(self.output_context, self.name), image=False)[0]

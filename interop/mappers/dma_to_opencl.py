@@ -39,8 +39,6 @@ class DMAToOpenCL(MemoryMapper):
     # for allow_copy; on the CPU device and with the import extension nothing is copied (and nothing counted).
     zero_copy = False
     may_copy = True
-    requires = ("pyopencl",)
-    extra = "opencl"
 
     def _context(self) -> Any:
         from ..context import Context

@@ -43,8 +43,6 @@ class DMAToOpenVINO(MemoryMapper):
     src = MemoryType.DMA
     dst = MemoryType.OPENVINO
     zero_copy = True
-    requires = ("openvino",)
-    extra = "openvino"
 
     def _ctx(self) -> Context | None:
         return self.output_context

@@ -22,6 +22,9 @@ class DMAToUSM(MemoryMapper):
     src = MemoryType.DMA
     dst = MemoryType.USM
     zero_copy = True
+    # imports into Level Zero (no dpctl: the USM backend's own requirement), on Level Zero hardware
+    requires = ()
+    extra = None
     tier = "C"
 
     def _context(self):  # type: ignore[no-untyped-def]

@@ -72,7 +72,6 @@ class DMAToVAAPI(MemoryMapper):
     src = MemoryType.DMA
     dst = MemoryType.VAAPI
     zero_copy = True
-    tier = "C"
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         raise UnsupportedTypeError("VA surfaces are frames: wrap the DMA planes in a Frame (interop.tensors.dma.dma_frame) "

@@ -39,9 +39,6 @@ class FFmpegToCPU(FFmpegMapper):
     may_copy = True
     inputs = (FFmpegTensor,)
     refuse_read_only = False  # WRITE of a decoded frame maps a counted writable copy
-    requires = ("av",)
-    extra = "ffmpeg"
-    tier = "A"
 
     def map_native(self, vf: Any, mode: AccessMode, allow_copy: bool) -> Frame | None:
         """interop.map(vf, CPU) in one step for a software av.VideoFrame in READ mode; None: take the general

@@ -68,9 +68,6 @@ class FFmpegToCUDA(FFmpegMapper):
     zero_copy = True  # NVDEC frames only: a software frame is WrongMemoryError, routed through the CPU
     inputs = (FFmpegTensor,)
     first_only = True  # only NVDEC frames are CUDA memory: never a hop after cpu_to_ffmpeg made a software frame
-    requires = ("av",)
-    extra = "ffmpeg"
-    tier = "B"
 
     def map_native(self, vf: Any, mode: AccessMode, allow_copy: bool) -> Frame | None:
         """interop.map(vf, CUDA) in one step for an NVDEC frame in READ mode; None: take the general path

@@ -23,12 +23,9 @@ from ..types import AccessMode, MemoryType
 class FFmpegToNPU(FFmpegMapper):
     dst = MemoryType.NPU
     zero_copy = True
-    requires = ("av", "openvino")
     # Only memory that was host memory to begin with imports: a CPU/FFmpeg view that another mapper made (of a VA
     # surface, a DMA-BUF) is foreign, so routing uses this edge only as a route's first step.
     first_only = True
-    extra = "openvino"
-    tier = "C"
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         return self._map([t], mode, image=False)[0]

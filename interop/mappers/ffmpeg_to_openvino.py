@@ -149,9 +149,6 @@ class FFmpegToOpenVINO(FFmpegMapper):
     may_copy = True
     inputs = (FFmpegTensor,)
     refuse_read_only = False  # WRITE of a decoded frame maps a counted writable copy
-    requires = ("av", "openvino")
-    extra = "openvino"
-    tier = "A"
 
     def map_native(self, vf: Any, mode: AccessMode, allow_copy: bool) -> Frame | None:
         """interop.map(vf, OPENVINO) in one step for a software av.VideoFrame in READ mode whose planes OpenVINO

@@ -17,8 +17,6 @@ class OpenCLToCPU(MemoryMapper):
     src = MemoryType.OPENCL
     dst = MemoryType.CPU
     zero_copy = True
-    requires = ("pyopencl",)
-    extra = "opencl"
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         from ..tensors.opencl import OpenCLTensor, map_to_host

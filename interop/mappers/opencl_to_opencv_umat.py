@@ -19,8 +19,7 @@ class OpenCLToOpenCVUMat(MemoryMapper):
     src = MemoryType.OPENCL
     dst = MemoryType.OPENCV_UMAT
     zero_copy = False
-    requires = ("cv2", "pyopencl")
-    extra = "opencl"
+    extra = "opencl"  # the OpenCL runtime is what a UMat over a cl_mem needs beyond OpenCV
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         from ..tensors.opencl import OpenCLTensor, cl, enqueue_copy_region

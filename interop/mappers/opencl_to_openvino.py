@@ -48,8 +48,6 @@ class OpenCLToOpenVINO(MemoryMapper):
     src = MemoryType.OPENCL
     dst = MemoryType.OPENVINO
     zero_copy = True
-    requires = ("pyopencl", "openvino")
-    extra = "openvino"
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         from ..tensors.opencl import OpenCLTensor, map_to_host

@@ -21,8 +21,6 @@ class OpenCLToUSM(MemoryMapper):
     src = MemoryType.OPENCL
     dst = MemoryType.USM
     zero_copy = False
-    requires = ("pyopencl", "dpctl")
-    extra = "sycl"
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         from ..native.opencl_usm import mem_host_ptr, usm_functions

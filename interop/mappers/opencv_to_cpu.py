@@ -14,8 +14,6 @@ class OpenCVToCPU(MemoryMapper):
     src = MemoryType.OPENCV
     dst = MemoryType.CPU
     zero_copy = True
-    requires = ("cv2",)
-    extra = "opencv"
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         if mode.writes and not t.writable:

@@ -14,8 +14,6 @@ class OpenCVUMatToOpenCL(MemoryMapper):
     src = MemoryType.OPENCV_UMAT
     dst = MemoryType.OPENCL
     zero_copy = True
-    requires = ("cv2", "pyopencl")
-    extra = "opencl"
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         from ..tensors.opencl import OpenCLContext, OpenCLTensor, cl

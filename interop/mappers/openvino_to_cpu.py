@@ -23,9 +23,6 @@ class OpenVINOToCPU(FastMapper):
     src = MemoryType.OPENVINO
     dst = MemoryType.CPU
     zero_copy = True
-    requires = ("openvino",)
-    extra = "openvino"
-    tier = "A"
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         self._check_input(t, mode)

@@ -32,6 +32,9 @@ class USMToCPU(MemoryMapper):
     zero_copy = False
     may_copy = True
     inputs = (USMTensor,)
+    # the USM may be Level Zero's: no dpctl
+    requires = ()
+    extra = None
 
     def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
         if obj is None:

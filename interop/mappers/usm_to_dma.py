@@ -22,6 +22,9 @@ class USMToDMA(MemoryMapper):
     src = MemoryType.USM
     dst = MemoryType.DMA
     zero_copy = True
+    # exports from Level Zero (no dpctl: the USM backend's own requirement), on Level Zero hardware
+    requires = ()
+    extra = None
     tier = "C"
 
     def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:

@@ -21,9 +21,7 @@ class USMToNPU(MemoryMapper):
     src = MemoryType.USM
     dst = MemoryType.NPU
     zero_copy = True
-    requires = ("openvino",)
-    extra = "openvino"
-    tier = "C"
+    requires = ("openvino",)  # the USM is Level Zero's: no dpctl
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         return self._map([t], image=False)[0]

@@ -28,8 +28,7 @@ class USMToOpenCL(MemoryMapper):
     may_copy = True
     inputs = (USMTensor,)
     output_contexts = (OpenCLContext,)
-    requires = ("pyopencl",)
-    extra = "opencl"
+    requires = ("pyopencl",)  # the USM may be Level Zero's: no dpctl
 
     def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
         if obj is None:

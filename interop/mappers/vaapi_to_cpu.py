@@ -26,7 +26,6 @@ class VAAPIToCPU(MemoryMapper):
     src = MemoryType.VAAPI
     dst = MemoryType.CPU
     zero_copy = True
-    tier = "C"
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         return map_to_host(t, mode)[0]

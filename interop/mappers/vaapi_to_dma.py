@@ -58,7 +58,6 @@ class VAAPIToDMA(MemoryMapper):
     src = MemoryType.VAAPI
     dst = MemoryType.DMA
     zero_copy = True
-    tier = "C"
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         return export_planes(t, mode)[0]

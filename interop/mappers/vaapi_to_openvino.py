@@ -70,9 +70,6 @@ class VAAPIToOpenVINO(MemoryMapper):
     src = MemoryType.VAAPI
     dst = MemoryType.OPENVINO
     zero_copy = True
-    requires = ("openvino",)
-    extra = "openvino"
-    tier = "C"
     output_contexts = (OpenVINOContext,)
 
     def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
