@@ -1,0 +1,140 @@
+"""Interpreter exit while daemon threads wait inside the library's other blocking calls.
+
+tests/test_dma_exit.py covers DMA views and FramePool.acquire(); here: the transport (recv on a silent producer,
+send to a consumer that never reads, wait_returned, accept on an idle server, a frame held while its DONE would go
+to a producer that reads none) and Inference (infer and wait_all while requests run). Each child process must exit
+with status 0 within its time limit: no signal, no hang.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.support.requirements import need_module
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_PRELUDE = """
+import threading, time
+import numpy as np
+import interop
+from interop import FrameFormat, MemoryType
+from interop.tensors.dma import FramePool
+from interop.transport import FrameReceiver, FrameSender, FrameServer, seqpacket_pair
+ready = threading.Event()
+
+def daemon(fn):
+    def run():
+        ready.set()
+        fn()
+    threading.Thread(target=run, daemon=True).start()
+    ready.wait(10)
+    time.sleep(0.2)  # let the thread get inside the call
+"""
+
+SCENARIOS = {
+    # a consumer waits for a frame that never comes
+    "recv_silent_producer": """
+a, b = seqpacket_pair()
+sender, receiver = FrameSender(a), FrameReceiver(b)
+daemon(lambda: receiver.recv())
+""",
+    # a producer sends to a consumer that never reads: send() blocks once the socket is full
+    "send_to_stalled_consumer": """
+a, b = seqpacket_pair()
+sender, receiver = FrameSender(a), FrameReceiver(b)
+pool = FramePool(FrameFormat.GRAY8, 64, 64, 64)
+def flood():
+    while True:
+        sender.send(pool.acquire(timeout=30))
+daemon(flood)
+""",
+    # a producer waits for its frames to come back while the consumer holds them
+    "wait_returned_held": """
+a, b = seqpacket_pair()
+sender, receiver = FrameSender(a), FrameReceiver(b)
+pool = FramePool(FrameFormat.NV12, 320, 240, 2)
+sender.send(pool.acquire())
+held = receiver.recv(timeout=10)
+view = np.asarray(interop.map(held, MemoryType.CPU)[0])
+daemon(lambda: sender.wait_returned())
+""",
+    # a server waits for a consumer that never connects
+    "accept_idle": """
+import tempfile
+path = tempfile.mktemp(suffix=".sock")
+server = FrameServer(path)
+daemon(lambda: server.accept())
+""",
+    # a consumer thread reads a received frame while the producer never reads DONE messages
+    "read_received_frame": """
+a, b = seqpacket_pair()
+sender, receiver = FrameSender(a), FrameReceiver(b)
+pool = FramePool(FrameFormat.NV12, 320, 240, 2)
+sender.send(pool.acquire())
+frame = receiver.recv(timeout=10)
+y = np.asarray(interop.map(frame, MemoryType.CPU)[0])
+def spin():
+    while True:
+        int(y.sum())
+daemon(spin)
+""",
+}
+
+_INFERENCE = """
+import openvino as ov
+from openvino import opset13 as ops
+x = ops.parameter([1, 3, 256, 256], ov.Type.f32, name="x")
+m = ov.Model([ops.relu(ops.convolution(x, ops.constant(np.ones((16, 3, 3, 3), np.float32)), [1, 1], [1, 1], [1, 1],
+                                      [1, 1]))], [x])
+inf = interop.Inference(m, "CPU")
+data = np.ones((1, 3, 256, 256), np.float32)
+"""
+
+INFERENCE_SCENARIOS = {
+    # a thread runs inferences back to back
+    "infer_loop": _INFERENCE + """
+def loop():
+    while True:
+        inf.infer(data)
+daemon(loop)
+""",
+    # a thread submits asynchronously and waits for all of them
+    "wait_all_loop": _INFERENCE + """
+def loop():
+    while True:
+        for _ in range(8):
+            inf.infer_async(data)
+        inf.wait_all()
+daemon(loop)
+""",
+}
+
+
+def _run(body: str) -> subprocess.CompletedProcess[str]:
+    code = textwrap.dedent(_PRELUDE) + textwrap.dedent(body) + "\nprint('main thread ends', flush=True)\n"
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_exit_with_a_daemon_thread_inside_a_transport_call(name: str) -> None:
+    for _ in range(2):
+        p = _run(SCENARIOS[name])
+        assert "main thread ends" in p.stdout, p.stderr[-3000:]
+        assert p.returncode == 0, f"{name}: exit status {p.returncode}\n{p.stderr[-3000:]}"
+
+
+# Known to abort today (OpenVINO torn down while a daemon thread is inside a request): being fixed in Inference.
+@pytest.mark.xfail(strict=False, reason="Inference at exit with a daemon thread inside a request: fix in progress")
+@pytest.mark.parametrize("name", sorted(INFERENCE_SCENARIOS))
+def test_exit_with_a_daemon_thread_inside_inference(name: str) -> None:
+    need_module("openvino")
+    p = _run(INFERENCE_SCENARIOS[name])
+    assert "main thread ends" in p.stdout, p.stderr[-3000:]
+    assert p.returncode == 0, f"{name}: exit status {p.returncode}\n{p.stderr[-3000:]}"
