@@ -75,6 +75,34 @@ class Frame:
         self._parent = parent
         self._released = False
 
+    # The state a frame starts in unless told otherwise, as class attributes: _unchecked() stores only the rest.
+    _native: Any = None
+    _attr_src: tuple[Callable[..., tuple[Any, Any, Any, Any]], Any] | None = None
+    _colorspace: ColorSpace | None = None
+    _color_range: ColorRange | None = None
+    _pts: int | None = None
+    _time_base: Fraction | None = None
+    _released = False
+    #: True for a subclass that makes ``metadata`` on first use (_unchecked then leaves it unset)
+    _metadata_on_demand = False
+
+    @classmethod
+    def _unchecked(cls, tensors: list[Tensor], format: FrameFormat, width: int, height: int, context: Context | None,
+                 parent: Any, metadata: dict[str, Any] | None = None) -> Any:
+        """A ``cls`` in the state ``__init__`` gives, without its checks: the one unchecked constructor of the
+        per-frame paths (planes built by a mapper, consistent by construction; ``tensors`` a list the frame keeps).
+        ``native`` and the colour / timing attributes start as the class defaults above: set them after."""
+        f = object.__new__(cls)
+        f._tensors = tensors
+        f._format = format
+        f._width = width
+        f._height = height
+        f._context = context
+        f._parent = parent
+        if not cls._metadata_on_demand:
+            f.metadata = {} if metadata is None else metadata
+        return f
+
     def derive(self, tensors: Sequence[Tensor], *, native: Any = None, context: Context | None = None,
                width: int | None = None, height: int | None = None, format: FrameFormat | None = None) -> Frame:
         """A frame mapped from this one: same format, size and metadata, new planes; this frame is its parent."""

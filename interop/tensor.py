@@ -30,6 +30,9 @@ def _run_hooks(hooks: list[Callable[[], None]]) -> None:
         raise error
 
 
+_new = object.__new__
+
+
 class _ArrayExport:
     """What numpy keeps as ``base`` of a view: the interface dict plus the tensor that owns the memory."""
 
@@ -75,6 +78,20 @@ class Tensor:
         # Made on the first on_release(): most tensors own nothing to clean up, and a finaliser costs µs per frame.
         self._finalizer = None
         self._hooks = None
+
+    @classmethod
+    def _unchecked(cls, native: Any, info: TensorInfo, context: Context | None, parent: Any, writable: bool) -> Any:
+        """An instance of ``cls`` in the state ``__init__`` gives, without its checks: the one unchecked constructor
+        of the per-frame paths (mappers' outputs are consistent by construction; ``info`` is validated and
+        interned, ``writable`` a bool). Lifetime state comes from the class defaults above; a subclass's own
+        state is the caller's to set. tests/test_tensor_ffmpeg.py checks it matches the public constructor."""
+        t = _new(cls)
+        t._native = native
+        t._info = info
+        t._context = context
+        t._parent = parent
+        t._writable = writable
+        return t
 
     # -- lifetime -------------------------------------------------------------------------------------
     def on_release(self, hook: Callable[[], None]) -> None:
