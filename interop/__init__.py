@@ -21,6 +21,7 @@ from .errors import (  # noqa: E402
     InteropTimeoutError,
     InvalidTensorError,
     NoRouteError,
+    RequestFailedError,
     ResourceError,
     UnsupportedFormatError,
     UnsupportedTypeError,
@@ -51,4 +52,5 @@ __all__ = [
     "Inference", "InteropError", "NoRouteError", "CopyRequiredError", "BackendUnavailableError",
     "InvalidTensorError", "UnsupportedTypeError", "ContextMismatchError", "UnsupportedFormatError", "WrongMemoryError",
     "ResourceError", "InteropTimeoutError", "InteropBufferError", "CompileError", "CallbackReentryError",
+    "RequestFailedError",
 ]

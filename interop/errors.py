@@ -107,6 +107,11 @@ class CallbackReentryError(InteropError, RuntimeError):
     its own completion callbacks, where it could only wait for itself. ``infer_async`` is allowed there."""
 
 
+class RequestFailedError(InteropError, RuntimeError):
+    """An inference request failed inside OpenVINO while it ran (not its arguments: those are refused before a
+    request starts). The message carries OpenVINO's text, ``__cause__`` its exception when there is one."""
+
+
 def missing_backend(backend: str, module: str, extra: str | None) -> BackendUnavailableError:
     """The standard error for a framework that cannot be imported. ``backend`` is the backend's declared name
     (``interop.backends.Backend.name``); ``extra`` its pip extra, named with this project's distribution."""

@@ -353,8 +353,10 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
         is_textdet = model is None
         size: tuple[int, int] | None
         if is_textdet:
-            size = input_size or textdet.input_size_for(width, height)
-            inf = Inference(textdet.model_path(), device, input_size=size, mean=textdet.MEAN, scale=textdet.SCALE,
+            size = input_size or textdet.input_size_for(width, height)  # reported: the first frame's
+            # without --input-size the detector runs at each frame's own aspect (a size change mid-stream)
+            sizing = input_size or (lambda w, h: textdet.input_size_for(w, h))
+            inf = Inference(textdet.model_path(), device, input_size=sizing, mean=textdet.MEAN, scale=textdet.SCALE,
                             rgb=textdet.RGB, config=config)
             model_name = textdet.MODEL_NAME
         else:

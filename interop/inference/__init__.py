@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import errno
 import gc
+import itertools
 import logging
 import math
 import threading
@@ -35,8 +36,11 @@ from ..errors import (
     InteropError,
     InteropTimeoutError,
     InvalidTensorError,
+    NoRouteError,
+    RequestFailedError,
     ResourceError,
     UnsupportedTypeError,
+    WrongMemoryError,
 )
 from ..frame import Frame
 from ..types import FrameFormat, MemoryType
@@ -52,6 +56,7 @@ log = logging.getLogger("interop.inference")
 
 Outputs = dict[Any, np.ndarray]
 Callback = Callable[[Outputs, Any], None]
+InputSize = Callable[[int, int], Any]  # (frame width, frame height) -> (model width, height)
 
 
 # a model input side beyond this is refused up front: no image model goes near it, and OpenVINO would try to
@@ -121,14 +126,23 @@ def _drain(ref: weakref.ref[Inference], cond: threading.Condition,
                     inf._drainer = None
                 return
             v, inputs, job = backlog.popleft()
+        inf = ref()
+        if inf is None:
+            return
         try:
             with v.submit_lock:
-                v.queue.start_async(inputs, job)  # this thread runs no callback: waiting here is safe
+                inf._start(v, inputs, job)  # this thread runs no callback: waiting here is safe
         except BaseException as e:  # noqa: B036 - reported by wait_all(), never lost on this thread
-            inf = ref()
-            if inf is not None:
-                inf._submit_failed(job, e)
-        del v, inputs, job
+            inf._submit_failed(job, e)
+        del v, inputs, job, inf
+
+
+def _holds_host_import(keep: Any) -> bool:
+    """Whether a job's mapped frame lies in host pages imported into the NPU plugin (CPU_VA)."""
+    m = keep[1] if isinstance(keep, tuple) and len(keep) == 3 else None
+    if not isinstance(m, Frame) or not m.tensors:
+        return False
+    return getattr(m.tensors[0], "host_import", None) is not None
 
 
 class _Dispatch:
@@ -148,23 +162,38 @@ class _Dispatch:
 
 
 @dataclass
+class _Pool:
+    """An AsyncInferQueue and the jobs started on it that have not completed (counted under Inference._cond).
+
+    A request that fails inside OpenVINO never calls back, and the queue then raises that error from every later
+    start_async that picks the failed request: a pool with a failed request is replaced by a new one (the old one
+    is kept until its other requests complete)."""
+
+    queue: Any
+    inflight: int = 0
+
+
+@dataclass(eq=False)
 class _Job:
-    variant: _Variant
+    variant: _Variant | None  # holds the compiled model and its pool while the request runs (cleared when done)
     callback: Callback | None
     userdata: Any
     keepalive: Any  # the input frame/tensors: their memory is read by the request until it completes
     event: threading.Event | None = None
     result: Outputs | None = None
     error: BaseException | None = None
+    pool: _Pool | None = None
+    done: bool = False
+    host_frame: bool = False  # holds a host-memory import (NPU CPU_VA): counted against HOST_FRAMES_IN_FLIGHT
 
 
-@dataclass
+@dataclass(eq=False)
 class _Variant:
     """One compiled model (raw, or with the pre-processing for one plane layout) and its request pool."""
 
     key: Any
     compiled: Any
-    queue: Any
+    pool: _Pool
     inputs: list[Any]
     output_keys: list[Any]
     nreq: int
@@ -172,6 +201,12 @@ class _Variant:
     shapes_ok: set[tuple[tuple[int, ...], ...]] = field(default_factory=set)  # input shapes that passed the check
     dynamic: bool = False  # an input has a dynamic dimension
     submit_lock: threading.Lock = field(default_factory=threading.Lock)
+    used: int = 0  # when it was last asked for (Inference._tick): the least recently used one is dropped first
+    sync_requests: list[Any] = field(default_factory=list)  # idle requests of infer(), run in the caller's thread
+
+    @property
+    def queue(self) -> Any:
+        return self.pool.queue
 
 
 class Inference:
@@ -179,7 +214,9 @@ class Inference:
 
     ``model``: a path (OpenVINO IR .xml, .onnx, .tflite) or an ``ov.Model``. ``device``: an OpenVINO device name;
     None takes the NPU when present, else the CPU (logged). ``input_size``: (width, height) the model runs at,
-    used when the model's spatial size is dynamic (a static model keeps its own); an int means square.
+    used when the model's spatial size is dynamic (a static model keeps its own); an int means square; or a
+    callable ``(frame width, frame height) -> (width, height)`` asked once per frame size (e.g. to keep each
+    frame's aspect; a raw tensor then runs at its own shape).
     ``mean``/``scale``: per-channel (or scalar) values in 0..255 pixel units applied as ``(x - mean) / scale``,
     in the model's channel order; ``rgb``: the model takes RGB (False: BGR). ``config``: OpenVINO compile
     properties (default PERFORMANCE_HINT=THROUGHPUT, for the async pool).
@@ -194,10 +231,25 @@ class Inference:
     Bad arguments raise InteropError subclasses that are also TypeError (a wrong type) or ValueError (a wrong
     value); OpenVINO's refusals (a config key or value, a device id, an input size the model cannot take) are
     CompileError, raised when the model is compiled (the first input, or ``compile_for``), with OpenVINO's text.
-    An input shape a dynamic model cannot run is refused (InvalidTensorError) before a request starts.
+    An input shape a dynamic model cannot run is refused (InvalidTensorError) before a request starts; a request
+    that fails inside OpenVINO while it runs raises RequestFailedError (from ``infer``, or ``wait_all``).
+
+    Frames may change size or pixel format from one to the next: each layout gets its own compiled model, made
+    once and kept in a bounded cache (the VARIANTS_LIMIT most recently used); requests in flight finish on the
+    model they started with. The first change is logged.
+
+    On the NPU, decoded (host-memory) frames are imported page by page (``CPU_VA``) and held until their request
+    completes; at most HOST_FRAMES_IN_FLIGHT such frames are in flight, and a frame whose pages overlap those of a
+    frame still in flight waits for a request to complete and is mapped again (never copied).
     """
 
-    def __init__(self, model: Any, device: str | None = None, *, input_size: int | Sequence[int] | None = None,
+    VARIANTS_LIMIT = 8  # compiled layouts kept; past it the least recently used one is dropped
+    HOST_FRAMES_IN_FLIGHT = 3  # NPU frames over imported host pages (FFmpeg buffers) in flight at once
+    POLL_S = 0.05  # how often waiting paths look for requests that failed inside OpenVINO (they never call back)
+
+
+    def __init__(self, model: Any, device: str | None = None, *,
+                 input_size: int | Sequence[int] | InputSize | None = None,
                  mean: float | Sequence[float] | None = None, scale: float | Sequence[float] | None = None,
                  rgb: bool = True, config: Mapping[str, Any] | None = None):
         self._ov = ov = require("openvino", "OpenVINO", "openvino")
@@ -207,7 +259,12 @@ class Inference:
         self._memory_type = MemoryType.NPU if self._device.split(".")[0].upper() == "NPU" else MemoryType.OPENVINO
         self._config: dict[str, Any] = {"PERFORMANCE_HINT": "THROUGHPUT"}
         self._config.update(self._check_config(config))
-        self._input_size = self._check_size(input_size)
+        self._input_size_fn: InputSize | None = None
+        self._input_size: tuple[int, int] | None = None
+        if callable(input_size) and not isinstance(input_size, (np.ndarray, Sequence)):
+            self._input_size_fn = input_size
+        else:
+            self._input_size = self._check_size(input_size)
         self._mean = self._check_vec(mean, "mean")
         self._scale = self._check_vec(scale, "scale")
         if self._scale is not None and any(s == 0 for s in self._scale):
@@ -216,6 +273,11 @@ class Inference:
             raise UnsupportedTypeError(f"rgb must be True (the model takes RGB) or False (BGR), not {rgb!r}")
         self._rgb = bool(rgb)
         self._variants: dict[Any, _Variant] = {}
+        self._retired: list[_Pool] = []  # pools of dropped variants or with a failed request, until they are idle
+        self._tick = itertools.count(1)
+        self._first_layout: tuple[Any, ...] | None = None  # (format, width, height) of the first frame compiled for
+        self._layout_change_logged = False
+        self._host_frames = 0
         self._plane_inputs = PlaneInputs(ov)
         self._variants_lock = threading.Lock()
         self._cond = threading.Condition()
@@ -327,7 +389,6 @@ class Inference:
         return layout(param)
 
     def _compile(self, model: Any, key: Any) -> _Variant:
-        ov = self._ov
         t0 = time.perf_counter()
         try:
             compiled = self._core.compile_model(model, self._device, self._config)
@@ -342,8 +403,7 @@ class Inference:
         except RuntimeError:
             nreq = 1
         nreq = max(1, nreq)
-        queue = ov.AsyncInferQueue(compiled, nreq)
-        queue.set_callback(_Dispatch(self))
+        queue = self._new_queue(compiled, nreq)
         outs = []
         for i, o in enumerate(compiled.outputs):
             outs.append(o.get_any_name() if o.get_names() else i)
@@ -351,7 +411,12 @@ class Inference:
         self.compile_seconds += dt
         log.info("Inference: compiled %s for %s on %s in %.2f s (%d requests)", self.model_name, key, self._device, dt, nreq)
         dynamic = any(port.get_partial_shape().is_dynamic for port in compiled.inputs)
-        return _Variant(key, compiled, queue, list(compiled.inputs), outs, nreq, model, dynamic=dynamic)
+        return _Variant(key, compiled, _Pool(queue), list(compiled.inputs), outs, nreq, model, dynamic=dynamic)
+
+    def _new_queue(self, compiled: Any, nreq: int) -> Any:
+        queue = self._ov.AsyncInferQueue(compiled, nreq)
+        queue.set_callback(_Dispatch(self))
+        return queue
 
     def _static_model(self, size_hw: tuple[int, int] | None) -> Any:
         """A copy of the model with batch 1 and, for a dynamic image input, spatial size ``size_hw``."""
@@ -360,15 +425,42 @@ class Inference:
 
     # -- variants -------------------------------------------------------------------------------------
     def _variant(self, key: Any, build: Callable[[], Any]) -> _Variant:
-        """The compiled variant for ``key``, compiling ``build()`` once (concurrent callers wait for it)."""
+        """The compiled variant for ``key``, compiling ``build()`` once (concurrent callers wait for it).
+
+        At most VARIANTS_LIMIT are kept: a new one drops the least recently used. A dropped variant stays alive
+        while requests run on it (their jobs hold it); its pool is released from a caller's thread once idle."""
         v = self._variants.get(key)
         if v is not None:
+            v.used = next(self._tick)
             return v
         with self._variants_lock:
             v = self._variants.get(key)
             if v is None:
-                v = self._variants[key] = self._compile(build(), key)
+                self._release_idle_pools()
+                v = self._compile(build(), key)
+                while len(self._variants) >= self.VARIANTS_LIMIT:
+                    old = min(self._variants.values(), key=lambda x: x.used)
+                    del self._variants[old.key]
+                    log.debug("Inference: dropped the compiled model for %s (least recently used)", old.key)
+                    with self._cond:
+                        self._retired.append(old.pool)
+                self._variants[key] = v
+            v.used = next(self._tick)
             return v
+
+    def _release_idle_pools(self) -> None:
+        """Let go of retired pools whose requests have all completed (from a caller's thread, never a callback's:
+        a queue must not be destroyed by its own callback thread)."""
+        with self._cond:
+            idle = [p for p in self._retired if p.inflight == 0]
+            self._retired = [p for p in self._retired if p.inflight > 0]
+        for p in idle:
+            for i in range(len(p.queue)):
+                try:
+                    p.queue[i].wait()  # returns once the request's callback has returned
+                except RuntimeError:  # a request that failed: reported when it was found
+                    pass
+        idle.clear()
 
     def _raw_variant(self) -> _Variant:
         size = None if self._input_size is None else (self._input_size[1], self._input_size[0])
@@ -378,20 +470,68 @@ class Inference:
         key = (fmt, tuple(shapes), width, height)
         return self._variant(key, lambda: self._ppp_model(fmt, shapes, width, height))
 
-    def _ppp_options(self) -> _preprocess.Options:
-        return _preprocess.Options(self.model_name, self._input_size,
+    def _size_for(self, width: int, height: int) -> tuple[int, int] | None:
+        """The model input (width, height) for frames of ``width`` x ``height``."""
+        if self._input_size_fn is None:
+            return self._input_size
+        try:
+            got = self._input_size_fn(width, height)
+        except InteropError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the user's function: its failure is reported as bad input_size
+            raise InvalidTensorError(f"input_size({width}, {height}) raised {type(e).__name__}: {e}") from e
+        size = self._check_size(got)
+        if size is None:
+            raise UnsupportedTypeError(f"input_size({width}, {height}) must return (width, height), not None")
+        return size
+
+    def _ppp_options(self, width: int, height: int) -> _preprocess.Options:
+        return _preprocess.Options(self.model_name, self._size_for(width, height),
                                    None if self._mean is None else tuple(self._mean),
                                    None if self._scale is None else tuple(self._scale), self._rgb)
 
     def _ppp_model(self, fmt: FrameFormat, shapes: list[tuple[int, ...]], width: int, height: int) -> Any:
         """The model with pre-processing for frames whose planes are shaped ``shapes`` ((1, rows, pitch, C))."""
-        return _preprocess.ppp_model(self._ov, self._model, fmt, shapes, width, height, self._ppp_options())
+        layout_now = (fmt, width, height)
+        if self._first_layout is None:
+            self._first_layout = layout_now
+        elif layout_now != self._first_layout and not self._layout_change_logged:
+            self._layout_change_logged = True  # once: a stream that keeps changing would flood the log
+            f0, w0, h0 = self._first_layout
+            log.info("Inference: frames changed from %s %dx%d to %s %dx%d: a model is compiled for each layout "
+                     "(at most %d kept)", f0.name, w0, h0, fmt.name, width, height, self.VARIANTS_LIMIT)
+        opts = self._ppp_options(width, height)
+        return _preprocess.ppp_model(self._ov, self._model, fmt, shapes, width, height, opts)
 
     # -- inputs ---------------------------------------------------------------------------------------
     def _map(self, x: Any) -> Any:
         from ..api import map as imap
 
         return imap(x, self._memory_type)
+
+    def _map_one(self, x: Any) -> Any:
+        """``x`` mapped for the device. On the NPU, host memory (decoded frames) is imported page by page: at most
+        HOST_FRAMES_IN_FLIGHT such frames wait for their requests, and a frame whose pages overlap an import still
+        held by a request in flight (FFmpeg's buffers can share pages) waits for a request to complete and is
+        mapped again: never copied (the copying route needs allow_copy, which Inference never passes)."""
+        if self._memory_type is not MemoryType.NPU:
+            return self._map(x)
+        waits = not _callbacks_here()  # a completion callback must never wait for a request
+        if waits:
+            with self._cond:
+                self._cond.wait_for(lambda: self._host_frames < self.HOST_FRAMES_IN_FLIGHT)
+        while True:
+            with self._cond:
+                seen = self.requests_done
+                busy = self._host_frames > 0
+            try:
+                return self._map(x)
+            except (WrongMemoryError, NoRouteError):
+                if not (waits and busy):
+                    raise
+                with self._cond:  # the pages may be those of a frame in flight: retry once one request completed
+                    while self.requests_done == seen and self._host_frames > 0:
+                        self._cond.wait()
 
     def _prepare(self, x: Any) -> tuple[_Variant, list[Any], Any]:
         """(variant, input tensors, objects to keep alive until the request completes)."""
@@ -400,7 +540,7 @@ class Inference:
             return self._raw_inputs(mapped, x)
         if isinstance(x, Mapping):
             raise UnsupportedTypeError("give several inputs as a list in the model's input order, not a dict")
-        m = self._map(x)  # interop.map wraps a framework's object (a decoded av.VideoFrame: in one step)
+        m = self._map_one(x)  # interop.map wraps a framework's object (a decoded av.VideoFrame: in one step)
         if isinstance(m, Frame):
             planes, shapes = self._frame_inputs(m)
             v = self._frame_variant(m.format, shapes, m.width, m.height)
@@ -435,6 +575,10 @@ class Inference:
         self._check_open()
         v, inputs, keep = self._prepare(x)
         job = _Job(v, job_cb, userdata, keep, event)
+        if self._memory_type is MemoryType.NPU and _holds_host_import(keep):
+            job.host_frame = True
+            with self._cond:
+                self._host_frames += 1
         if _callbacks_here():
             # A completion callback must never wait for a request: the request it runs on is busy until it returns,
             # so with every request busy (or another submitter waiting on submit_lock for one) it would wait for
@@ -445,13 +589,99 @@ class Inference:
             self._pending += 1
         try:
             with v.submit_lock:  # blocks (GIL released) while every request of the pool is busy
-                v.queue.start_async(inputs, job)
+                self._start(v, inputs, job)
         except BaseException:
             with self._cond:
                 self._pending -= 1
+                self._release_job(job)
                 self._cond.notify_all()
             raise
         return job
+
+    def _start(self, v: _Variant, inputs: list[Any], job: _Job) -> None:
+        """start_async on the variant's pool (submit_lock held). A pool with a failed request raises that request's
+        error from start_async: the failure is reported for its own job, the pool replaced, and the start retried."""
+        for attempt in range(2):
+            pool = v.pool
+            with self._cond:
+                pool.inflight += 1
+                job.pool = pool
+            try:
+                pool.queue.start_async(inputs, job)
+                return
+            except RuntimeError:
+                with self._cond:
+                    pool.inflight -= 1
+                    job.pool = None
+                if attempt or not self._reap(v, pool):
+                    raise
+
+    def _reap(self, v: _Variant, pool: _Pool) -> bool:
+        """Find the requests of ``pool`` that failed inside OpenVINO (they never call back): fail their jobs with
+        RequestFailedError and replace the pool (its queue would raise the error again). True if any was found."""
+        failed = []
+        for i in range(len(pool.queue)):
+            try:
+                pool.queue[i].wait_for(0)  # False while running; raises the error of a request that failed
+            except RuntimeError as err:
+                failed.append((i, err))
+        if not failed:
+            return False
+        userdata = pool.queue.userdata
+        with self._cond:
+            for i, cause in failed:
+                job = userdata[i]
+                if isinstance(job, _Job) and not job.done and job.pool is pool:
+                    failure = RequestFailedError(f"an inference request of {self.model_name} on {self._device} "
+                                                 f"failed inside OpenVINO: {_ov_message(cause)}")
+                    failure.__cause__ = cause
+                    self._finish(job, failure)
+            if v.pool is pool:
+                v.pool = _Pool(self._new_queue(v.compiled, v.nreq))
+                self._retired.append(pool)
+            self._cond.notify_all()
+        return True
+
+    def _reap_all(self) -> None:
+        """Look for failed requests in every pool with requests in flight (waiting paths, from the caller's thread)."""
+        with self._variants_lock:
+            variants = list(self._variants.values())
+        with self._cond:
+            retired = list(self._retired)
+        for v in variants:
+            if v.pool.inflight:
+                self._reap(v, v.pool)
+        for pool in retired:  # a dropped variant's pool: its jobs still name their variant
+            if pool.inflight:
+                owner = next((j.variant for j in pool.queue.userdata
+                              if isinstance(j, _Job) and j.pool is pool and j.variant is not None), None)
+                if owner is not None:
+                    self._reap(owner, pool)
+
+    def _finish(self, job: _Job, err: BaseException | None) -> None:
+        """Account for a job that will not call back (self._cond held)."""
+        if job.done:
+            return
+        job.done = True
+        if err is not None:
+            job.error = err
+            if job.event is None:
+                self._errors.append(err)
+        self._pending -= 1
+        self._release_job(job)
+        if job.event is not None:
+            job.event.set()
+
+    def _release_job(self, job: _Job) -> None:
+        """Drop what a job held for its request (self._cond held)."""
+        if job.pool is not None:
+            job.pool.inflight -= 1
+            job.pool = None
+        if job.host_frame:
+            job.host_frame = False
+            self._host_frames -= 1
+        job.keepalive = None
+        job.variant = None
 
     def _submit_from_callback(self, v: _Variant, inputs: list[Any], job: _Job) -> None:
         with self._cond:
@@ -465,11 +695,12 @@ class Inference:
             try:
                 # every submitter holds submit_lock, so a request ready now is still free at start_async: no wait
                 if v.queue.is_ready():
-                    v.queue.start_async(inputs, job)
+                    self._start(v, inputs, job)
                     return
             except BaseException:
                 with self._cond:
                     self._pending -= 1
+                    self._release_job(job)
                     self._cond.notify_all()
                 raise
             finally:
@@ -484,11 +715,8 @@ class Inference:
 
     def _submit_failed(self, job: _Job, e: BaseException) -> None:
         """A queued submission could not be started (the drainer's thread): reported by wait_all()."""
-        job.error = e
-        job.keepalive = None
         with self._cond:
-            self._errors.append(e)
-            self._pending -= 1
+            self._finish(job, e)
             self._cond.notify_all()
 
     def _on_done(self, request: Any, job: _Job) -> None:
@@ -496,14 +724,8 @@ class Inference:
         owners = _callbacks_here()
         owners.append(id(self))
         try:
-            outs: Outputs = {}
-            n = 0
-            for i, k in enumerate(job.variant.output_keys):
-                a = np.array(request.get_output_tensor(i).data, copy=True)
-                n += a.nbytes
-                outs[k] = a
-            with self._cond:
-                self._output_bytes += n
+            assert job.variant is not None
+            outs = self._outputs(request, job.variant)
             job.result = outs
             if job.event is None and job.callback is not None:
                 job.callback(outs, job.userdata)
@@ -515,13 +737,27 @@ class Inference:
                     self._errors.append(e)
         finally:
             owners.pop()
-            job.keepalive = None
             with self._cond:
-                self._pending -= 1
-                self.requests_done += 1
+                if not job.done:
+                    job.done = True
+                    self._pending -= 1
+                    self.requests_done += 1
+                    self._release_job(job)
                 self._cond.notify_all()
             if job.event is not None:
                 job.event.set()
+
+    def _outputs(self, request: Any, v: _Variant) -> Outputs:
+        """The request's outputs copied out (counted in output_bytes)."""
+        outs: Outputs = {}
+        n = 0
+        for i, k in enumerate(v.output_keys):
+            a = np.array(request.get_output_tensor(i).data, copy=True)
+            n += a.nbytes
+            outs[k] = a
+        with self._cond:
+            self._output_bytes += n
+        return outs
 
     def _refuse_in_own_callback(self, what: str) -> None:
         if id(self) in _callbacks_here():
@@ -536,13 +772,36 @@ class Inference:
         Refused (CallbackReentryError) in this Inference's own completion callbacks, where it would wait for itself.
         """
         self._refuse_in_own_callback("infer()")
-        ev = threading.Event()
-        job = self._submit(x, None, None, ev)
-        ev.wait()
-        if job.error is not None:
-            raise job.error
-        assert job.result is not None
-        return job.result
+        self._check_open()
+        # Run in the caller's thread on a request of its own: a request that fails inside OpenVINO raises here
+        # (in the async pool it would never call back), and there is no hand-off to another thread to wait for.
+        v, inputs, keep = self._prepare(x)
+        job = _Job(v, None, None, keep)
+        with self._cond:
+            self._pending += 1
+            if self._memory_type is MemoryType.NPU and _holds_host_import(keep):
+                job.host_frame = True
+                self._host_frames += 1
+        try:
+            try:
+                req = v.sync_requests.pop()
+            except IndexError:
+                req = v.compiled.create_infer_request()
+            try:
+                req.infer(inputs)
+            except RuntimeError as e:
+                raise RequestFailedError(f"an inference request of {self.model_name} on {self._device} failed "
+                                         f"inside OpenVINO: {_ov_message(e)}") from e
+            outs = self._outputs(req, v)
+            v.sync_requests.append(req)
+            return outs
+        finally:
+            with self._cond:
+                job.done = True
+                self._pending -= 1
+                self.requests_done += 1
+                self._release_job(job)
+                self._cond.notify_all()
 
     def infer_async(self, x: Any, callback: Callback | None = None, userdata: Any = None) -> None:
         """Start inference and return at once; from a thread of the caller's, waits while every request is busy.
@@ -564,11 +823,19 @@ class Inference:
         the requests still running. Refused (CallbackReentryError) in this Inference's own completion callbacks."""
         limit = _check_timeout(timeout)
         self._refuse_in_own_callback("wait_all()")
-        with self._cond:
-            if not self._cond.wait_for(lambda: self._pending == 0, limit):
-                raise InteropTimeoutError(f"{self._pending} inference requests still running after {timeout} s: "
-                                          f"wait again, or look for a completion callback that does not return")
-            errors, self._errors = self._errors, []
+        deadline = None if limit is None else time.monotonic() + limit
+        while True:
+            with self._cond:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                tick = self.POLL_S if left is None else min(self.POLL_S, left)
+                if self._cond.wait_for(lambda: self._pending == 0, tick):
+                    errors, self._errors = self._errors, []
+                    break
+                if left is not None and left <= tick:
+                    raise InteropTimeoutError(f"{self._pending} inference requests still running after {timeout} s: "
+                                              f"wait again, or look for a completion callback that does not return")
+            self._reap_all()  # a request that failed inside OpenVINO never calls back: look for one
+        self._release_idle_pools()
         if errors:
             raise errors[0]
 
@@ -591,8 +858,13 @@ class Inference:
         with self._variants_lock:
             variants, self._variants = list(self._variants.values()), {}
         for v in variants:
-            v.queue.wait_all()
+            try:
+                v.queue.wait_all()
+            except RuntimeError as e:  # a request that failed: reported by wait_all() already
+                log.debug("Inference.close: %r", e)
+            v.sync_requests.clear()
         variants.clear()
+        self._release_idle_pools()
         self._plane_inputs.clear()
 
     def __enter__(self) -> Inference:
