@@ -265,6 +265,8 @@ def plane_prefix(ov: Any, fmt: FrameFormat, shapes: list[tuple[int, ...]], dtype
         raise InvalidTensorError(f"a {fmt.name} frame has {len(ch.sub)} planes shaped (1, rows, pitch, C), got {shapes}")
     th, tw = target
     i64 = np.int64
+    if _native_yuv(ov, fmt, dtypes, target, colorspace, color_range):
+        return _prefix_native(ov, fmt, shapes, width, height, target, rgb, name)
     params, planes = [], []
     for i, (shp, dt, (sx, sy)) in enumerate(zip(shapes, dtypes, ch.sub)):
         ph, pw, c = -(-height // sy), -(-width // sx), shp[3]
@@ -298,6 +300,47 @@ def plane_prefix(ov: Any, fmt: FrameFormat, shapes: list[tuple[int, ...]], dtype
         full[:, k_of[key]] = w[:, j]
     x = ops.convolution(x, ops.constant(full.reshape(3, k, 1, 1)), [1, 1], [0, 0], [0, 0], [1, 1])
     return params, ops.add(x, ops.constant(bias.reshape(1, 3, 1, 1)))
+
+
+def _native_yuv(ov: Any, fmt: FrameFormat, dtypes: list[Any], target: tuple[int, int], colorspace: ColorSpace | None,
+                color_range: ColorRange | None) -> bool:
+    """Whether OpenVINO's own I420/NV12 conversion (BT.601, limited range, even output size) fits this frame: it is the
+    cheapest conversion measured (``interop bench --only preprocess``), so the common case takes it."""
+    return (fmt in (FrameFormat.I420, FrameFormat.NV12) and all(d == ov.Type.u8 for d in dtypes)
+            and colorspace in (None, ColorSpace.BT601) and color_range is not ColorRange.FULL
+            and target[0] % 2 == 0 and target[1] % 2 == 0)
+
+
+def _prefix_native(ov: Any, fmt: FrameFormat, shapes: list[tuple[int, ...]], width: int, height: int,
+                   target: tuple[int, int], rgb: bool, name: str) -> tuple[list[Any], Any]:
+    """plane_prefix for BT.601 limited-range I420/NV12: each 8-bit plane cropped and resized to the output's luma or
+    chroma size, then OpenVINO's I420/NV12 -> RGB/BGR at the output size, f32 NCHW."""
+    import openvino.opset8 as op8
+    import openvino.opset11 as ops
+
+    th, tw = target
+    i64 = np.int64
+    params, outs = [], []
+    for i, shp in enumerate(shapes):
+        ph, pw = (height, width) if i == 0 else (-(-height // 2), -(-width // 2))
+        oh, ow = (th, tw) if i == 0 else (th // 2, tw // 2)
+        c = shp[3]
+        if shp[1] < ph or shp[2] < pw:
+            raise InvalidTensorError(f"plane {i} {shp} of a {fmt.name} frame is smaller than its {pw}x{ph} pixels")
+        p = ops.parameter(list(shp), ov.Type.u8, name=f"{name}/{i}")
+        params.append(p)
+        x = p
+        if (shp[1], shp[2]) != (ph, pw):  # padded pitch / rows: a crop inside the model, never a host copy
+            x = ops.slice(x, np.array([0, 0, 0, 0], i64), np.array([1, ph, pw, c], i64), np.array([1, 1, 1, 1], i64))
+        if (ph, pw) != (oh, ow):
+            x = _resize(ops, x, oh, ow, ph, pw)
+        outs.append(x)
+    if fmt is FrameFormat.I420:
+        img = (op8.i420_to_rgb if rgb else op8.i420_to_bgr)(*outs)
+    else:
+        img = (op8.nv12_to_rgb if rgb else op8.nv12_to_bgr)(*outs)
+    img = ops.convert(img, ov.Type.f32)
+    return params, ops.transpose(img, np.array([0, 3, 1, 2], i64))
 
 
 def _prepend_planes(ov: Any, model: Any, fmt: FrameFormat, shapes: list[tuple[int, ...]], dtypes: list[Any],
