@@ -1,6 +1,7 @@
 """The main job, ``interop run``: decode a video, map each frame zero-copy into ``Inference``, report.
 
-Per frame: decode (PyAV) -> ``interop.map(frame, MemoryType.OPENVINO)`` (the decoder's planes
+The input is a file (decoded by PyAV) or ``gst:PIPELINE`` (decoded by GStreamer, frames from its appsink through
+``interop.elements.frames``); one loop serves both. Per frame: decode -> ``interop.map(frame, MemoryType.OPENVINO)`` (the decoder's planes
 become OpenVINO tensors over the same memory) -> ``Inference.infer_async`` (colour conversion, crop, resize and
 normalisation run inside the model). The copy meter is open over the whole run: on the bundled clip it reads 0.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -17,8 +19,9 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, TextIO
 
 import numpy as np
@@ -249,6 +252,110 @@ class _Decoded:
         return next(self._it)
 
 
+#: an input written ``gst:PIPELINE`` is decoded by GStreamer (the pipeline ends in an appsink), not by PyAV
+GST_PREFIX = "gst:"
+#: seconds a GStreamer input may go without a frame, EOS or error before the run fails as stalled
+GST_TIMEOUT = 10.0
+NANOSECONDS = Fraction(1, 1_000_000_000)
+
+
+def is_gst_input(video: str | None) -> bool:
+    return isinstance(video, str) and video.startswith(GST_PREFIX)
+
+
+class _Input:
+    """A run's frames: PyAV's decoder over a file, or a GStreamer pipeline (``gst:...``). The loop reads frames
+    through ``it`` and their ``format.name``, ``width``, ``height`` and ``pts`` (in ``time_base`` units), which PyAV's
+    VideoFrames and interop's GST Frames both have; ``errors`` counts the packets skipped as damaged."""
+
+    width = height = declared = 0
+    time_base: Any = None
+    convertible = True  # pixel formats the model cannot take may be converted (allow_copy) by PyAV
+
+    def __init__(self, video: str):
+        self.video = video
+        self._gst: Any = None
+        if is_gst_input(video):
+            self._open_gst(video[len(GST_PREFIX):])
+        else:
+            self.container, self.stream = open_video(video)
+            cc = self.stream.codec_context
+            self.width, self.height, self.declared = cc.width, cc.height, int(self.stream.frames or 0)
+            self.time_base = self.stream.time_base
+            self._decoded = _Decoded(self.container, self.stream)
+            self.it: Iterator[Any] = iter(self._decoded)
+
+    def _open_gst(self, description: str) -> None:
+        from .elements import frames
+
+        if not description.strip():
+            raise VideoInputError("gst: needs a GStreamer pipeline after it, e.g. 'gst:filesrc location=clip.mp4 ! "
+                                  "qtdemux ! h264parse ! avdec_h264 ! appsink'")
+        self.convertible = False
+        self.time_base = NANOSECONDS
+        self._gst = frames(description, timeout=GST_TIMEOUT)
+        first = next(self._gst, None)  # the size decides the model's input size, as the container's header does
+        if first is None:
+            self._gst.close()
+            raise VideoInputError(f"the GStreamer pipeline {description!r} ended without giving a frame")
+        self.width, self.height = first.width, first.height
+        self.it = itertools.chain([first], self._gst)
+
+    @property
+    def is_gst(self) -> bool:
+        return self._gst is not None
+
+    @property
+    def errors(self) -> int:
+        return 0 if self._gst is not None else self._decoded.errors
+
+    def bgr(self, frame: Any) -> np.ndarray:
+        """The frame as a BGR image (for --save: a copy, made after the timed run)."""
+        if self._gst is None:
+            return frame.to_ndarray(format="bgr24")  # type: ignore[no-any-return]
+        return gst_bgr(frame)
+
+    def close(self) -> None:
+        if self._gst is not None:
+            self._gst.close()
+        else:
+            self.container.close()
+
+
+def gst_bgr(frame: Any) -> np.ndarray:
+    """A GST frame (I420, NV12, BGR/RGB...) as a BGR image: read through a CPU mapping, converted by OpenCV (copies)."""
+    import cv2
+
+    import interop
+    from interop import FrameFormat, MemoryType
+
+    c: Any = interop.map(frame, MemoryType.CPU)
+    with c:
+        w, h = c.width, c.height
+        planes = [np.asarray(t) for t in c.tensors]
+        fmt = c.format
+        if fmt in (FrameFormat.I420, FrameFormat.YV12) and w % 2 == 0 and h % 2 == 0:
+            img = np.concatenate([planes[0][:h, :w].reshape(-1), planes[1].reshape(-1) if planes[1].flags.c_contiguous
+                                  else np.ascontiguousarray(planes[1]).reshape(-1),
+                                  np.ascontiguousarray(planes[2]).reshape(-1)]).reshape(h * 3 // 2, w)
+            code = cv2.COLOR_YUV2BGR_I420 if fmt is FrameFormat.I420 else cv2.COLOR_YUV2BGR_YV12
+            return np.asarray(cv2.cvtColor(img, code))
+        if fmt is FrameFormat.NV12 and w % 2 == 0 and h % 2 == 0:
+            img = np.concatenate([np.ascontiguousarray(planes[0]).reshape(-1),
+                                  np.ascontiguousarray(planes[1]).reshape(-1)]).reshape(h * 3 // 2, w)
+            return np.asarray(cv2.cvtColor(img, cv2.COLOR_YUV2BGR_NV12))
+        if fmt is FrameFormat.BGR:
+            return np.ascontiguousarray(planes[0])
+        if fmt is FrameFormat.RGB:
+            return np.asarray(cv2.cvtColor(np.ascontiguousarray(planes[0]), cv2.COLOR_RGB2BGR))
+        if fmt in (FrameFormat.BGRX, FrameFormat.BGRA):
+            return np.ascontiguousarray(planes[0][..., :3])
+        if fmt is FrameFormat.GRAY8:
+            return np.asarray(cv2.cvtColor(np.ascontiguousarray(planes[0]), cv2.COLOR_GRAY2BGR))
+    raise UnsupportedFormatError(f"--save cannot draw a {fmt.name} {w}x{h} GStreamer frame: end the pipeline with "
+                                 f"'videoconvert ! video/x-raw,format=I420 ! appsink' (even sizes)")
+
+
 def _supported_message(e: Exception, fmt: str) -> str:
     """``e`` (a refusal of pixel format ``fmt``) with the way round it that ``interop run`` offers instead of the
     Python-only hint (``frame.reformat()``)."""
@@ -346,9 +453,9 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
     from .inference import Inference
 
     path = video or _default_clip()
-    container, stream = open_video(path)
+    src = _Input(path)
     try:
-        width, height = stream.codec_context.width, stream.codec_context.height
+        width, height = src.width, src.height
         config = {"INFERENCE_PRECISION_HINT": precision} if precision else None
         is_textdet = model is None
         size: tuple[int, int] | None
@@ -365,10 +472,10 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
             inf = Inference(model, device, input_size=size, config=config)
             model_name = inf.model_name
     except BaseException:
-        container.close()
+        src.close()
         raise
-    res = RunResult(path, model_name, inf.device, width, height, size, declared_frames=int(stream.frames or 0))
-    total = stream.frames or None
+    res = RunResult(path, model_name, inf.device, width, height, size, declared_frames=src.declared)
+    total = src.declared or None
     if frames is not None:
         total = min(total, frames) if total else frames
     bar = None
@@ -396,10 +503,12 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
     callback = worker.put if worker is not None else None  # on OpenVINO's thread: queue the outputs, nothing more
     perf = time.perf_counter
     last_vf = None
-    decoded = _Decoded(container, stream)
-    it = iter(decoded)
+    it = src.it
+    gst_input: Callable[[Any], Any] | None = None
+    if src.is_gst:
+        from .elements.infer import model_input as gst_input
     layouts: set[tuple[str, int, int]] = set()  # (pixel format, width, height) whose model variant is compiled
-    tb = stream.time_base
+    tb = src.time_base
     try:
         with interop.copy_meter() as meter, _opencv_single_threaded(postprocess and is_textdet):
             t_start = perf()
@@ -413,12 +522,14 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
                 t1 = perf()
                 fmt = vf.format.name
                 key = (fmt, vf.width, vf.height)
+                if gst_input is not None:
+                    vf = gst_input(vf)  # CPU views of the GStreamer buffer (zero-copy); see elements.model_input
                 if key in layouts:
                     mapped = interop.map(_converted(vf) if fmt in res.converted else vf, inf.memory_type)
                     t2 = t2b = perf()
                 else:  # a new layout: compile for it, excluded from fps and stage times
                     t2 = perf()
-                    mapped = _first_of_layout(res, inf, vf, allow_copy, i)
+                    mapped = _first_of_layout(res, inf, vf, allow_copy and src.convertible, i, src.convertible)
                     layouts.add(key)
                     t2b = perf()
                     res.compile += t2b - t2
@@ -444,18 +555,22 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
             worker.close(raise_error=False)  # stopped on every path (after an error of the run's own, quietly)
         if bar is not None:
             bar.close()
-        container.close()
+        if not keep_last or last_vf is None:
+            src.close()
     res.copies, res.bytes_copied, res.copy_records = meter.copies, meter.bytes, meter.records
     res.output_bytes = inf.output_bytes
-    res.decode_errors = decoded.errors
+    res.decode_errors = src.errors
     inf.close()  # stop OpenVINO's request threads now, not during interpreter teardown
     _damage_warnings(res, stopped_early=frames is not None and res.frames >= frames)
     if keep_last and last_vf is not None:
-        res.last_image = last_vf.to_ndarray(format="bgr24")  # for --save only, after the timed run
+        try:
+            res.last_image = src.bgr(last_vf)  # for --save only, after the timed run
+        finally:
+            src.close()
     return res
 
 
-def _first_of_layout(res: RunResult, inf: Any, vf: Any, allow_copy: bool, i: int) -> Any:
+def _first_of_layout(res: RunResult, inf: Any, vf: Any, allow_copy: bool, i: int, convertible: bool = True) -> Any:
     """First frame of a (pixel format, size): note a size change, convert the format when the model cannot take it
     and ``allow_copy``, compile the model for the layout. Returns the frame mapped for the model."""
     import interop
@@ -477,6 +592,10 @@ def _first_of_layout(res: RunResult, inf: Any, vf: Any, allow_copy: bool, i: int
             inf.compile_for(mapped)
             return mapped
         except UnsupportedFormatError as e:
+            if not convertible:  # a GStreamer frame: the pipeline converts, where the user can see it
+                raise UnsupportedFormatError(
+                    f"{str(e).rstrip(' .')}. Convert in the pipeline: end it with 'videoconvert ! "
+                    f"video/x-raw,format=I420 ! appsink' (GStreamer copies each frame there)") from e
             if not allow_copy or fmt == CONVERT_TO:
                 raise UnsupportedFormatError(_supported_message(e, fmt)) from e
         msg = f"pixel format {fmt} is converted to {CONVERT_TO} before the model (allow_copy): a counted copy per frame"
@@ -562,17 +681,17 @@ def save_video(res: RunResult, path: str) -> str:
     import av
     import cv2
 
-    container, stream = open_video(res.video)
+    src = _Input(res.video)
     try:
         with av.open(path, "w") as out:
-            rate = stream.average_rate or 30
+            rate = (src.stream.average_rate or 30) if src._gst is None else 30
             s = out.add_stream("libx264", rate=rate)
             first_w, first_h = (res.sizes[0][1], res.sizes[0][2]) if res.sizes else (res.width, res.height)
             s.width, s.height, s.pix_fmt = first_w & ~1, first_h & ~1, "yuv420p"
-            for i, vf in enumerate(_Decoded(container, stream)):
+            for i, vf in enumerate(src.it):
                 if i >= res.frames:
                     break
-                img = np.ascontiguousarray(vf.to_ndarray(format="bgr24"))
+                img = np.ascontiguousarray(src.bgr(vf))
                 textdet.draw(img, res.boxes.get(i, []))
                 if (vf.width, vf.height) == (first_w, first_h):
                     img = np.ascontiguousarray(img[:s.height, :s.width])
@@ -583,7 +702,7 @@ def save_video(res: RunResult, path: str) -> str:
             for pkt in s.encode():
                 out.mux(pkt)
     finally:
-        container.close()
+        src.close()
     return path
 
 

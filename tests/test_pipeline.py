@@ -298,3 +298,94 @@ def test_run_allow_copy_converts_an_unsupported_pixel_format_and_counts_it(tmp_p
     assert d["frames"] == 3 and d["copies"] == 3 and d["bytes_copied"] == 3 * (96 * 64 + 2 * 48 * 32)
     assert d["streams"][0]["converted"] == {"yuv410p": "yuv420p"}
     assert "converted to yuv420p" in p.stderr
+
+
+# ---- `interop run gst:PIPELINE`: GStreamer decodes, the same loop maps and infers --------------------------
+
+
+def _clip_pipeline() -> str:
+    from interop.clip import default_clip
+
+    return f"gst:filesrc location={default_clip()} ! qtdemux ! h264parse ! avdec_h264 ! appsink"
+
+
+def _iou(a, b) -> float:
+    ix = max(0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union else 0.0
+
+
+def test_run_gst_input_zero_copies_and_pyav_detections() -> None:
+    _model_or_skip()
+    from interop.pipeline import run
+
+    n = 12
+    g = run(_clip_pipeline(), device="CPU", frames=n)
+    a = run(None, device="CPU", frames=n)
+    assert g.frames == a.frames == n
+    assert g.copies == 0 and g.bytes_copied == 0
+    assert (g.width, g.height, g.input_size) == (a.width, a.height, a.input_size)
+    for i in range(n):
+        gb, ab = [b.bbox for b in g.boxes[i]], [b.bbox for b in a.boxes[i]]
+        assert len(gb) == len(ab) >= 3, i
+        for box in ab:
+            assert max(_iou(box, other) for other in gb) >= 0.8, (i, box, gb)
+    # pts in ns from the buffers, one frame period apart (qtdemux may shift the whole timeline by its edit list)
+    pts = [g.frame_info[i][0] for i in range(4)]
+    assert all(isinstance(x, int) for x in pts) and {b - a for a, b in zip(pts, pts[1:])} <= {33_333_333, 33_333_334}
+    assert abs((g.frame_info[3][1] - g.frame_info[0][1]) - (a.frame_info[3][1] - a.frame_info[0][1])) < 1e-3
+
+
+def test_run_gst_cli_json_save_and_report(tmp_path) -> None:
+    _model_or_skip()
+    png = tmp_path / "last.png"
+    p = _run("run", _clip_pipeline(), "--json", "--frames", "4", "--no-progress", "--save", str(png))
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.strip().splitlines()
+    assert len(lines) == 1
+    d = json.loads(lines[0])
+    assert d["frames"] == 4 and d["copies"] == 0 and d["bytes_copied"] == 0 and d["video"].startswith("gst:")
+    assert set(d["stages"]) >= {"decode", "map", "infer"} and d["detections"]["frames_with_text"] == 4
+    assert "copies        0" in p.stderr and "text boxes" in p.stderr
+    import cv2
+
+    img = cv2.imread(str(png))
+    assert img is not None and img.shape == (480, 640, 3) and img.std() > 10  # a real picture, boxes drawn
+
+
+def test_run_gst_save_video(tmp_path) -> None:
+    _model_or_skip()
+    out = tmp_path / "run.mp4"
+    p = _run("run", _clip_pipeline(), "--frames", "5", "--no-progress", "--save", str(out))
+    assert p.returncode == 0, p.stderr
+    import av
+
+    with av.open(str(out)) as c:
+        assert sum(1 for _ in c.decode(video=0)) == 5
+
+
+@pytest.mark.parametrize("video, kind, words", [
+    ("gst:nosuchelement ! appsink", "PipelineError", "nosuchelement"),
+    ("gst:filesrc location=/nonexistent/clip.mp4 ! qtdemux ! appsink", "PipelineError", "filesrc"),
+    ("gst:videotestsrc num-buffers=3 ! video/x-h264 ! appsink", "PipelineError", "not-negotiated"),
+    ("gst:", "VideoInputError", "needs a GStreamer pipeline"),
+])
+def test_run_gst_errors_are_one_typed_line(video: str, kind: str, words: str) -> None:
+    p = _run("run", video, "--json", "--no-progress", timeout=120)
+    assert p.returncode == 1
+    err = [ln for ln in p.stderr.strip().splitlines() if ln.startswith("interop: error:")]
+    assert len(err) == 1 and err[0].startswith(f"interop: error: {kind}: ") and words in err[0], p.stderr
+    d = json.loads(p.stdout.strip().splitlines()[-1])
+    assert d["error"]["type"] == kind and words in d["error"]["message"]
+
+
+def test_run_gst_stall_is_a_timeout_error(monkeypatch) -> None:
+    import interop.pipeline as pl
+    from interop.elements import PipelineTimeoutError
+
+    monkeypatch.setattr(pl, "GST_TIMEOUT", 0.5)
+    with pytest.raises(PipelineTimeoutError, match="stalled") as e:  # an appsrc nobody feeds: no frame, no EOS
+        pl.run("gst:appsrc ! video/x-raw,format=I420,width=64,height=48,framerate=30/1 ! appsink", device="CPU")
+    assert isinstance(e.value, TimeoutError) and isinstance(e.value, interop.InteropError)

@@ -9,7 +9,23 @@ from collections.abc import Callable
 from typing import Any
 
 from ..frame import Frame
+from ..types import MemoryType
 from .base import Transform
+
+
+def model_input(frame: Frame) -> Frame:
+    """What to hand ``Inference`` for ``frame``: a GST frame as CPU views of its memory (zero-copy, read-only),
+    anything else as it is. The router costs a chain's later steps without seeing their input, so it counts
+    GST -> CPU -> OPENVINO as a possible copy; given the CPU views, Inference routes CPU -> model by the views
+    themselves (host memory it shares). A frame wrapped from a Gst.Sample maps through the sample: the one-step
+    path, the cheapest per frame."""
+    if frame.memory_type is not MemoryType.GST:
+        return frame
+    import interop
+
+    native = frame.native
+    src = native if native is not None and type(native).__name__ == "Sample" else frame
+    return interop.map(src, MemoryType.CPU)  # type: ignore[return-value]
 
 
 class InferenceTransform(Transform):
@@ -23,7 +39,7 @@ class InferenceTransform(Transform):
         self.frames = 0
 
     def process(self, frame: Frame) -> Frame | None:
-        outputs = self.inference.infer(frame)
+        outputs = self.inference.infer(model_input(frame))
         frame.metadata["inference"] = outputs
         if self.postprocess is not None:
             frame.metadata["result"] = self.postprocess(outputs, frame)

@@ -19,7 +19,7 @@ from ..frame import Frame
 from ..mapper import register
 from ..native import gst as ng
 from ..tensor import Tensor, _ArrayExport
-from ..tensors._fastpath import CPUView, FastMapper, MappedView, _new, derive_frame
+from ..tensors._fastpath import CPUView, FastMapper, MappedView, derive_frame
 from ..tensors.gst import (
     GstTensor,
     MappedSample,
@@ -44,6 +44,9 @@ def _view(t: GstTensor, m: ng.MemoryMapping, write: bool) -> CPUView:
              "data": (addr, not write), "strides": info.strides}
     arr = np.asarray(_ArrayExport(iface, m))  # the view holds the mapping: unmapped when the last view is gone
     return MappedView.of(arr, info, t, write, addr)
+
+
+_new = object.__new__
 
 
 class _IfaceFallback:

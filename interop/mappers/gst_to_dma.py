@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..errors import InvalidTensorError, WrongMemoryError
 from ..frame import Frame
-from ..mapper import MemoryMapper, register
+from ..mapper import Cost, MemoryMapper, register
 from ..native import gst as ng
 from ..tensor import Tensor
 from ..tensors.dma import DMABuffer, DMATensor, buffer_from_fd, drm_fourcc_of
@@ -28,6 +28,16 @@ class GstToDMA(MemoryMapper):
     extra = "gst"
     tier = "A"
     refuse_read_only = False  # shared buffers get NotWritableError here, which says what to do
+
+    def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
+        # the router asks per input: system memory has no fd, so GST -> DMA -> X is not a route for it (GST -> CPU
+        # is); refusing it here keeps map() from trying this chain first and falling back on every frame
+        if obj is not None:
+            for t in (obj.tensors if isinstance(obj, Frame) else [obj]):
+                if isinstance(t, GstTensor) and ng.fd_of_memory(t.memory_ptr) is None:
+                    raise WrongMemoryError(f"{self.name}: this GstMemory has no fd (it is not GstFdMemory or "
+                                           f"GstDmaBufMemory); map it to CPU instead")
+        return Cost.ZERO_COPY
 
     def _planes(self, tensors: list[Tensor], mode: AccessMode, code: int) -> list[Tensor]:
         if not all(isinstance(t, GstTensor) for t in tensors):
