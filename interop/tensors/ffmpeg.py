@@ -49,6 +49,14 @@ PIXEL_FORMATS: dict[str, tuple[FrameFormat, ColorRange | None]] = {
     "gray": (FrameFormat.GRAY8, None),
     "gray16le": (FrameFormat.GRAY16, None),
 }
+# issue 17's formats whose FrameFormat (interop.types) and plane layout (interop.info) are still to come: each joins
+# the table when its FrameFormat exists
+for _name, _fmt, _rng in (("yuv422p", "I422", None), ("yuvj422p", "I422", ColorRange.FULL), ("yuv444p", "I444", None),
+                          ("yuvj444p", "I444", ColorRange.FULL), ("yuv420p10le", "I420_10", None),
+                          ("yuv422p10le", "I422_10", None), ("yuv444p10le", "I444_10", None),
+                          ("yuv420p12le", "I420_12", None), ("gray10le", "GRAY10", None)):
+    if hasattr(FrameFormat, _fmt):
+        PIXEL_FORMATS[_name] = (FrameFormat[_fmt], _rng)
 #: FrameFormat -> the FFmpeg pixel format used when making VideoFrames from CPU planes
 AV_FORMATS: dict[FrameFormat, str] = {fmt: name for name, (fmt, rng) in PIXEL_FORMATS.items() if rng is None}
 
