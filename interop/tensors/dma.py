@@ -159,6 +159,7 @@ class DMABuffer:
         self._closed = False
         self._maps: dict[bool, nd.Mapping] = {}
         self._on_free: list[Callable[[], None]] = []
+        self._on_close: list[Callable[[], None]] = []
         self.pool_slot: Any = None  # set by FramePool
         self.syncable: bool | None = None  # whether DMA_BUF_IOCTL_SYNC works on the fd (found on first access)
         with _live_lock:
@@ -228,6 +229,21 @@ class DMABuffer:
             self._closed = True  # under the lock: no use() can slip in between the check and the close
             self._maps.clear()
         self._fin()
+        self._closed_now()
+
+    def on_close(self, cb: Callable[[], None]) -> None:
+        """Run ``cb`` once, when the fd is closed (a transport that told a consumer about this buffer forgets it)."""
+        self._on_close.append(cb)
+
+    def _closed_now(self) -> None:
+        callbacks, self._on_close = self._on_close, []
+        for cb in callbacks:
+            try:
+                cb()
+            except Exception:
+                import logging
+
+                logging.getLogger("interop").exception("DMA buffer close callback failed")
 
     def on_free(self, cb: Callable[[], None]) -> None:
         """Run ``cb`` each time the last user lets go (pool return, DONE message to a producer)."""
@@ -254,6 +270,7 @@ class DMABuffer:
             self._closed = True
             self._maps.clear()
         self._fin()
+        self._closed_now()
 
     def __repr__(self) -> str:
         if self._closed:
@@ -427,6 +444,25 @@ class DMATensor(Tensor):
             return f"<DMATensor shape={self._info.shape} buffer closed>"
         return (f"<DMATensor fd={b._fd} offset={self._offset} shape={self._info.shape} "
                 f"pitch={self._info.strides[0] if self._info.ndim else 0} {'dma-buf' if b.is_dmabuf else b.kind}>")
+
+
+def trusted_plane(buffer: DMABuffer, info: TensorInfo, offset: int, drm_fourcc: int, drm_modifier: int) -> DMATensor:
+    """A DMATensor in the state ``DMATensor(buffer, info, ...)`` gives, for a layout already checked against this
+    buffer (the transport's cached slots): no re-validation. The tensor counts as a user of the buffer."""
+    from ._fastpath import trusted
+
+    buffer.use()
+    try:
+        t = trusted(DMATensor, buffer, info, _default_ctx(), None, buffer.fd_writable)
+        t._buffer = buffer
+        t._offset = offset
+        t._drm_fourcc = drm_fourcc
+        t._drm_modifier = drm_modifier
+        t.on_release(buffer.unuse)
+    except BaseException:
+        buffer.unuse()
+        raise
+    return t
 
 
 def _check_layout(size: int, offset: int, info: TensorInfo, what: str) -> None:
