@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._cache import IdentityCache
 from .errors import InvalidTensorError, UnsupportedFormatError
 from .types import FrameFormat, as_dtype
 
@@ -34,8 +35,8 @@ def _exact_ints(seq: tuple[object, ...]) -> bool:
     return True
 
 
-_INFO_CACHE: dict[tuple[object, ...], TensorInfo] = {}
-_INFO_CACHE_MAX = 4096
+_INFO_CACHE: IdentityCache[tuple[object, ...], TensorInfo] = IdentityCache(4096)
+_info_hit = _INFO_CACHE.get  # bound once: read on every TensorInfo(...) call
 
 
 class TensorInfo:
@@ -61,21 +62,19 @@ class TensorInfo:
                 and _exact_ints(shape):
             key = (shape, type(dtype), dtype, strides)
             try:
-                return _INFO_CACHE[key]
-            except (KeyError, TypeError):  # TypeError: an unhashable dtype-like; validate below
-                pass
+                hit = _info_hit(key)
+            except TypeError:  # an unhashable dtype-like: validate below, never cached
+                key = None
+            else:
+                if hit is not None:
+                    return hit
         self = object.__new__(cls)
         dims, dt, st = _validate(shape, dtype, strides)
         object.__setattr__(self, "shape", dims)
         object.__setattr__(self, "dtype", dt)
         object.__setattr__(self, "strides", st)
         if key is not None:
-            try:
-                if len(_INFO_CACHE) >= _INFO_CACHE_MAX:
-                    _INFO_CACHE.clear()
-                _INFO_CACHE[key] = self
-            except TypeError:
-                pass
+            _INFO_CACHE.put(key, self)
         return self
 
     def __setattr__(self, name: str, value: object) -> None:

@@ -9,7 +9,6 @@ their planes are not reachable from the CPU (``_host_address()`` is None).
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -25,6 +24,7 @@ from ..backends import (
     register_wrapper,
     require,
 )
+from .._cache import IdentityCache
 from ..context import Context, register_default_context
 from ..errors import InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError, WrongMemoryError
 from ..frame import Frame
@@ -209,8 +209,9 @@ class _Layout:
     infos: tuple[TensorInfo, ...]
 
 
-_layouts: dict[tuple[str, int, int, tuple[int, ...]], _Layout] = {}
-_layout_lock = threading.Lock()
+# Bounded: a process that sees many distinct sizes must not grow without end.
+_layouts: IdentityCache[tuple[str, int, int, tuple[int, ...]], _Layout] = IdentityCache(256)
+_layout_hit = _layouts.get  # bound once: read on every frame
 
 
 def _layout(fmt_name: str, vf: Any, planes: Any) -> _Layout:
@@ -219,7 +220,7 @@ def _layout(fmt_name: str, vf: Any, planes: Any) -> _Layout:
     width, height = vf.width, vf.height
     line_sizes = tuple([p.line_size for p in planes])
     key = (fmt_name, width, height, line_sizes)
-    lay = _layouts.get(key)
+    lay = _layout_hit(key)
     if lay is not None:
         return lay
     try:
@@ -242,12 +243,7 @@ def _layout(fmt_name: str, vf: Any, planes: Any) -> _Layout:
             raise InvalidTensorError(f"plane {spec.name} of a {fmt_name} frame spans {info.extent} bytes, "
                                      f"its buffer has {plane.buffer_size}")
         infos.append(info)
-    lay = _Layout(fmt, implied, tuple(infos))
-    with _layout_lock:
-        if len(_layouts) > 256:  # many distinct sizes: keep the cache bounded
-            _layouts.clear()
-        _layouts[key] = lay
-    return lay
+    return _layouts.put(key, _Layout(fmt, implied, tuple(infos)))
 
 
 _frame_classes: set[type] = set()
