@@ -84,6 +84,26 @@ def test_system_memory_is_wrong_memory_and_routing_goes_through_cpu():
     assert meter.copies == 0 and np.asarray(c[0]).shape == (48, 64)
 
 
+def test_routing_by_the_input_never_tries_gst_to_dma_for_system_memory():
+    # routed by the object, a chain through GST -> DMA is no route for system memory: map() would try it first and
+    # fall back on every frame (a failed map per frame) otherwise
+    from interop.routing import route_object
+
+    buf = Gst.Buffer.new_allocate(None, 64 * 48 * 3 // 2, None)
+    f = wrap_buffer(buf, caps_for(FrameFormat.NV12, 64, 48))
+    with pytest.raises(WrongMemoryError, match="no fd"):
+        GstToDMA().cost(f, AccessMode.READ)
+    for dst in (MemoryType.DMA, MemoryType.OPENVINO, MemoryType.CPU):
+        try:
+            chain = route_object(f, dst, allow_copy=True)
+        except interop.NoRouteError:
+            continue
+        assert "gst_to_dma" not in [m.name for m in chain.mappers], (dst, chain)
+    fdbuf, caps, fd = fd_buffer()
+    assert [m.name for m in route_object(wrap_buffer(fdbuf, caps), MemoryType.DMA).mappers] == ["gst_to_dma"]
+    os.close(fd)
+
+
 def test_write_of_a_shared_fd_buffer_is_refused():
     buf, caps, fd = fd_buffer()
     other = Gst.Buffer.new()

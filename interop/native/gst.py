@@ -639,3 +639,79 @@ def offer_video_meta(element: Any, pad_name: str = "sink") -> None:
             raise InvalidTensorError("GStreamer refused the ALLOCATION query probe")
     finally:
         g.gst_object_unref(pad)
+
+
+# ---- VA memory (libgstva-1.0, gstreamer1.0-plugins-bad's library) -----------------------------------------
+
+_va_libs: list[Any] = []
+
+
+def va_lib() -> Any:
+    """libgstva-1.0 with the signatures interop uses; loaded once (BackendUnavailableError when it is missing)."""
+    if _va_libs:
+        return _va_libs[0]
+    libs()
+    with _lock:
+        if not _va_libs:
+            try:
+                a = _c.CDLL("libgstva-1.0.so.0")
+            except OSError as e:
+                raise BackendUnavailableError(
+                    f"GStreamer's VA library libgstva-1.0.so.0 cannot be loaded ({e}): install "
+                    f"libgstreamer-plugins-bad1.0-0 (tests/prepare.d/gstreamer.sh)", backend="gst", extra="gst") from e
+            _sig(a, "gst_va_memory_get_surface", _uint, _vp)
+            _sig(a, "gst_va_memory_peek_display", _vp, _vp)
+            _sig(a, "gst_va_display_get_va_dpy", _vp, _vp)
+            _sig(a, "gst_va_display_wrapped_new", _vp, _vp)
+            _sig(a, "gst_va_allocator_new", _vp, _vp, _vp)
+            _sig(a, "gst_va_allocator_set_format", _bool, _vp, _vp, _uint, _int)
+            _sig(a, "gst_va_allocator_setup_buffer", _bool, _vp, _vp)
+            _va_libs.append(a)
+    return _va_libs[0]
+
+
+VA_INVALID_SURFACE = 0xFFFFFFFF
+
+
+def va_surface_of(mem: int) -> tuple[int, int] | None:
+    """(VASurfaceID, VADisplay) of a GstVaMemory, or None for other memory."""
+    if not memory_is_type(mem, "VAMemory"):
+        return None
+    a = va_lib()
+    sid = int(a.gst_va_memory_get_surface(mem))
+    disp = a.gst_va_memory_peek_display(mem)
+    dpy = int(a.gst_va_display_get_va_dpy(disp) or 0) if disp else 0
+    if sid == VA_INVALID_SURFACE or not dpy:
+        return None
+    return sid, dpy
+
+
+def va_display_wrapped(va_display: int) -> int:
+    """A GstVaDisplay over an existing, initialised VADisplay (which must outlive it); a new reference."""
+    p = va_lib().gst_va_display_wrapped_new(va_display)
+    if not p:
+        raise InvalidTensorError(f"GStreamer could not wrap VADisplay {va_display:#x}")
+    return int(p)
+
+
+def va_allocator(gst_va_display: int, caps: int) -> int:
+    """A GstVaAllocator making surfaces for raw-video ``caps`` (a GstCaps*) on ``gst_va_display``; a new reference.
+    (gst_va_allocator_set_format answers FALSE on drivers that cannot derive an image, yet the allocator is set.)"""
+    a, v = va_lib(), libs()[1]
+    alloc = a.gst_va_allocator_new(gst_va_display, None)
+    if not alloc:
+        raise InvalidTensorError("GStreamer could not make a VA allocator")
+    vi = v.gst_video_info_new()
+    try:
+        if not v.gst_video_info_from_caps(vi, caps):
+            raise InvalidTensorError("these caps are not raw video")
+        a.gst_va_allocator_set_format(alloc, vi, 0, 0)
+    finally:
+        v.gst_video_info_free(vi)
+    return int(alloc)
+
+
+def va_setup_buffer(allocator: int, buf: int) -> None:
+    """Append a new VA memory (a new surface) from ``allocator`` to ``buf``."""
+    if not va_lib().gst_va_allocator_setup_buffer(allocator, buf):
+        raise InvalidTensorError("GStreamer's VA allocator could not make a surface")

@@ -222,12 +222,17 @@ def _check_caps(caps: Any) -> None:
         raise UnsupportedFormatError(
             f"caps {caps.to_string()!r} are not raw video; decode first (e.g. '... ! decodebin ! videoconvert ! "
             f"appsink'): interop maps video/x-raw in {', '.join(GST_FORMATS)}")
-    feats = caps.get_features(0)
-    if feats is not None and not feats.is_any() and feats.get_size() and \
-            not (feats.contains("memory:SystemMemory") or feats.contains("memory:DMABuf")):
+    if not _host_caps(caps) and not caps.get_features(0).contains("memory:VAMemory"):
         raise UnsupportedFormatError(
-            f"caps {caps.to_string()!r} carry {feats.to_string()} memory, which the CPU cannot map in place; "
+            f"caps {caps.to_string()!r} carry {caps.get_features(0).to_string()} memory, which interop cannot map; "
             f"download to system memory before the appsink (e.g. a converter to plain video/x-raw)")
+
+
+def _host_caps(caps: Any) -> bool:
+    """Whether caps are of memory the CPU maps in place (system memory, dma-buf); VA memory maps to VAAPI only."""
+    feats = caps.get_features(0) if caps is not None else None
+    return feats is None or feats.is_any() or not feats.get_size() or \
+        feats.contains("memory:SystemMemory") or feats.contains("memory:DMABuf")
 
 
 @dataclass(frozen=True)
@@ -244,6 +249,8 @@ class Plan:
     colorspace: ColorSpace | None
     color_range: ColorRange | None
     framerate: Fraction | None
+    #: the caps are of memory the CPU maps in place (the one-step CPU path takes only those)
+    host: bool = True
     #: per plane, the read-only __array_interface__ of a CPU view but its address (copied, "data" set, per frame)
     interfaces: tuple[dict[str, Any], ...] = ()
 
@@ -296,7 +303,7 @@ def _make_plan(caps: Any, caps_ptr: int, meta: int) -> Plan:
     fps = colour.fps
     return Plan(fmt, layout.width, layout.height, tuple(planes), tuple(sp.name for sp in specs), max(o + i.extent for o, i in planes),
                 _MATRICES.get(colour.matrix), _RANGES.get(colour.range),
-                Fraction(fps[0], fps[1]) if fps[0] > 0 and fps[1] > 0 else None)
+                Fraction(fps[0], fps[1]) if fps[0] > 0 and fps[1] > 0 else None, caps is None or _host_caps(caps))
 
 
 def plan_for(caps: Any, caps_ptr: int, meta: int) -> Plan:
@@ -442,6 +449,8 @@ def map_read(obj: Any) -> MappedSample | None:
             plan = plan_for(obj.get_caps() if is_sample else None, caps_ptr, meta)
         except InteropError:
             return None
+    if not plan.host:
+        return None  # VA memory: its map would be a download (the general path refuses it with advice)
     info = ng.GstMapInfo()
     if not g.gst_buffer_map(buf, info, ng.GST_MAP_READ):
         return None

@@ -3,10 +3,13 @@
 # needs to build from PyPI (girepository-1.0 headers, cairo, pkg-config). Idempotent. Without root it fails
 # and prints the exact apt command to run, because the GStreamer tests would otherwise fail one by one.
 # python3-gi, python3-gst-1.0 and python3-numpy: the system-Python test (gst-python overrides) and gst_map bench.
+# libgstreamer-plugins-bad1.0-0 (libgstva-1.0) and gir1.2-gst-plugins-bad-1.0: VA memory (gst_to_vaapi, tier C,
+# tested on the fake VA driver through ctypes; the typelib is for apps that use GstVa from Python).
 set -u
 
 pkgs=(gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-libav
       gstreamer1.0-tools gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0
+      libgstreamer-plugins-bad1.0-0 gir1.2-gst-plugins-bad-1.0
       python3-gi python3-gst-1.0 python3-numpy
       libgirepository1.0-dev libcairo2-dev pkg-config)
 
