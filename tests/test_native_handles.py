@@ -223,8 +223,7 @@ def child(path: tuple[str, ...]) -> None:
 
 
 def _native_cases() -> list[Any]:
-    known = {("CPU", "DMA"): "interop/tensors/dma.py: a DMABuffer held as .native closes its fd when its last "
-                             "tensor is gone (the user's handle then refuses to read)"}
+    known: dict[tuple[str, ...], str] = {}  # path -> why it fails today (a strict xfail, so a fix shows up)
     return [pytest.param(p, id="-".join(p), marks=[pytest.mark.xfail(strict=True, reason=known[p])] if p in known else [])
             for p in PATHS]
 
@@ -248,7 +247,6 @@ def test_native_outlives_source_and_mapping(path: tuple[str, ...]) -> None:
 
 # Edges whose mapper files belong to other developers (issue 15 item 14, reported): strict, so a fix shows up.
 KNOWN_WRITABLE = {
-    ("CPU", "DMA"): "interop/mappers/dma_to_cpu.py maps a read-only DMA tensor for WRITE (no t.writable check)",
     ("CPU", "GST"): "interop/mappers/cpu_to_gst.py: a READ mapping gets writable=t.writable",
 }
 

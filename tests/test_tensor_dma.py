@@ -496,3 +496,72 @@ def test_memfd_emfile_is_a_resource_error_with_errno(monkeypatch):
     with pytest.raises(ResourceError) as ei:
         DMAContext("memfd").alloc_frame(FrameFormat.NV12, 64, 48)
     assert isinstance(ei.value, OSError) and ei.value.errno == _errno.EMFILE
+
+
+# ---- issue 15 point 1: a DMABuffer held as .native is a handle like any other -----------------------------------
+
+
+def test_native_buffer_held_alone_keeps_its_fd_and_memory_until_it_is_dropped():
+    """The rule: a DMABuffer's fd lives as long as the object. Held alone after its tensors and source are gone,
+    it still reads the bytes; dropped, reference counting closes the fd at once (no cyclic GC needed)."""
+    import gc
+
+    gc.collect()
+    n, bufs = _fds(), live_buffers()
+    gc.disable()
+    try:
+        src = np.arange(4096, dtype=np.uint8).reshape(64, 64)
+        t = interop.map(interop.wrap(src.copy()), MemoryType.DMA, allow_copy=True)
+        native = t.native
+        fd = native.fd
+        del t
+        assert not native.closed and native.users == 0
+        assert os.pread(native.fd, 4096, 0) == src.tobytes()
+        m = native.mapping(False)  # the held buffer still maps
+        assert np.array_equal(np.frombuffer(ctypes_bytes(m.address, 4096), np.uint8).reshape(64, 64), src)
+        del m
+        assert _fds() == n + 1 and live_buffers() == bufs + 1
+        del native
+        assert _fds() == n and live_buffers() == bufs
+        with pytest.raises(OSError):
+            os.fstat(fd)
+    finally:
+        gc.enable()
+
+
+def ctypes_bytes(address: int, size: int) -> bytes:
+    import ctypes
+
+    return ctypes.string_at(address, size)
+
+
+def test_release_closes_the_fd_at_once_unless_the_buffer_is_held(memfd):
+    t = DMATensor.from_fd(memfd, info=TensorInfo((16, 256), np.uint8))
+    fd = t.fd
+    t.release()
+    with pytest.raises(OSError):
+        os.fstat(fd)  # nobody held the buffer: closed at the release
+    t = DMATensor.from_fd(memfd, info=TensorInfo((16, 256), np.uint8))
+    held, fd = t.native, t.fd
+    t.release()
+    assert held.fd == fd and os.fstat(fd).st_ino == os.fstat(memfd).st_ino
+    with pytest.raises(InvalidTensorError, match="released"):
+        _ = t.native  # the released tensor itself refuses, as every tensor does
+    held.close()  # explicit close still closes at once
+    with pytest.raises(OSError):
+        os.fstat(fd)
+
+
+def test_pool_buffer_held_as_native_still_goes_back_to_its_pool():
+    pool = FramePool(FrameFormat.NV12, 64, 48, 1)
+    f = pool.acquire()
+    held = f[0].native
+    f.release()
+    assert pool.free_count == 1 and not held.closed  # back in the pool; the pool's fd, still open
+    g = pool.acquire(timeout=0)
+    assert g[0].native is held
+    g.release()
+    pool.close()
+    assert held.closed  # a pool buffer belongs to its pool: closed with it, held or not
+    with pytest.raises(InvalidTensorError, match="closed"):
+        _ = held.fd

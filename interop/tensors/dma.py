@@ -1,7 +1,11 @@
 """DMA-BUF tensors and frames: per plane an fd, offset, pitch, buffer size, DRM fourcc and 64-bit DRM modifier.
 
-Ownership: the library keeps its own dup of every fd it is given (``DMATensor.from_fd``) and closes it when the
-last tensor over it is released; it never closes a caller's fd (unless ``take_ownership=True``). Buffers we
+Ownership: the library keeps its own dup of every fd it is given (``DMATensor.from_fd``) in a ``DMABuffer``, and
+the fd lives exactly as long as that object: it is closed when the buffer is unreachable (its finaliser, at once by
+reference counting: a released tensor drops its reference) or by ``DMABuffer.close()``. So releasing the last tensor
+closes the fd at once, unless the caller holds the buffer (``t.native``), which then stays valid on its own, like
+every other ``.native``. Pool buffers belong to their pool (see FramePool). The library never closes a caller's fd
+(unless ``take_ownership=True``). Buffers we
 allocate come from a dma-buf heap, else /dev/udmabuf, else a sealed memfd (``is_dmabuf`` False: same mmap and
 fd-passing semantics, no cache maintenance, no device import).
 """
@@ -140,8 +144,11 @@ def live_buffers() -> int:
 class DMABuffer:
     """One fd the library owns (a dup, a received fd, or an allocation) and what is known about it.
 
-    Tensors over it count as users; when the last user is gone the ``on_free`` callbacks run and, unless the
-    buffer is ``persistent`` (pool buffers), the fd is closed. Mappings are made once and cached.
+    Tensors over it count as users; when the last user is gone the ``on_free`` callbacks run (pool return, DONE to a
+    producer). The fd is closed when this object is unreachable (its finaliser; tensors drop their reference at
+    release, so with nobody else holding it that is at once), by ``close()``, or, after ``close_when_free()`` (a
+    closed pool), when the last user is gone. Holding the object (``t.native``) keeps the fd and memory valid after
+    every tensor over it is gone. Mappings are made once and cached.
     ``fd`` raises InvalidTensorError once the buffer is closed: a closed fd's number is soon reused by another file.
     """
 
@@ -153,7 +160,8 @@ class DMABuffer:
         self.is_dmabuf = bool(is_dmabuf)
         self.fd_writable = bool(writable)
         self.sealed = bool(sealed)
-        self.persistent = persistent
+        self.persistent = persistent  # a pool's buffer (informational: every buffer lives as long as its object)
+        self._close_on_free = False  # set by close_when_free(): the owner (a closed pool) gave it up
         self._lock = threading.Lock()
         self._users = 0
         self._closed = False
@@ -216,14 +224,16 @@ class DMABuffer:
                 import logging
 
                 logging.getLogger("interop").exception("DMA buffer free callback failed")
-        if not self.persistent:
+        # Otherwise the fd stays open while this object is reachable: whoever holds it (t.native) can still use it,
+        # and with nobody holding it reference counting runs the finaliser (closing the fd) as the tensors let go.
+        if self._close_on_free:
             self.close()
 
     def close_when_free(self) -> None:
         """Close the fd now if no tensor uses the buffer, else when the last user lets go (FramePool.close()):
         a frame still held keeps a valid fd and mapping until it is released."""
         with self._lock:
-            self.persistent = False
+            self._close_on_free = True
             if self._users > 0 or self._closed:
                 return
             self._closed = True  # under the lock: no use() can slip in between the check and the close
@@ -365,6 +375,15 @@ class DMATensor(Tensor):
         self._drm_fourcc = int(drm_fourcc)
         self._drm_modifier = drm_modifier
         self.on_release(buffer.unuse)
+
+    def release(self) -> None:
+        """End this tensor's use of its buffer. The buffer's fd closes now unless someone still holds the buffer
+        (another tensor, a CPU view, ``t.native`` kept by the caller) or its pool does."""
+        super().release()
+        # Drop our references so that reference counting closes a buffer nobody else holds (the buffer's own
+        # finaliser); every accessor checks released first, so nothing reads these afterwards.
+        self._native = None
+        self.__dict__.pop("_buffer", None)
 
     @classmethod
     def from_fd(cls, fd: int, *, info: TensorInfo, offset: int = 0, size: int | None = None, drm_fourcc: int = 0,
