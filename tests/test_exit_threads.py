@@ -130,8 +130,6 @@ def test_exit_with_a_daemon_thread_inside_a_transport_call(name: str) -> None:
         assert p.returncode == 0, f"{name}: exit status {p.returncode}\n{p.stderr[-3000:]}"
 
 
-# Known to abort today (OpenVINO torn down while a daemon thread is inside a request): being fixed in Inference.
-@pytest.mark.xfail(strict=False, reason="Inference at exit with a daemon thread inside a request: fix in progress")
 @pytest.mark.parametrize("name", sorted(INFERENCE_SCENARIOS))
 def test_exit_with_a_daemon_thread_inside_inference(name: str) -> None:
     need_module("openvino")

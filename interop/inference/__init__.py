@@ -14,6 +14,7 @@ out of the requests; ``output_bytes`` counts those bytes (this is not a mapper c
 from __future__ import annotations
 
 import atexit
+import contextlib
 import errno
 import gc
 import itertools
@@ -23,7 +24,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,10 +80,28 @@ def _callbacks_here() -> list[int]:
 _live: weakref.WeakSet[Inference] = weakref.WeakSet()
 
 
+# Set at interpreter exit. From then on, a thread other than the main one that enters Inference parks for good
+# instead of starting OpenVINO work: a daemon thread still inside a request while OpenVINO's libraries are torn
+# down ends the process with std::terminate.
+_exiting = threading.Event()
+
+
+def _gate(cond: threading.Condition) -> None:
+    """Called with ``cond`` held where a thread enters OpenVINO (compile, map, start a request): at exit, the main
+    thread and completion callbacks are refused, other threads park."""
+    if _exiting.is_set():
+        if threading.current_thread() is threading.main_thread() or _callbacks_here():
+            raise InteropError("the interpreter is exiting: Inference takes no new requests")
+        while True:  # a daemon thread parks here (the lock released while it waits); the process ends around it
+            cond.wait()
+
+
 @atexit.register
 def _close_all() -> None:
     # OpenVINO's request threads must be gone before the interpreter tears down (else std::terminate at exit).
+    _exiting.set()
     for inf in list(_live):
+        inf._wait_outside(60.0)
         inf.close()
     # The same for the plugins' own threads: release the shared Core, the contexts and the cached chains that hold
     # it, and the compiled models of closed Inferences, while the interpreter is whole (best effort: a Core the
@@ -281,6 +300,7 @@ class Inference:
         self._plane_inputs = PlaneInputs(ov)
         self._variants_lock = threading.Lock()
         self._cond = threading.Condition()
+        self._inside = 0  # threads inside OpenVINO through this Inference (compile, map, start, sync infer)
         self._pending = 0
         self._errors: list[BaseException] = []
         self._output_bytes = 0
@@ -571,8 +591,31 @@ class Inference:
     # -- running --------------------------------------------------------------------------------------
     BACKLOG_LIMIT = 1024  # submissions from callbacks waiting for a request; past it infer_async refuses more
 
+    @contextlib.contextmanager
+    def _inside_openvino(self) -> Iterator[None]:
+        """Counts a thread that compiles, maps or starts requests: at exit, _close_all waits for none to be inside
+        OpenVINO before tearing it down, and parks threads that come later (see _gate)."""
+        with self._cond:
+            _gate(self._cond)
+            self._inside += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._inside -= 1
+                self._cond.notify_all()
+
+    def _wait_outside(self, timeout: float) -> None:
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._inside == 0, timeout):
+                log.warning("Inference at exit: %d threads still inside OpenVINO after %s s", self._inside, timeout)
+
     def _submit(self, x: Any, job_cb: Callback | None, userdata: Any, event: threading.Event | None) -> _Job:
         self._check_open()
+        with self._inside_openvino():
+            return self._submit_inside(x, job_cb, userdata, event)
+
+    def _submit_inside(self, x: Any, job_cb: Callback | None, userdata: Any, event: threading.Event | None) -> _Job:
         v, inputs, keep = self._prepare(x)
         job = _Job(v, job_cb, userdata, keep, event)
         if self._memory_type is MemoryType.NPU and _holds_host_import(keep):
@@ -773,6 +816,10 @@ class Inference:
         """
         self._refuse_in_own_callback("infer()")
         self._check_open()
+        with self._inside_openvino():
+            return self._infer(x)
+
+    def _infer(self, x: Any) -> Outputs:
         # Run in the caller's thread on a request of its own: a request that fails inside OpenVINO raises here
         # (in the async pool it would never call back), and there is no hand-off to another thread to wait for.
         v, inputs, keep = self._prepare(x)
