@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
-
-import numpy as np
 
 from .context import Context
 from .errors import BackendUnavailableError, ContextMismatchError, InteropError, UnsupportedTypeError
@@ -14,10 +13,19 @@ from .info import TensorInfo
 from .mapper import MemoryMapper, wrap_native
 from .routing import alternatives, route_object
 from .tensor import Tensor
-from .tensors.cpu import CPUTensor
 from .types import AccessMode, FrameFormat, MemoryType, check_bool, check_memory_type, check_mode
 
 log = logging.getLogger("interop")
+
+# exact class -> its Tensor constructor, for the objects wrap() gets once per frame (numpy arrays): registered by
+# the backend that owns the class, so core names no backend. A class not here takes the wrapper registry's path.
+_exact: dict[type, Callable[[Any], Tensor | Frame]] = {}
+
+
+def register_exact_wrap(cls: type, make: Callable[[Any], Tensor | Frame]) -> None:
+    """wrap(obj) with no other argument, for ``type(obj) is cls``, is ``make(obj)`` (which must give what the
+    registered Wrapper gives): a backend's fast path for the objects that arrive once per frame."""
+    _exact[cls] = make
 
 
 def wrap(native: Any, *, info: TensorInfo | None = None, format: FrameFormat | None = None,
@@ -28,8 +36,9 @@ def wrap(native: Any, *, info: TensorInfo | None = None, format: FrameFormat | N
     packed image buffer into a Frame of planes. A Tensor or Frame is returned as it is.
     """
     if info is None and format is None and context is None:
-        if type(native) is np.ndarray:  # the common case, kept cheap: it runs once per frame
-            return CPUTensor(native)
+        make = _exact.get(type(native))
+        if make is not None:  # the common case (a numpy array), kept cheap: it runs once per frame
+            return make(native)
         if isinstance(native, (Tensor, Frame)):
             return native
     if info is not None and not isinstance(info, TensorInfo):
@@ -88,7 +97,9 @@ def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.REA
         # is no Level Zero memory), or need a backend this machine lacks (the graph is static): take the next route.
         if dst_ctx is not None:
             raise  # the caller named the destination context: never swap it for another route silently
-        for alt in alternatives(chain, allow_copy, obj=obj, mode=mode):
+        # Every alternative, cheapest first: a later step sees its input only when it runs, so several cheaper
+        # routes may refuse this input (WrongMemoryError) before one takes it.
+        for alt in alternatives(chain, allow_copy, None, obj=obj, mode=mode):
             try:
                 out = alt.map(obj, mode, allow_copy=allow_copy)
             except InteropError:

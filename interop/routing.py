@@ -308,10 +308,10 @@ def route_object(obj: Any, dst: object, *, allow_copy: bool = False,
     return best.chain
 
 
-def alternatives(chain: MemoryMapperChain, allow_copy: bool, limit: int = 8, *, obj: Any = None,
+def alternatives(chain: MemoryMapperChain, allow_copy: bool, limit: int | None = 8, *, obj: Any = None,
                  mode: AccessMode = AccessMode.READ) -> list[MemoryMapperChain]:
     """Chains to try after ``chain`` when one of its steps cannot run here or cannot take the input, cheapest first
-    (for ``obj`` when given: by what each costs for it).
+    (for ``obj`` when given: by what each costs for it); ``limit=None``: all of them.
 
     The graph is static (a route through Level Zero exists everywhere); map() falls back along these when a step
     raises BackendUnavailableError or WrongMemoryError, so a machine without that backend still gets the next route.

@@ -40,7 +40,7 @@ from interop import (
     UnsupportedFormatError,
     UnsupportedTypeError,
 )
-from interop.errors import InteropBufferError
+from interop.errors import InteropBufferError, WrongMemoryError
 from interop.info import plane_infos, plane_layout
 from tests.reliability import backends as B
 from tests.reliability import stats
@@ -384,9 +384,18 @@ def _mapper_made_for_another_context():
             class Other(interop.Context):
                 memory_type = MemoryType.CPU
 
-            cls(input_context=Other(native=object())).map(np.zeros((4, 4), U8))
+            cls(input_context=Other(native=object())).map(interop.wrap(np.zeros((4, 4), U8)))
             return
     pytest.fail("no tier A mapper from the CPU can run here")
+
+
+@case("arguments", "core", WrongMemoryError, r"interop.map\(obj, to\) wraps framework objects")
+def _mapper_given_a_framework_object():
+    from interop.mapper import registered
+
+    # MemoryMapper.map takes Tensors and Frames only (interop.map and chains wrap): a numpy array is not its input
+    cls = next(c for c in registered().values() if c.name == "cpu_to_dma")
+    cls().map(np.zeros((4, 4), U8))
 
 
 # ---- pixel formats ----------------------------------------------------------------------------------------
@@ -474,7 +483,7 @@ def _mapper_given_wrong_memory_type():
 
     for (src, _dst), cls in sorted(registered().items(), key=lambda kv: kv[1].name):
         if src is not MemoryType.CPU:
-            cls().map(np.zeros((4, 4), U8))
+            cls().map(interop.wrap(np.zeros((4, 4), U8)))
             return
     pytest.fail("no mapper from a non-CPU memory type is registered")
 
@@ -751,26 +760,26 @@ def _blocked(block: list[str], call: str) -> None:
     raise getattr(interop, name, InteropError)(msg)
 
 
-@case("missing backend", "FFmpeg", BackendUnavailableError, r"pip install 'interop\[")
+@case("missing backend", "FFmpeg", BackendUnavailableError, r"pip install 'interop-video\[")
 def _missing_pyav():
     need("interop.tensors.ffmpeg", "the FFmpeg backend")
     _blocked(["av"], "from interop.tensors.ffmpeg import video_frame_from_planes as v; "
                      "v([np.zeros((4, 4), np.uint8)] + [np.zeros((2, 2), np.uint8)] * 2, interop.FrameFormat.I420, 4, 4)")
 
 
-@case("missing backend", "OpenCL", BackendUnavailableError, r"pip install 'interop\[")
+@case("missing backend", "OpenCL", BackendUnavailableError, r"pip install 'interop-video\[")
 def _missing_pyopencl():
     need("interop.tensors.opencl", "the OpenCL backend")
     _blocked(["pyopencl"], "interop.Context.default(MemoryType.OPENCL)")
 
 
-@case("missing backend", "OpenCV", BackendUnavailableError, r"pip install 'interop\[")
+@case("missing backend", "OpenCV", BackendUnavailableError, r"pip install 'interop-video\[")
 def _missing_cv2():
     need("interop.tensors.opencv", "the OpenCV backend")
     _blocked(["cv2"], "interop.Context.default(MemoryType.OPENCV_UMAT)")
 
 
-@case("missing backend", "route step", BackendUnavailableError, r"pip install 'interop\[")
+@case("missing backend", "route step", BackendUnavailableError, r"pip install 'interop-video\[")
 def _missing_framework_of_a_route_step():
     from interop.mapper import registered
 

@@ -60,7 +60,8 @@ def test_real_driver_export_import_round_trip() -> None:
     b = _lz(import_as="host")
     t = a.alloc_tensor(interop.TensorInfo((64, 64), np.uint8), "host")
     np.asarray(t)[:] = 123
-    back = interop.map(interop.map(t, MemoryType.DMA), b)
+    rw = interop.AccessMode.READ_WRITE  # the write below goes through the mapping: READ mappings are read-only
+    back = interop.map(interop.map(t, MemoryType.DMA, mode=rw), b, mode=rw)
     assert ze.alloc_properties(b.native, back.pointer).type == "host"
     assert (np.asarray(back) == 123).all()
     np.asarray(back)[0, 0] = 7

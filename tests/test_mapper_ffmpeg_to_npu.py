@@ -116,9 +116,6 @@ def test_driver_without_system_memory_import_falls_back_only_with_allow_copy() -
         set_default_context(MemoryType.NPU, None)
 
 
-@pytest.mark.xfail(raises=StopIteration, strict=True,
-                   reason="interop/api.py map(): the hint's next(...) has no default when the first alternative found "
-                          "with allow_copy=True is itself zero-copy; reported, not this module's")
 def test_without_allow_copy_the_copying_route_is_refused() -> None:
     from interop.context import set_default_context
 

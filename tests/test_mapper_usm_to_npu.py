@@ -95,13 +95,17 @@ def case_tensor_keeps_shape() -> None:
 
 def test_sycl_usm_is_refused() -> None:
     pytest.importorskip("dpctl", reason="needs dpctl (pip install 'interop[sycl]')")
-    from interop.errors import ContextMismatchError
+    from interop.errors import WrongMemoryError
+    from interop.mappers.usm_to_npu import USMToNPU
     from interop.tensors.npu import NPUContext
     from interop.tensors.usm import allocate
 
     rc = RemoteContextDouble()
     t = allocate(TensorInfo((4, 4), np.uint8), "shared")
-    with pytest.raises(ContextMismatchError, match="SYCL/OpenCL"):
+    with pytest.raises(WrongMemoryError, match="SYCL/OpenCL"):  # not this edge's input: routing goes another way
+        USMToNPU(output_context=NPUContext(rc)).map(t)
+    # the only other way to the NPU copies (through the CPU into a DMA buffer): refused without allow_copy
+    with pytest.raises(interop.CopyRequiredError, match="allow_copy=True"):
         interop.map(t, NPUContext(rc))
     assert rc.calls == []  # nothing was asked of the plugin
 

@@ -181,14 +181,20 @@ def test_fast_constructors_match_the_public_ones() -> None:
     info = interop.TensorInfo((16, 16), np.uint8, (p.line_size, 1))
     slow = FFmpegTensor(p, info, video_frame=vf, index=0)
     fast = wrap_video_frame(vf)[0]
-    assert set(vars(slow)) == set(vars(fast))
+    assert not _missing(fast, slow) and not _missing(FFmpegTensor._trusted(p, info, 0, False, None, None, False, vf, 0), slow)
     arr = np.zeros((4, 4), np.uint8)
-    assert set(vars(CPUTensor(arr))) == set(vars(CPUView.of(arr, interop.TensorInfo.of(arr), None, True)))
+    assert not _missing(CPUView.of(arr, interop.TensorInfo.of(arr), None, True), CPUTensor(arr))
     ts = [CPUTensor(arr)]
     normal = interop.Frame(ts, FrameFormat.GRAY8, 4, 4)
     quick = trusted_frame(ts, FrameFormat.GRAY8, 4, 4, context=None, native=None, colorspace=None,
                           color_range=None, pts=None, time_base=None, metadata=None, parent=None)
-    assert vars(normal).keys() == vars(quick).keys()
+    bare = interop.Frame._unchecked(ts, FrameFormat.GRAY8, 4, 4, None, None)
+    assert not _missing(quick, normal) and not _missing(bare, normal)
+    assert bare.metadata == {} and bare.metadata is not interop.Frame._unchecked(ts, FrameFormat.GRAY8, 4, 4, None,
+                                                                                  None).metadata  # not shared
+    for got in (quick, bare):  # the values, not only the names, are those of the public constructor
+        assert (got.native, got.colorspace, got.pts, got.time_base, got._released) == \
+            (normal.native, normal.colorspace, normal.pts, normal.time_base, normal._released)
     for vf in (av.VideoFrame(16, 16, "gray"), av.VideoFrame(16, 16, "yuv420p")):
         mapped = interop.map(vf, MemoryType.CPU)  # one step: frame and CPU views built inline by the mapper
         assert isinstance(mapped, interop.Frame) and isinstance(mapped[0], CPUTensor)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InvalidTensorError
 from ..info import TensorInfo
 from ..mapper import MemoryMapper, register
 from ..meter import record_copy
 from ..native import dmabuf as nd
 from ..tensor import Tensor
+from ..tensors.cpu import CPUTensor
+from ..tensors.dma import DMABuffer, DMAContext, DMATensor
 from ..types import AccessMode, MemoryType
 
 
@@ -24,14 +25,11 @@ class CPUToDMA(MemoryMapper):
     src = MemoryType.CPU
     dst = MemoryType.DMA
     zero_copy = False  # zero-copy only for memory of our own DMA buffers
+    inputs = (CPUTensor,)
+    output_contexts = (DMAContext,)
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
-        from ..tensors.dma import DMABuffer, DMAContext, DMATensor
-
-        ctx = self.output_context if isinstance(self.output_context, DMAContext) else None
-        if mode.writes and not t.writable:
-            raise InvalidTensorError(f"{self.name}: mode={mode.name} asks to write into read-only CPU memory; map it "
-                                     f"with mode=READ, or copy it into a writeable array first")
+        ctx = self.out_context() if self.output_context is not None else None  # a view keeps its buffer's context
         info = t.info
         addr = t.data_ptr
         m = nd.find_mapping(addr, max(info.extent, 1))
@@ -42,8 +40,7 @@ class CPUToDMA(MemoryMapper):
         self.copying(info.nbytes, allow_copy, "this CPU memory is not a mapping of a DMA buffer (allocate frames "
                      "from a DMAContext or FramePool and map them to CPU to write them without copies)")
         src = t.numpy()
-        out_ctx = ctx or DMAContext.default(MemoryType.DMA)
-        assert isinstance(out_ctx, DMAContext)
+        out_ctx = ctx if ctx is not None else self.out_context()
         buf = out_ctx.allocate(max(info.nbytes, 1))
         dt = DMATensor(buf, TensorInfo(info.shape, info.dtype), context=out_ctx, parent=t,  # C-contiguous copy
                        writable=mode.writes)  # a READ copy is read-only: writes to it would be lost

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from ..errors import InvalidTensorError
 from ..mapper import MemoryMapper, register
 from ..tensor import Tensor
+from ..tensors.cpu import CPUTensor
+from ..tensors.opencv import OpenCVTensor, as_mat
 from ..types import AccessMode, MemoryType
 
 
@@ -13,12 +14,9 @@ class CPUToOpenCV(MemoryMapper):
     src = MemoryType.CPU
     dst = MemoryType.OPENCV
     zero_copy = True
+    inputs = (CPUTensor,)
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
-        from ..tensors.opencv import OpenCVTensor, as_mat
-
-        if mode.writes and not t.writable:
-            raise InvalidTensorError("this CPU tensor is read-only: map it with AccessMode.READ")
         writable = t.writable and mode.writes
         arr = t.numpy()
         if not writable and arr.flags.writeable:

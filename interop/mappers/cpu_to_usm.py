@@ -10,18 +10,17 @@ from typing import Any
 import numpy as np
 
 from ..context import Context
-from ..errors import ContextMismatchError, InvalidTensorError
 from ..info import TensorInfo
 from ..mapper import MemoryMapper, register
 from ..meter import record_copy
 from ..tensor import Tensor
+from ..tensors.cpu import CPUTensor
+from ..tensors.usm import SYCLContext, USMTensor, host_view
 from ..types import AccessMode, MemoryType
 
 
 def _usm_origin(t: Tensor, ctx: Context) -> Any:
     """The host/shared USMTensor, in context ``ctx``, that ``t``'s memory lies in (walking the parent chain)."""
-    from ..tensors.usm import USMTensor
-
     addr, end = t.data_ptr, t.data_ptr + t.info.extent
     p: Any = t.parent
     for _ in range(16):
@@ -41,15 +40,11 @@ class CPUToUSM(MemoryMapper):
     src = MemoryType.CPU
     dst = MemoryType.USM
     zero_copy = False
+    inputs = (CPUTensor,)
+    output_contexts = (SYCLContext,)  # it allocates with dpctl
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
-        from ..tensors.usm import SYCLContext, USMTensor, host_view
-
-        ctx = self.output_context or Context.default(MemoryType.USM)
-        if not isinstance(ctx, SYCLContext):
-            raise ContextMismatchError(f"{self.name} allocates with dpctl: the output context must be a SYCLContext, not {ctx!r}")
-        if mode.writes and not t.writable:
-            raise InvalidTensorError("this CPU tensor is read-only: map it with AccessMode.READ")
+        ctx = self.out_context()
         info = t.info
         origin = _usm_origin(t, ctx)
         if origin is not None:

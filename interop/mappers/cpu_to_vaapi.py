@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..context import Context
 from ..errors import UnsupportedTypeError
 from ..frame import Frame
 from ..mapper import MemoryMapper, register
 from ..tensor import Tensor
+from ..tensors.cpu import CPUTensor
+from ..tensors.vaapi import VAContext, VASurface, map_to_host, va_fourcc_of, va_frame
 from ..types import AccessMode, MemoryType
 
 
@@ -20,19 +21,17 @@ class CPUToVAAPI(MemoryMapper):
     src = MemoryType.CPU
     dst = MemoryType.VAAPI
     zero_copy = False
+    inputs = (CPUTensor,)
+    output_contexts = (VAContext,)
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         raise UnsupportedTypeError("VA surfaces are frames: map a Frame (e.g. interop.wrap(array, format=FrameFormat.NV12))")
 
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
-        from ..tensors.vaapi import VAContext, VASurface, map_to_host, va_fourcc_of, va_frame
-
         va_fourcc_of(f.format)  # refuse formats VA cannot hold before allocating
         nbytes = sum(t.info.nbytes for t in f.tensors)
         self.copying(nbytes, allow_copy, f"uploading a {f.width}x{f.height} {f.format.name} frame into a VA surface")
-        ctx = self.output_context or Context.default(MemoryType.VAAPI)
-        if not isinstance(ctx, VAContext):
-            raise UnsupportedTypeError(f"the output context of cpu_to_vaapi must be a VAContext, not {ctx!r}")
+        ctx = self.out_context()
         sid = ctx.display.create_surfaces(f.width, f.height, va_fourcc_of(f.format))[0]
         surface = VASurface(ctx, sid, f.format, f.width, f.height)
         out = va_frame(surface, base=f)

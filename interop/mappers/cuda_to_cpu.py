@@ -8,7 +8,6 @@ happens: the download at map time (READ, READ_WRITE), the upload at release (WRI
 from __future__ import annotations
 
 from ..context import CPU_CONTEXT
-from ..errors import InvalidTensorError
 from ..frame import Frame
 from ..mapper import MemoryMapper, register
 from ..meter import record_copy
@@ -23,13 +22,11 @@ class CUDAToCPU(MemoryMapper):
     src = MemoryType.CUDA
     dst = MemoryType.CPU
     zero_copy = False
+    inputs = (CUDATensor,)
 
     def _one(self, t: Tensor, mode: AccessMode, allow_copy: bool, sync: bool) -> CPUTensor:
-        if not isinstance(t, CUDATensor):
-            raise InvalidTensorError(f"{self.name} maps CUDATensor, got {type(t).__name__}")
+        assert isinstance(t, CUDATensor)  # inputs
         info = t.info
-        if mode.writes and not t.writable:
-            raise InvalidTensorError("this CUDA tensor is read-only (a decoded reference frame): map it with AccessMode.READ")
         # one count per real transfer: the download now (READ, READ_WRITE), the upload at release (WRITE, READ_WRITE)
         if mode.reads:
             self.copying(info.nbytes, allow_copy, "device memory is copied to host memory")

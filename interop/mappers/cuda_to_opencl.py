@@ -26,6 +26,8 @@ from ..errors import BackendUnavailableError, ContextMismatchError, InvalidTenso
 from ..mapper import MemoryMapper, register
 from ..meter import record_copy
 from ..tensor import Tensor
+from ..tensors.cuda import CUDATensor
+from ..tensors.opencl import OpenCLContext, OpenCLTensor
 from ..types import AccessMode, MemoryType
 
 EXTENSION = "cl_khr_external_memory_opaque_fd"
@@ -47,7 +49,7 @@ def import_context(given: Any = None) -> Any:
     extension, else one made on the first OpenCL device that has it."""
     from ..context import Context
     from ..errors import InteropError
-    from ..tensors.opencl import OpenCLContext, cl, context_for
+    from ..tensors.opencl import cl, context_for
 
     if isinstance(given, OpenCLContext):
         if not _has_extension(given):
@@ -133,6 +135,8 @@ class CUDAToOpenCL(MemoryMapper):
     # Only memory that starts as CUDA can be exportable: CUDA reached from another type (NVDEC surfaces through
     # ffmpeg_to_cuda, uploads through cpu_to_cuda) is cuMemAlloc memory, so this is never a later hop of a route.
     first_only = True
+    inputs = (CUDATensor,)
+    output_contexts = (OpenCLContext,)
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         return self.map_planes([t], mode, allow_copy)[0]
@@ -140,13 +144,9 @@ class CUDAToOpenCL(MemoryMapper):
     def map_planes(self, tensors: list[Any], mode: AccessMode, allow_copy: bool) -> list[Tensor]:
         from ..native.cuda_export import ExportableAllocation
         from ..native.opencl_external import enqueue_external
-        from ..tensors.cuda import CUDATensor
-        from ..tensors.opencl import OpenCLTensor
 
         allocs = []
         for t in tensors:  # refuse what cannot be mapped before anything is imported or copied
-            if not isinstance(t, CUDATensor):
-                raise InvalidTensorError(f"{self.name} maps CUDATensors, not {type(t).__name__}")
             t._check()
             alloc = t.native if isinstance(t.native, ExportableAllocation) else None
             if alloc is not None and alloc.closed:
@@ -155,7 +155,7 @@ class CUDAToOpenCL(MemoryMapper):
             if alloc is None and not allow_copy:
                 self.copying(t.info.nbytes, False, _WHY)
             allocs.append(alloc)
-        ctx = import_context(self.output_context)
+        ctx = import_context(self.out_context() if self.output_context is not None else None)
         out: list[Tensor] = []
         for t, alloc in zip(tensors, allocs):
             src = t
@@ -191,7 +191,6 @@ class CUDAToOpenCL(MemoryMapper):
     @staticmethod
     def _copy(t: Any) -> Any:
         from ..info import TensorInfo
-        from ..tensors.cuda import CUDATensor
 
         info = TensorInfo(t.info.shape, t.info.dtype)  # C-contiguous: the pitch is dropped
         alloc = _take_staging(max(info.nbytes, 1), t.device_id)

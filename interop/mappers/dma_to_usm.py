@@ -9,11 +9,15 @@ so the fd outlives the import. Tiled buffers (non-linear DRM modifier) are refus
 
 from __future__ import annotations
 
-from ..errors import ContextMismatchError, InvalidTensorError
+from typing import Any
+
+from ..errors import InvalidTensorError
 from ..frame import Frame
 from ..mapper import MemoryMapper, register
 from ..native import dmabuf as nd
 from ..tensor import Tensor
+from ..tensors.dma import DMATensor
+from ..tensors.level_zero import LevelZeroContext, SharedRelease, usm_tensor
 from ..types import AccessMode, MemoryType
 
 
@@ -26,34 +30,21 @@ class DMAToUSM(MemoryMapper):
     requires = ()
     extra = None
     tier = "C"
+    inputs = (DMATensor,)
+    output_contexts = (LevelZeroContext,)  # a DMA-BUF is imported into USM only through Level Zero
 
-    def _context(self):  # type: ignore[no-untyped-def]
-        from ..tensors.level_zero import LevelZeroContext
-
-        ctx = self.output_context
-        if ctx is None:
-            return LevelZeroContext.default()
-        if not isinstance(ctx, LevelZeroContext):
-            raise ContextMismatchError(f"a DMA-BUF can be imported into USM only through Level Zero: the output context "
-                                       f"must be a LevelZeroContext, not {ctx!r}")
-        return ctx
+    def default_output_context(self) -> Any:
+        return LevelZeroContext.default()
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
-        return self._import([t], self._context())[0]
+        return self._import([t], self.out_context())[0]
 
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
-        ctx = self._context()
+        ctx = self.out_context()
         return f.derive(self._import(f.tensors, ctx), context=ctx)
 
-    def _import(self, tensors: list[Tensor], ctx) -> list[Tensor]:  # type: ignore[no-untyped-def]
-        from ..tensors.dma import DMATensor
-        from ..tensors.level_zero import SharedRelease, usm_tensor
-
-        planes: list[DMATensor] = []
-        for t in tensors:
-            if not isinstance(t, DMATensor):
-                raise InvalidTensorError(f"{self.name} maps DMATensors, got {type(t).__name__}")
-            planes.append(t)
+    def _import(self, tensors: list[Tensor], ctx: LevelZeroContext) -> list[Tensor]:
+        planes: list[DMATensor] = tensors  # type: ignore[assignment]  # inputs = (DMATensor,)
         for t in planes:
             if t.drm_modifier not in (nd.DRM_FORMAT_MOD_LINEAR, nd.DRM_FORMAT_MOD_INVALID):
                 raise InvalidTensorError(

@@ -13,12 +13,13 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from ..context import Context
 from ..errors import InvalidTensorError, UnsupportedTypeError
 from ..frame import Frame
 from ..info import plane_infos
 from ..mapper import MemoryMapper, register
 from ..tensor import Tensor
+from ..tensors.dma import DMATensor, drm_fourcc_of
+from ..tensors.vaapi import VAContext, VASurface, va_fourcc_of, va_frame
 from ..types import AccessMode, MemoryType
 
 if TYPE_CHECKING:
@@ -28,16 +29,13 @@ if TYPE_CHECKING:
 def prime_descriptor(f: Frame) -> PrimeDescriptor:
     """The DRM PRIME 2 descriptor of a DMA frame (fds are the planes' own; nothing is dup'ed)."""
     from ..native import libva
-    from ..tensors.dma import DMATensor, drm_fourcc_of
-    from ..tensors.vaapi import va_fourcc_of
 
     want = plane_infos(f.format, f.width, f.height)
     objects: list[libva.PrimeObject] = []
     keys: list[tuple[int, int]] = []
     planes = []
     for i, (t, w) in enumerate(zip(f.tensors, want)):
-        if not isinstance(t, DMATensor):
-            raise InvalidTensorError(f"plane {i} is a {type(t).__name__}, not a DMATensor")
+        assert isinstance(t, DMATensor)  # the mapper took DMATensors only
         info = t.info
         if info.shape != w.shape or info.dtype != w.dtype or info.strides[1:] != w.strides[1:]:
             raise InvalidTensorError(
@@ -72,6 +70,8 @@ class DMAToVAAPI(MemoryMapper):
     src = MemoryType.DMA
     dst = MemoryType.VAAPI
     zero_copy = True
+    inputs = (DMATensor,)
+    output_contexts = (VAContext,)
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         raise UnsupportedTypeError("VA surfaces are frames: wrap the DMA planes in a Frame (interop.tensors.dma.dma_frame) "
@@ -79,15 +79,9 @@ class DMAToVAAPI(MemoryMapper):
 
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
         from ..native import libva
-        from ..tensors.vaapi import VAContext, VASurface, va_frame
 
-        ctx = self.output_context or Context.default(MemoryType.VAAPI)
-        if not isinstance(ctx, VAContext):
-            raise UnsupportedTypeError(f"the output context of dma_to_vaapi must be a VAContext, not {ctx!r}")
+        ctx = self.out_context()
         writable = all(t.writable for t in f.tensors)
-        if mode.writes and not writable:
-            raise InvalidTensorError("a plane of this DMA frame is read-only (a read-only fd, or a read-only mapping): "
-                                     "map it with AccessMode.READ, or import the buffer from a writable fd")
         desc = prime_descriptor(f)
         try:
             sid = ctx.display.import_prime2(desc)

@@ -20,7 +20,7 @@ from ..errors import WrongMemoryError
 from ..frame import Frame
 from ..mapper import Cost, register
 from ..tensor import Tensor
-from ..tensors._fastpath import _new, trusted_frame
+from ..tensors._fastpath import trusted_frame
 from ..tensors.cuda import (
     LEGACY_STREAM,
     NVDEC_SW_FORMATS,
@@ -57,7 +57,6 @@ class NVDECPlane(SourcedTensor, CUDATensor):
     """A CUDA plane of an NVDEC frame mapped in one step: exactly the av.VideoPlane's own DLPack view (exports
     hand out PyAV's capsule), read-only, its writes queued on the legacy default stream."""
 
-    _writable = False
     _stream = LEGACY_STREAM
     _whole = True
 
@@ -89,9 +88,8 @@ class FFmpegToCUDA(FFmpegMapper):
         out = []
         i = 0
         for p, info in zip(planes, lay.infos):
-            t: Any = _new(NVDECPlane)  # fast_tensor(...), inlined; the rest is NVDECPlane's class defaults
-            t._native, t._info, t._context, t._parent, t._index, t._ptr, t._device_id = \
-                p, info, ctx, src, i, p.buffer_ptr, dev
+            t = NVDECPlane._unchecked(p, info, ctx, src, False)
+            t._index, t._ptr, t._device_id = i, p.buffer_ptr, dev
             out.append(t)
             i += 1
         f = sourced_frame(src, out, ctx)

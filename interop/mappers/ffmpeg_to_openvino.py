@@ -20,7 +20,7 @@ from ..info import TensorInfo, plane_layout
 from ..mapper import Cost, register
 from ..meter import record_copy
 from ..tensor import Tensor
-from ..tensors._fastpath import _new, derive_frame
+from ..tensors._fastpath import derive_frame
 from ..tensors.ffmpeg import (
     DecodedSource,
     FFmpegMapper,
@@ -107,10 +107,7 @@ class PlaneTensor(SourcedTensor, OpenVINOTensor):
 
     _plane: Any
     _spec: _Shared
-    # the state every such plane starts in, as class attributes: fewer stores per plane per frame
-    _writable = False
     _remote = False
-    _native = None
     _offset = 0
     _addr = None  # OpenVINOTensor's state; a plane's address is read from the plane (_host_address)
     _array = None  # the array under the ov.Tensor is the ov.Tensor's to keep
@@ -129,16 +126,20 @@ class PlaneTensor(SourcedTensor, OpenVINOTensor):
     def _host_address(self) -> int | None:
         return self._plane.buffer_ptr + self._offset  # type: ignore[no-any-return]
 
+    def shared_memory(self) -> tuple[int, _Shared]:
+        """(address, layout) of the memory ``native`` shares: the plane at full pitch, whose ``full`` TensorInfo,
+        ``shape`` (ov.Shape) and ``type`` (ov.Type) an ov.Tensor over the same address takes (interop.Inference
+        keeps such tensors for the buffers a decoder reuses). Valid while this tensor (or its frame) lives."""
+        self._check()
+        return self._plane.buffer_ptr + self._offset, self._spec
+
 
 def _ov_plane(plane: Any, offset: int, spec: _Shared, ctx: OpenVINOContext, parent: Any, index: int,
               writable: bool) -> OpenVINOTensor:
     # ov.Tensor(array, shape, type) shares the array's memory as it is (read-only arrays too: OpenVINO never
     # writes its inputs) and does NOT check that the shape fits the array: the caller checked the buffer size.
-    o: Any = _new(PlaneTensor)  # OpenVINOTensor._trusted, inlined: it runs for every plane of every frame
-    o._info, o._context, o._parent, o._index, o._plane, o._offset, o._spec = \
-        spec.full, ctx, parent, index, plane, offset, spec
-    if writable:
-        o._writable = True
+    o = PlaneTensor._unchecked(None, spec.full, ctx, parent, writable)
+    o._index, o._plane, o._offset, o._spec = index, plane, offset, spec
     return o  # type: ignore[no-any-return]
 
 
@@ -166,10 +167,9 @@ class FFmpegToOpenVINO(FFmpegMapper):
         src = DecodedSource(vf, planes, lay)
         tensors = []
         i = 0
-        # _ov_plane(p, 0, spec, ctx, src, i, False), inlined: calling it per plane cost ~3 us more per frame
-        for p, spec in zip(planes, specs):
-            o: Any = _new(PlaneTensor)
-            o._info, o._context, o._parent, o._index, o._plane, o._spec = spec.full, ctx, src, i, p, spec
+        for p, spec in zip(planes, specs):  # _ov_plane(p, 0, spec, ctx, src, i, False), one call less per plane
+            o = PlaneTensor._unchecked(None, spec.full, ctx, src, False)
+            o._index, o._plane, o._spec = i, p, spec
             tensors.append(o)
             i += 1
         return sourced_frame(src, tensors, ctx)

@@ -6,9 +6,9 @@ discrete GPU the driver moves the data inside map/unmap, which is the OpenCL way
 
 from __future__ import annotations
 
-from ..errors import InvalidTensorError
 from ..mapper import MemoryMapper, register
 from ..tensor import Tensor
+from ..tensors.opencl import OpenCLTensor, map_to_host
 from ..types import AccessMode, MemoryType
 
 
@@ -17,12 +17,8 @@ class OpenCLToCPU(MemoryMapper):
     src = MemoryType.OPENCL
     dst = MemoryType.CPU
     zero_copy = True
+    inputs = (OpenCLTensor,)
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
-        from ..tensors.opencl import OpenCLTensor, map_to_host
-
-        if not isinstance(t, OpenCLTensor):
-            raise InvalidTensorError(f"{self.name} maps OpenCLTensors, not {type(t).__name__}")
-        if mode.writes and not t.writable:
-            raise InvalidTensorError("this OpenCL tensor is read-only: map it with AccessMode.READ")
+        assert isinstance(t, OpenCLTensor)  # inputs
         return map_to_host(t, mode)

@@ -5,12 +5,13 @@ a UMat: ``convertFromBuffer`` is not bound, feasibility Q2). WRITE / READ_WRITE 
 
 from __future__ import annotations
 
-from ..context import Context
-from ..errors import ContextMismatchError, InvalidTensorError
+from ..errors import ContextMismatchError
 from ..info import TensorInfo
 from ..mapper import MemoryMapper, register
 from ..meter import record_copy
 from ..tensor import Tensor
+from ..tensors.opencl import OpenCLTensor, cl, enqueue_copy_region
+from ..tensors.opencv import UMatContext, UMatTensor, cv2, new_umat
 from ..types import AccessMode, MemoryType
 
 
@@ -19,21 +20,17 @@ class OpenCLToOpenCVUMat(MemoryMapper):
     src = MemoryType.OPENCL
     dst = MemoryType.OPENCV_UMAT
     zero_copy = False
+    inputs = (OpenCLTensor,)
+    output_contexts = (UMatContext,)
     extra = "opencl"  # the OpenCL runtime is what a UMat over a cl_mem needs beyond OpenCV
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
-        from ..tensors.opencl import OpenCLTensor, cl, enqueue_copy_region
-        from ..tensors.opencv import UMatTensor, cv2, new_umat
-
-        if not isinstance(t, OpenCLTensor):
-            raise InvalidTensorError(f"{self.name} maps OpenCLTensors, not {type(t).__name__}")
-        ucx = self.output_context or Context.default(MemoryType.OPENCV_UMAT)
+        assert isinstance(t, OpenCLTensor)  # inputs
+        ucx = self.out_context()
         if getattr(ucx, "cl_context", None) != t.context.cl_context:  # type: ignore[union-attr]
             raise ContextMismatchError(
                 f"the OpenCL tensor belongs to {t.context!r}, OpenCV works in cl_context {getattr(ucx, 'cl_context', 0):#x}: "
                 f"a cl_mem cannot cross contexts; allocate the tensor in Context.default(MemoryType.OPENCL)")
-        if mode.writes and not t.writable:
-            raise InvalidTensorError("this OpenCL tensor is read-only: map it with AccessMode.READ")
         info = t.info
         umat = new_umat(info)  # raises InvalidTensorError for shapes a UMat cannot hold, before counting a copy
         self.copying(info.nbytes, allow_copy, "opencv-python cannot wrap a foreign cl_mem as a UMat")

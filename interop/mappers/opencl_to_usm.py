@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..context import Context
-from ..errors import ContextMismatchError, InvalidTensorError
 from ..info import TensorInfo
 from ..mapper import MemoryMapper, register
 from ..meter import record_copy
 from ..tensor import Tensor
+from ..tensors.opencl import OpenCLTensor, enqueue_host_copy
+from ..tensors.usm import _SUAI, SYCLContext, USMTensor, dpctl, host_view
 from ..types import AccessMode, MemoryType
 
 
@@ -21,19 +21,13 @@ class OpenCLToUSM(MemoryMapper):
     src = MemoryType.OPENCL
     dst = MemoryType.USM
     zero_copy = False
+    inputs = (OpenCLTensor,)
+    output_contexts = (SYCLContext,)
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
+        assert isinstance(t, OpenCLTensor)  # inputs
         from ..native.opencl_usm import mem_host_ptr, usm_functions
-        from ..tensors.opencl import OpenCLTensor, enqueue_host_copy
-        from ..tensors.usm import _SUAI, SYCLContext, USMTensor, dpctl, host_view
-
-        if not isinstance(t, OpenCLTensor):
-            raise InvalidTensorError(f"{self.name} maps OpenCLTensors, not {type(t).__name__}")
-        ctx = self.output_context or Context.default(MemoryType.USM)
-        if not isinstance(ctx, SYCLContext):
-            raise ContextMismatchError(f"{self.name} needs a SYCLContext as output context, not {ctx!r}")
-        if mode.writes and not t.writable:
-            raise InvalidTensorError("this OpenCL tensor is read-only: map it with AccessMode.READ")
+        ctx = self.out_context()
         ocl = t.context
         info = t.info
         q = t.queue

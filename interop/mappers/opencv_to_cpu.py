@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..errors import InvalidTensorError
 from ..mapper import MemoryMapper, register
 from ..tensor import Tensor
 from ..tensors.cpu import CPUTensor
+from ..tensors.opencv import OpenCVTensor
 from ..types import AccessMode, MemoryType
 
 
@@ -14,10 +14,9 @@ class OpenCVToCPU(MemoryMapper):
     src = MemoryType.OPENCV
     dst = MemoryType.CPU
     zero_copy = True
+    inputs = (OpenCVTensor,)
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
-        if mode.writes and not t.writable:
-            raise InvalidTensorError("this OpenCV tensor is read-only: map it with AccessMode.READ")
         view = t.numpy()  # a plain ndarray (not a cv2.Mat) over the same memory
         w = t.writable and mode.writes
         if not w and view.flags.writeable:

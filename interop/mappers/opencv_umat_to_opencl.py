@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from ..context import Context
 from ..errors import ContextMismatchError
 from ..mapper import MemoryMapper, register
 from ..tensor import Tensor
+from ..tensors.opencl import OpenCLContext, OpenCLTensor, cl
+from ..tensors.opencv import UMatTensor, cv2
 from ..types import AccessMode, MemoryType
 
 
@@ -14,20 +15,17 @@ class OpenCVUMatToOpenCL(MemoryMapper):
     src = MemoryType.OPENCV_UMAT
     dst = MemoryType.OPENCL
     zero_copy = True
+    inputs = (UMatTensor,)
+    output_contexts = (OpenCLContext,)
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
-        from ..tensors.opencl import OpenCLContext, OpenCLTensor, cl
-        from ..tensors.opencv import UMatTensor
-
         assert isinstance(t, UMatTensor)
-        ctx = self.output_context or Context.default(MemoryType.OPENCL)
+        ctx = self.out_context()
         ucx = t.context
-        if not isinstance(ctx, OpenCLContext) or ctx.cl_context != getattr(ucx, "cl_context", None):
+        if ctx.cl_context != getattr(ucx, "cl_context", None):
             raise ContextMismatchError(
                 f"the UMat lives in OpenCV's cl_context {getattr(ucx, 'cl_context', 0):#x}, the output context is {ctx!r}: "
                 f"a cl_mem cannot cross contexts; map to the default OpenCL context (OpenCV's own)")
-        from ..tensors.opencv import cv2
-
         c = cv2()
         if int(c.UMat.queue()) != ctx.queue.int_ptr:  # OpenCV queued this thread's work elsewhere: let it finish
             c.ocl.finish()

@@ -11,27 +11,28 @@ from ..context import CPU_CONTEXT
 from ..errors import InvalidTensorError
 from ..frame import Frame
 from ..info import TensorInfo, plane_layout
-from ..mapper import register
+from ..mapper import MemoryMapper, register
 from ..tensor import Tensor
-from ..tensors._fastpath import CPUView, FastMapper, derive_frame
+from ..tensors._fastpath import CPUView, derive_frame
 from ..tensors.openvino import OpenVINOTensor
 from ..types import AccessMode, MemoryType
 
 
 @register
-class OpenVINOToCPU(FastMapper):
+class OpenVINOToCPU(MemoryMapper):
     src = MemoryType.OPENVINO
     dst = MemoryType.CPU
     zero_copy = True
+    inputs = (OpenVINOTensor,)
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
-        self._check_input(t, mode)
+        _host(t)
         return CPUView.of(t.numpy(), t.info, t, t.writable and mode.writes)
 
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
         planes = []
         for spec, t in zip(plane_layout(f.format), f.tensors):
-            self._check_input(t, mode)
+            _host(t)
             arr = t.numpy()
             want = spec.shape(f.width, f.height)
             if arr.ndim == 4 and arr.shape[0] == 1 and arr.shape[1] == want[0] and arr.shape[2] >= want[1]:
@@ -40,14 +41,10 @@ class OpenVINOToCPU(FastMapper):
             planes.append(CPUView.of(arr, TensorInfo(arr.shape, arr.dtype, arr.strides), t, t.writable and mode.writes))
         return derive_frame(f, planes, CPU_CONTEXT)
 
-    @staticmethod
-    def _check_input(t: Tensor, mode: AccessMode) -> None:
-        if not isinstance(t, OpenVINOTensor):
-            raise InvalidTensorError(f"openvino_to_cpu maps OpenVINOTensors, not {type(t).__name__}")
-        if t.is_remote:
-            raise InvalidTensorError("a RemoteTensor lives in device memory the CPU cannot read; copy it to a host "
-                                     "tensor with RemoteTensor.copy_to(ov.Tensor(...)) first")
-        if mode.writes and not t.writable:
-            raise InvalidTensorError("this OpenVINO tensor is read-only (it aliases a decoder's reference frame); "
-                                     "map it with mode=READ")
+
+
+def _host(t: Tensor) -> None:
+    if t.is_remote:  # type: ignore[attr-defined]
+        raise InvalidTensorError("a RemoteTensor lives in device memory the CPU cannot read; copy it to a host "
+                                 "tensor with RemoteTensor.copy_to(ov.Tensor(...)) first")
 

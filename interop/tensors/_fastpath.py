@@ -1,9 +1,9 @@
 """Cheap construction of the tensors and frames a mapper builds once per frame (FFmpeg, OpenVINO, CPU views).
 
 A mapper's outputs are consistent by construction (plane layouts come from a per-format cache), so they skip
-re-validation: ``Tensor.__init__`` is called with an interned TensorInfo, and frames are built without
-``Frame.__init__``'s checks. tests/test_tensor_ffmpeg.py checks that the state of these objects matches what
-the public constructors give, so a change in the core classes shows up there.
+re-validation through the core classes' one unchecked constructor each, ``Tensor._unchecked`` and
+``Frame._unchecked``: the state is declared there, nowhere else. tests/test_tensor_ffmpeg.py checks that the state
+of these objects matches what the public constructors give, so a change in the core classes shows up there.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ..api import register_exact_wrap
 from ..context import CPU_CONTEXT, Context
 from ..frame import Frame
 from ..info import TensorInfo
@@ -25,20 +26,9 @@ T = TypeVar("T", bound=Tensor)
 
 
 def trusted(cls: type[T], native: Any, info: TensorInfo, context: Context | None, parent: Any, writable: bool) -> T:
-    """An instance of ``cls`` in the state ``Tensor.__init__`` gives (``info`` already validated and interned)."""
-    t: Any = _new(cls)
-    t._native = native
-    t._info = info
-    t._context = context
-    t._parent = parent
-    t._writable = writable
-    t._released = False
-    t._finalizer = None  # made by the first on_release(), as Tensor does
-    t._hooks = None
-    return t  # type: ignore[no-any-return]
-
-
-_new = object.__new__
+    """``cls._unchecked(...)``: an instance of ``cls`` in the state ``Tensor.__init__`` gives (``info`` already
+    validated and interned)."""
+    return cls._unchecked(native, info, context, parent, writable)  # type: ignore[no-any-return]
 
 
 class CPUView(CPUTensor):
@@ -50,7 +40,7 @@ class CPUView(CPUTensor):
 
     @classmethod
     def of(cls, array: np.ndarray, info: TensorInfo, parent: Any, writable: bool, address: int | None = None) -> CPUView:
-        t = trusted(cls, array, info, CPU_CONTEXT, parent, writable)
+        t = cls._unchecked(array, info, CPU_CONTEXT, parent, writable)
         t._addr = address
         return t
 
@@ -85,29 +75,20 @@ def trusted_frame(tensors: Sequence[Tensor], format: Any, width: int, height: in
                   native: Any, colorspace: Any, color_range: Any, pts: Any, time_base: Any,
                   metadata: dict[str, Any] | None, parent: Any) -> Frame:
     """A Frame with the state ``Frame.__init__`` would give it, for planes built by a mapper (already consistent)."""
-    f: Any = object.__new__(Frame)
-    f._tensors = list(tensors)
-    f._format = format
-    f._width = width
-    f._height = height
-    f._context = context
-    f._native = native
-    f._attr_src = None
-    f._colorspace = colorspace
-    f._color_range = color_range
-    f._pts = pts
-    f._time_base = time_base
-    f.metadata = {} if metadata is None else metadata
-    f._parent = parent
-    f._released = False
+    f = Frame._unchecked(list(tensors), format, width, height, context, parent, metadata)
+    if native is not None:
+        f._native = native
+    if colorspace is not None or color_range is not None or pts is not None or time_base is not None:
+        f._colorspace, f._color_range, f._pts, f._time_base = colorspace, color_range, pts, time_base
     return f  # type: ignore[no-any-return]
 
 
 def derive_frame(f: Frame, tensors: Sequence[Tensor], context: Context | None, native: Any = None) -> Frame:
     """``f.derive(tensors, context=..., native=...)`` without re-validating the planes."""
-    out = trusted_frame(tensors, f._format, f._width, f._height, context=context, native=native,
-                        colorspace=None, color_range=None, pts=None, time_base=None,
-                        metadata=dict(f.metadata) if f.metadata else {}, parent=f)
+    out = Frame._unchecked(list(tensors), f._format, f._width, f._height, context, f,
+                           dict(f.metadata) if f.metadata else None)
+    if native is not None:
+        out._native = native
     out._copy_attrs(f)  # a pending attribute source stays pending
     return out
 
@@ -127,3 +108,7 @@ class FastMapper(MemoryMapper):
             if wrapped is not None:
                 obj = wrapped
         return super().map(obj, mode, allow_copy=allow_copy)
+
+
+# wrap(ndarray) builds a CPUTensor directly (what the numpy.ndarray Wrapper of tensors/cpu gives for no arguments)
+register_exact_wrap(np.ndarray, CPUTensor)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .._cache import IdentityCache
 from ..backends import (
     Backend,
     BackendReport,
@@ -24,14 +25,13 @@ from ..backends import (
     register_wrapper,
     require,
 )
-from .._cache import IdentityCache
 from ..context import Context, register_default_context
 from ..errors import InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError, WrongMemoryError
 from ..frame import Frame
 from ..info import TensorInfo, contiguous_strides, plane_layout
 from ..tensor import Tensor
 from ..types import ColorRange, ColorSpace, FrameFormat, MemoryType
-from ._fastpath import FastMapper, _new, trusted, trusted_frame
+from ._fastpath import FastMapper
 
 # FFmpeg pixel format name -> (FrameFormat, range implied by the format or None)
 PIXEL_FORMATS: dict[str, tuple[FrameFormat, ColorRange | None]] = {
@@ -132,7 +132,7 @@ class FFmpegTensor(Tensor):
     @classmethod
     def _trusted(cls, plane: Any, info: TensorInfo, offset: int, hardware: bool, context: Context, parent: Any,
                  writable: bool, video_frame: Any, index: int) -> FFmpegTensor:
-        t = trusted(cls, plane, info, context, parent, writable)
+        t = cls._unchecked(plane, info, context, parent, writable)
         t._offset = offset
         t._hardware = hardware
         t._frame = video_frame
@@ -287,13 +287,11 @@ def _wrap_planes(vf: Any, planes: Any, lay: _Layout, ctx: Context, hardware: boo
     owner = vf if parent is None else parent
     tensors = []
     for i, (p, info) in enumerate(zip(planes, lay.infos)):
-        t: Any = _new(FFmpegTensor)  # FFmpegTensor._trusted, inlined: this runs for every plane of every frame
-        t._native, t._info, t._context, t._parent, t._writable = p, info, ctx, owner, writable
-        t._released, t._finalizer, t._hooks = False, None, None
+        t = FFmpegTensor._unchecked(p, info, ctx, owner, writable)
         t._offset, t._hardware, t._frame, t._index = 0, hardware, vf, i
         tensors.append(t)
-    f = trusted_frame(tensors, lay.format, vf.width, vf.height, context=ctx, native=vf, colorspace=None,
-                      color_range=None, pts=None, time_base=None, metadata=None, parent=parent)
+    f = Frame._unchecked(tensors, lay.format, vf.width, vf.height, ctx, parent)
+    f._native = vf
     f._attr_src = (_frame_attrs, (vf, lay.implied_range))  # read from the AVFrame on first use
     return f
 
@@ -371,10 +369,7 @@ class SourcedFrame(Frame):
     """A frame mapped in one step from an av.VideoFrame; ``parent`` (the FFmpeg Frame) and ``metadata`` are made
     on first use."""
 
-    # the state every such frame starts in, as class attributes: fewer stores per frame
-    _native = None
-    _colorspace = _color_range = _pts = _time_base = None
-    _released = False
+    _metadata_on_demand = True
     _metadata: dict[str, Any] | None = None
 
     @property
@@ -396,9 +391,7 @@ class SourcedFrame(Frame):
 
 def sourced_frame(src: DecodedSource, tensors: list[Any], context: Context | None) -> Frame:
     lay, vf = src.layout, src.vf
-    f: Any = _new(SourcedFrame)  # trusted_frame's state (the rest is SourcedFrame's class defaults)
-    f._tensors, f._format, f._width, f._height, f._context, f._parent = tensors, lay.format, vf.width, vf.height, \
-        context, src
+    f = SourcedFrame._unchecked(tensors, lay.format, vf.width, vf.height, context, src)
     f._attr_src = (_frame_attrs, (vf, lay.implied_range))
     return f  # type: ignore[no-any-return]
 
