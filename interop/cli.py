@@ -270,7 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.set_defaults(fn=cmd_models)
 
     r = sub.add_parser("run", help="decode -> map -> infer on a video (default: the bundled clip)")
-    r.add_argument("video", nargs="?", default=None, help="video file (default: the clip bundled with interop)")
+    r.add_argument("video", nargs="?", default=None,
+                   help="video file (default: the clip bundled with interop), or gst:PIPELINE to decode with "
+                        "GStreamer (a pipeline ending in appsink)")
     r.add_argument("--model", default=None, help="OpenVINO model (IR/ONNX/TFLite); default: PP-OCRv4 text detection (`interop models install` brings it)")
     r.add_argument("--device", default=None, help="OpenVINO device (NPU, CPU, GPU); default: NPU if present, else CPU")
     r.add_argument("--frames", type=int, default=None, help="stop after N frames")

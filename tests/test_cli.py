@@ -128,3 +128,8 @@ def test_routes_graph_marks_every_edge_touching_a_missing_backend():
     assert f"{marked} cannot run here" in out.stdout.splitlines()[0]
     plain = [e for e in edges if "[cannot" not in e]
     assert all(e[0] not in missing_types and e[2] not in missing_types for e in plain)
+
+
+def test_run_help_names_the_gstreamer_input() -> None:
+    out = cli("run", "--help")
+    assert out.returncode == 0 and "gst:PIPELINE" in out.stdout
