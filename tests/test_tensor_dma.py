@@ -565,3 +565,25 @@ def test_pool_buffer_held_as_native_still_goes_back_to_its_pool():
     assert held.closed  # a pool buffer belongs to its pool: closed with it, held or not
     with pytest.raises(InvalidTensorError, match="closed"):
         _ = held.fd
+
+
+def test_on_close_runs_once_however_the_fd_closes():
+    import gc
+
+    ran: list[str] = []
+    gc.disable()
+    try:
+        t = DMAContext().alloc_tensor(TensorInfo((64,), np.uint8))
+        t.native.on_close(lambda: ran.append("dropped"))
+        t.release()  # nobody holds the buffer: reference counting closes it, and says so
+        assert ran == ["dropped"]
+        t = DMAContext().alloc_tensor(TensorInfo((64,), np.uint8))
+        b = t.native
+        b.on_close(lambda: ran.append("closed"))
+        t.release()
+        assert ran == ["dropped"]  # held: still open
+        b.close()
+        del b
+        assert ran == ["dropped", "closed"]  # once, not again when the object goes
+    finally:
+        gc.enable()

@@ -127,13 +127,24 @@ _live_lock = threading.Lock()
 _live_buffers = {"open": 0}
 
 
-def _close_fd(fd: int, live: dict[str, int]) -> None:
+def _close_fd(fd: int, live: dict[str, int], on_close: list[Callable[[], None]] | None = None) -> None:
     try:
         os.close(fd)
     except OSError:
         pass
     with _live_lock:
         live["open"] -= 1
+    # The on_close callbacks run however the fd closes: close(), a closed pool, or the buffer becoming unreachable.
+    callbacks = list(on_close or ())
+    if on_close:
+        on_close.clear()
+    for cb in callbacks:
+        try:
+            cb()
+        except Exception:
+            import logging
+
+            logging.getLogger("interop").exception("DMA buffer close callback failed")
 
 
 def live_buffers() -> int:
@@ -172,7 +183,7 @@ class DMABuffer:
         self.syncable: bool | None = None  # whether DMA_BUF_IOCTL_SYNC works on the fd (found on first access)
         with _live_lock:
             _live_buffers["open"] += 1
-        self._fin = weakref.finalize(self, _close_fd, self._fd, _live_buffers)
+        self._fin = weakref.finalize(self, _close_fd, self._fd, _live_buffers, self._on_close)
         # Not at interpreter exit: another thread may still be inside a call on the fd; the OS closes it at exit.
         self._fin.atexit = False
 
