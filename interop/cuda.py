@@ -29,7 +29,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from .errors import BackendUnavailableError, InvalidTensorError, UnsupportedTypeError
+from .errors import BackendUnavailableError, InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError
 from .frame import Frame
 from .tensor import Tensor
 from .tensors.cuda import (
@@ -244,18 +244,14 @@ _clip: list[bytes] = []  # the one-picture H.264 clip, made on first use
 def _tiny_clip() -> bytes:
     """One 256x144 H.264 picture in MP4, made in memory (nothing shipped, nothing downloaded)."""
     if not _clip:
-        import av
         import numpy as np
 
-        buf = io.BytesIO()
+        from .clip import encode
+
         try:
-            with av.open(buf, "w", format="mp4") as out:
-                s: Any = out.add_stream("libx264", rate=1)
-                s.width, s.height, s.pix_fmt = 256, 144, "yuv420p"
-                picture = av.VideoFrame.from_ndarray(np.full((216, 256), 128, np.uint8), format="yuv420p")
-                for p in [*s.encode(picture), *s.encode()]:
-                    out.mux(p)
-        except (av.FFmpegError, ValueError) as e:  # an FFmpeg build without libx264
+            buf = encode(io.BytesIO(), [np.full((216, 256), 128, np.uint8)], 256, 144, fps=1,
+                         array_format="yuv420p", options={"preset": "medium"})
+        except UnsupportedFormatError as e:  # an FFmpeg build without libx264
             raise BackendUnavailableError(f"cannot make the idle NVDEC decoder's clip ({e}); this PyAV's FFmpeg has "
                                           f"no libx264 encoder: pass keep_warm=False to open_nvdec") from e
         _clip.append(buf.getvalue())

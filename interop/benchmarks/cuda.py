@@ -50,41 +50,35 @@ def clip_dir() -> Path:
     return Path(os.environ.get("INTEROP_BENCH_CLIPS", "/tmp/interop-bench-clips"))
 
 
-def make_clip(path: Path, codec: str, width: int, height: int, frames: int) -> Path:
-    """A synthetic clip: a textured picture panning across the frame plus a moving bright block (cheap to make
-    and encode, a realistic bitrate: motion vectors predict most of it, the texture keeps residuals busy)."""
-    import av
+def panning_texture(width: int, height: int) -> Callable[[int, int, int], Any]:
+    """The benchmark clips' pattern (yuv420p arrays): a textured picture panning across the frame plus a moving
+    bright block (cheap to make and encode, a realistic bitrate: motion vectors predict most of it, the texture
+    keeps residuals busy)."""
     import numpy as np
 
-    if path.exists() and path.stat().st_size > 0:
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".part.mp4")
     rng = np.random.default_rng(0)
     H, W = height + 256, width + 512
     yy, xx = np.mgrid[0:H, 0:W]
     tex = (((xx // 8) ^ (yy // 8)) % 160 + 40 + rng.integers(0, 24, (H, W))).astype(np.uint8)
     ctex = ((xx[: H // 2] // 3 + yy[: H // 2]) % 128 + 64).astype(np.uint8)
-    with av.open(str(tmp), "w", format="mp4") as out:
-        s: Any = out.add_stream(codec, rate=30)
-        s.width, s.height, s.pix_fmt = width, height, "yuv420p"
-        s.thread_type = "AUTO"
-        s.options = {"preset": "ultrafast"}
-        if codec == "libx265":
-            s.options["x265-params"] = "log-level=error"
-        for i in range(frames):
-            dx, dy = (4 * i) % 512, 0
-            y = tex[dy:dy + height, dx:dx + width].copy()
-            b = (i * 7) % (height - 64)
-            y[b:b + 64, b:b + 64] = 235
-            uv = ctex[dy // 2:dy // 2 + height // 2, dx:dx + width]
-            img = np.concatenate([y, uv])
-            for p in s.encode(av.VideoFrame.from_ndarray(img, format="yuv420p")):
-                out.mux(p)
-        for p in s.encode():
-            out.mux(p)
-    tmp.rename(path)
-    return path
+
+    def picture(i: int, width: int, height: int) -> Any:
+        dx, dy = (4 * i) % 512, 0
+        y = tex[dy:dy + height, dx:dx + width].copy()
+        b = (i * 7) % (height - 64)
+        y[b:b + 64, b:b + 64] = 235
+        uv = ctex[dy // 2:dy // 2 + height // 2, dx:dx + width]
+        return np.concatenate([y, uv])
+
+    return picture
+
+
+def make_clip(path: Path, codec: str, width: int, height: int, frames: int) -> Path:
+    """A synthetic clip of ``panning_texture``, made once and cached at ``path``."""
+    from ..clip import encode
+
+    return encode(path, frames, width, height, codec=codec, pattern=panning_texture(width, height),
+                  array_format="yuv420p", container="mp4", thread_type="AUTO", reuse=True)
 
 
 def make_clips(quick: bool, names: Any = None) -> dict[str, Path]:

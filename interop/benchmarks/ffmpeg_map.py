@@ -49,32 +49,24 @@ def clip_dir() -> Path:
     return Path(os.environ.get("INTEROP_BENCH_CLIPS", "/tmp/interop-bench-clips"))
 
 
-def make_clip(path: Path, width: int, height: int, frames: int) -> Path:
-    """A synthetic H.264 clip (a gradient that moves every frame), made with PyAV's libx264, cached."""
-    import av
+def picture(i: int, width: int, height: int) -> Any:
+    """Frame ``i`` of the benchmark's clips: an RGB gradient that moves every frame."""
     import numpy as np
 
-    if path.exists():
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".part.mp4")
     x = np.arange(width, dtype=np.uint16)[None, :]
     y = np.arange(height, dtype=np.uint16)[:, None]
-    with av.open(str(tmp), "w") as out:
-        s = out.add_stream("libx264", rate=30)
-        s.width, s.height, s.pix_fmt = width, height, "yuv420p"
-        s.options = {"preset": "ultrafast"}
-        for i in range(frames):
-            img = np.empty((height, width, 3), np.uint8)
-            img[..., 0] = (x + 4 * i) & 255
-            img[..., 1] = (y + 2 * i) & 255
-            img[..., 2] = ((x + y) >> 2) & 255
-            for pkt in s.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
-                out.mux(pkt)
-        for pkt in s.encode():
-            out.mux(pkt)
-    tmp.rename(path)
-    return path
+    img = np.empty((height, width, 3), np.uint8)
+    img[..., 0] = (x + 4 * i) & 255
+    img[..., 1] = (y + 2 * i) & 255
+    img[..., 2] = ((x + y) >> 2) & 255
+    return img
+
+
+def make_clip(path: Path, width: int, height: int, frames: int) -> Path:
+    """A synthetic H.264 clip of ``picture``, made once and cached at ``path``."""
+    from ..clip import encode
+
+    return encode(path, frames, width, height, pattern=picture, reuse=True)
 
 
 def decode_all(path: Path, limit: int) -> list[Any]:

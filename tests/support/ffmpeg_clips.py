@@ -10,31 +10,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from interop.clip import encode, gradient
 from tests.support.requirements import need_module
 
 
 def pattern(width: int, height: int, i: int) -> np.ndarray:
-    """An RGB test image that moves with the frame index ``i``."""
-    img = np.zeros((height, width, 3), np.uint8)
-    img[..., 0] = (np.arange(width)[None, :] + 7 * i) % 256
-    img[..., 1] = (np.arange(height)[:, None] * 2 + 3 * i) % 256
-    img[..., 2] = 128
-    return img
+    """An RGB test image that moves with the frame index ``i``: frame ``i`` of the clips below."""
+    return gradient(i, width, height)
 
 
 def make_clip(path: Path, width: int, height: int, frames: int, pix_fmt: str = "yuv420p") -> Path:
-    import av
-
-    with av.open(str(path), "w") as out:
-        s = out.add_stream("libx264", rate=25)
-        s.width, s.height, s.pix_fmt = width, height, pix_fmt
-        s.options = {"preset": "ultrafast"}
-        for i in range(frames):
-            for pkt in s.encode(av.VideoFrame.from_ndarray(pattern(width, height, i), format="rgb24")):
-                out.mux(pkt)
-        for pkt in s.encode():
-            out.mux(pkt)
-    return path
+    """H.264 (libx264, ultrafast), 25 fps, of ``pattern``."""
+    return encode(path, frames, width, height, pix_fmt=pix_fmt, fps=25, pattern="gradient")
 
 
 @pytest.fixture(scope="session")
