@@ -52,8 +52,9 @@ class FFmpegToCPU(FFmpegMapper):
         src = DecodedSource(vf, planes, lay)
         views = []
         i = 0
+        make = PlaneView._unchecked  # bound once: this runs for every plane of every frame
         for p, info in zip(planes, lay.infos):  # _plane_view(src, p, 0, i, info, False), one call less per plane
-            v = PlaneView._unchecked(None, info, CPU_CONTEXT, src, False)
+            v = make(None, info, CPU_CONTEXT, src, False)
             v._plane, v._index = p, i
             views.append(v)
             i += 1

@@ -167,8 +167,9 @@ class FFmpegToOpenVINO(FFmpegMapper):
         src = DecodedSource(vf, planes, lay)
         tensors = []
         i = 0
+        make = PlaneTensor._unchecked  # bound once: this runs for every plane of every frame
         for p, spec in zip(planes, specs):  # _ov_plane(p, 0, spec, ctx, src, i, False), one call less per plane
-            o = PlaneTensor._unchecked(None, spec.full, ctx, src, False)
+            o = make(None, spec.full, ctx, src, False)
             o._index, o._plane, o._spec = i, p, spec
             tensors.append(o)
             i += 1
