@@ -1,4 +1,5 @@
-"""Process set-up that must happen before any backend framework is imported (feasibility Q1).
+"""Process set-up that must happen before any backend framework is imported (an ICD list or a TBB loaded later is
+ignored: the first one loaded wins).
 
 * A private OpenCL ICD directory (``OCL_ICD_VENDORS``) naming the Intel CPU runtime shipped in the
   environment (``intel-opencl-rt``), plus the system's own ICDs and NVIDIA's, so no platform disappears.

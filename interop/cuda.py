@@ -193,7 +193,7 @@ def torch_views(obj: Any) -> list[Any]:
     to torch the shortest way, PyAV's own DLPack capsules, when torch's current stream is the legacy default
     stream FFmpeg decodes on (nothing to order), and through ``interop.map(vf, CUDA)`` otherwise. The tensors are
     the ones ``torch_views(interop.map(vf, MemoryType.CUDA))`` gives, with no interop objects made per frame:
-    for many concurrent decoders in one process, where every µs of Python per frame is shared through the GIL.
+    for many concurrent decoders in one process, where all Python run per frame is shared through the GIL.
     """
     if not isinstance(obj, (Tensor, Frame)):
         return _nvdec_views(obj)

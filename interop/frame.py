@@ -112,9 +112,9 @@ class Frame:
         return f
 
     # -- colour and timing ----------------------------------------------------------------------------
-    # A decoder's frame knows these, but reading them costs µs per frame (PyAV makes a new Fraction each time),
-    # so a backend may give (fn, source) instead: fn(source) -> (colorspace, color_range, pts, time_base) runs
-    # on first access, and mapped frames inherit the pending source rather than forcing it.
+    # A decoder's frame knows these, but reading them on every frame is not free (PyAV makes a new Fraction each
+    # time), so a backend may give (fn, source) instead: fn(source) -> (colorspace, color_range, pts, time_base)
+    # runs on first access, and mapped frames inherit the pending source rather than forcing it.
     def set_attr_source(self, fn: Callable[..., tuple[Any, Any, Any, Any]], source: Any) -> None:
         self._attr_src = (fn, source)
 

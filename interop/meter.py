@@ -17,7 +17,7 @@ _lock = threading.Lock()
 _active: list[CopyMeter] = []
 
 #: per-copy records a meter keeps; past this it keeps exact totals per mapper only (a meter left open over a
-#: long stream that copies every frame must not grow without bound: ~140 bytes a record)
+#: long stream that copies every frame must not grow without bound)
 MAX_RECORDS = 100_000
 
 

@@ -75,7 +75,7 @@ class Tensor:
         self._parent = parent
         self._writable = bool(writable)
         self._released = False
-        # Made on the first on_release(): most tensors own nothing to clean up, and a finaliser costs µs per frame.
+        # Made on the first on_release(): most tensors own nothing to clean up, and a finaliser is not free on a per-frame path.
         self._finalizer = None
         self._hooks = None
 

@@ -8,8 +8,8 @@ Cases, each fps over a whole clip (median of interleaved runs):
   naive    CPU decode (PyAV's default threading) + to_ndarray('rgb24') + torch.from_numpy(...).cuda();
            also with frame threads on all cores
   N decoders in threads (HEVC 1080p, the whole 2000-frame clip each), aggregate fps, raw and interop; once with
-           one idle NVDEC decoder held in the process for every case (interop.nvdec_warm: no close waits for the
-           driver's teardown tick) and once without
+           one idle NVDEC decoder held in the process for every case (interop.cuda.keep_nvdec_warm: no close waits
+           for the driver's teardown tick) and once without
   files in turn    one decoder at a time, 10 files one after another: raw PyAV against open_nvdec (kept warm)
 Experiments to beat PyAV's own loop: demux on a separate thread, the *_cuvid decoders, frame threads. Their
 gains depend on the clip: frame threads gain more on these synthetic clips (no B-frames) than on realistic encodes.
@@ -104,7 +104,7 @@ def _nvdec(path: Path) -> Any:
 
 def _open_nvdec(path: Path) -> Any:
     """interop's open_nvdec (NVDEC kept warm by default)."""
-    from interop.mappers.ffmpeg_to_cuda import open_nvdec
+    from interop.cuda import open_nvdec
 
     return open_nvdec(str(path))
 
@@ -131,7 +131,7 @@ def _consume_interop(torch: Any) -> Callable[[Any], Any]:
 
 def _consume_interop_views(torch: Any) -> Callable[[Any], Any]:
     import interop
-    from interop.tensors.cuda import torch_views
+    from interop.cuda import torch_views
 
     cuda = interop.MemoryType.CUDA
 
@@ -142,7 +142,7 @@ def _consume_interop_views(torch: Any) -> Callable[[Any], Any]:
 
 
 def _consume_direct_views(torch: Any) -> Callable[[Any], Any]:
-    from interop.tensors.cuda import torch_views
+    from interop.cuda import torch_views
 
     return torch_views  # straight from the av.VideoFrame
 
@@ -176,8 +176,7 @@ def loop_frame_threads(path: Path, consume: Callable[[Any], Any], limit: int | N
 def loop_decode_thread(path: Path, consume: Callable[[Any], Any], limit: int | None = None,
                        frame_threads: bool = False) -> int:
     """interop's nvdec_frames(): decode on a worker thread, map + torch views here."""
-    from interop.mappers.ffmpeg_to_cuda import nvdec_frames
-    from interop.tensors.cuda import torch_views
+    from interop.cuda import nvdec_frames, torch_views
 
     n = 0
     # not kept warm: the experiments compare decode strategies, every one closing its decoder cold like raw
@@ -309,8 +308,8 @@ def concurrent(path: Path, consume: Callable[[Any], Any], decoders: int, limit: 
     all frames over the time from the common start until every thread has closed its container.
 
     ``detail`` (if given) receives ``to_last_frame``: the aggregate over the time until the last frame was
-    handed out (closing the last NVDEC decoder of the process sometimes takes ~250 ms instead of ~20, whatever the
-    consumer), and per thread ``last_frame`` and ``done`` (closed) in seconds from the start.
+    handed out (closing the last NVDEC decoder of the process sometimes waits for the driver's teardown tick,
+    whatever the consumer: docs/cuda.md), and per thread ``last_frame`` and ``done`` (closed) in seconds from the start.
     """
     counts = [0] * decoders
     last = [0.0] * decoders
@@ -319,7 +318,7 @@ def concurrent(path: Path, consume: Callable[[Any], Any], decoders: int, limit: 
     clock = time.perf_counter
 
     def work(i: int) -> None:
-        def timed_consume(vf: Any) -> Any:  # the same few hundred ns per frame for every consumer
+        def timed_consume(vf: Any) -> Any:  # the same cost for every consumer
             out = consume(vf)
             last[i] = clock()
             return out
@@ -393,13 +392,13 @@ def run(quick: bool) -> list[Result]:
                     add(f"{name}: naive, all cores (frame threads)",
                         timed(partial(loop_naive, p, torch, all_cores=True), torch))
 
-    from interop.nvdec_warm import keep_nvdec_warm, release_nvdec_warm
+    from interop.cuda import keep_nvdec_warm, release_nvdec_warm
 
     if "main" in parts:
         single_streams("", naive=True)
     if "main_warm" in parts:
-        # every case with one idle NVDEC decoder held: no run's close waits for the driver's ~250 ms teardown
-        # tick, which otherwise rounds each run's time up to the next tick (the 1080p H.264 "speed steps")
+        # every case with one idle NVDEC decoder held: no run's close waits for the driver's teardown
+        # tick (docs/cuda.md), which otherwise rounds each run's time up to the next tick (the 1080p H.264 "speed steps")
         keep_nvdec_warm(0)
         try:
             single_streams(WARM, naive="main" not in parts)
@@ -410,7 +409,7 @@ def run(quick: bool) -> list[Result]:
     hevc = clips["1080p HEVC"]
     limit = int(CLIPS["1080p HEVC"][4 if quick else 3])
     decoder_counts = [int(x) for x in os.environ.get("INTEROP_BENCH_DECODERS", "1,2,4,7").split(",")]
-    # At 7 decoders the wall figure takes a few values ~0.25 s apart (the driver's teardown tick, below), so 7
+    # At 7 decoders the wall figure takes a few values a teardown tick apart (the driver's, below), so 7
     # runs can put two equal consumers' medians on different values: 15 runs there.
     many = int(os.environ.get("INTEROP_BENCH_RUNS_MANY_DECODERS", "3" if quick else "15"))
 
@@ -433,7 +432,7 @@ def run(quick: bool) -> list[Result]:
 
     if "aggregate_warm" in parts:
         # The same with one idle NVDEC decoder held through every case (raw too): closing the process's last
-        # decoder then never waits for the driver's ~250 ms teardown tick (interop.nvdec_warm,
+        # decoder then never waits for the driver's teardown tick (interop.cuda.keep_nvdec_warm,
         # docs/cuda.md), which otherwise rounds each run's wall time up to the next tick.
         keep_nvdec_warm(0)
         try:

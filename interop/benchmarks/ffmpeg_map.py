@@ -20,7 +20,7 @@ reuses its buffers), what it costs per frame to have request inputs over the pla
 
   feed raw openvino  the raw openvino tensors, made by hand
   feed interop       interop.map(frame, OPENVINO) + the inputs interop.Inference feeds for it (one ov.Tensor
-                     per decoder buffer, made once: see interop/inference.py)
+                     per decoder buffer, made once: see interop/inference/_inputs.py)
 
 Every method's time includes freeing what it made. Targets (issue 3): map cost flat in frame size
 (4K / 480p <= 1.5), <= 1.5x raw views, >= 20x cheaper than to_ndarray() at 4K.

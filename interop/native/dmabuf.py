@@ -1,6 +1,6 @@
 """DMA-BUF plumbing without a framework: ioctl numbers, allocation (heap, udmabuf, sealed memfd), fd checks, mmap.
 
-Facts (feasibility Q6): the ioctl numbers below match the kernel's uapi headers (linux-libc-dev 6.1). A memfd has
+Facts (docs/dma.md): the ioctl numbers below match the kernel's uapi headers (linux-libc-dev 6.1). A memfd has
 the same mmap and fd-passing semantics as a dma-buf but is not one: DMA_BUF_IOCTL_SYNC on it fails with ENOTTY,
 which means "nothing to synchronise". Memfds we make are sealed (SHRINK | GROW | SEAL) so that no peer holding
 the fd can truncate it under our mappings (a truncation would SIGBUS every process that maps it).

@@ -3,7 +3,7 @@
 * The Intel USM extension (``cl_intel_unified_shared_memory``): ``cl{Host,Device,Shared}MemAllocINTEL``,
   ``clMemBlockingFreeINTEL``, ``clGetMemAllocInfoINTEL``, ``clSetKernelArgMemPointerINTEL`` and
   ``clEnqueueMemcpyINTEL``. Extension functions are looked up per platform with
-  ``clGetExtensionFunctionAddressForPlatform`` (pyopencl has no USM API at all, feasibility Q3).
+  ``clGetExtensionFunctionAddressForPlatform`` (pyopencl has no USM API at all).
 * ``clGetMemObjectInfo(CL_MEM_HOST_PTR)``, which pyopencl refuses to answer.
 
 Every OpenCL handle here is a plain int (pyopencl's ``int_ptr``). Any ICD loader can take any handle: the

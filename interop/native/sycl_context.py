@@ -1,4 +1,4 @@
-"""dpctl <-> OpenCL context derivations (feasibility Q3). The fragile part of the OpenCL/SYCL backends lives here.
+"""dpctl <-> OpenCL context derivations (docs/opencl.md). The fragile part of the OpenCL/SYCL backends lives here.
 
 dpctl 0.22 has no Python API for native handles, so both directions call DPC++ C++ symbols through ctypes:
 

@@ -1,8 +1,8 @@
 """OpenCL tensors (pyopencl) on a context shared with OpenCV and dpctl.
 
 ``OpenCLContext`` is a cl_context plus one in-order command queue. The default one is OpenCV's own context and
-queue wrapped by pyopencl (OpenCV cannot adopt a foreign context from Python, so OpenCV owns it; feasibility
-Q2), and dpctl adopts the same cl_context (``interop.tensors.usm``). Work enqueued by OpenCV, by pyopencl and by
+queue wrapped by pyopencl (OpenCV cannot adopt a foreign context from Python, so OpenCV owns it; docs/opencl.md),
+and dpctl adopts the same cl_context (``interop.tensors.usm``). Work enqueued by OpenCV, by pyopencl and by
 interop's mappers on that queue is ordered without extra synchronisation.
 
 ``OpenCLTensor.native`` is the ``pyopencl.Buffer`` of the *whole* allocation; a region lives in ``offset``

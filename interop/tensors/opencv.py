@@ -1,7 +1,7 @@
 """OpenCV tensors: ``cv2.Mat`` (host memory, MemoryType.OPENCV) and ``cv2.UMat`` (OpenCL memory, OPENCV_UMAT).
 
 OpenCV owns the process's shared OpenCL context (``UMatContext``): opencv-python cannot adopt a foreign
-context, so pyopencl and dpctl wrap OpenCV's (feasibility Q2). A UMat's ``cl_mem`` is the whole allocation;
+context, so pyopencl and dpctl wrap OpenCV's (docs/opencl.md). A UMat's ``cl_mem`` is the whole allocation;
 a ROI UMat shares its parent's cl_mem and carries a byte ``offset``.
 
 opencv-python's ``cv2.UMat`` exposes no size, type or step, so ``umat_info()`` finds them without copying the
@@ -152,8 +152,8 @@ def _row_count(u: Any, dtype: np.dtype) -> int:
     """Rows of a UMat, counted by OpenCV over its first column, so no ROI constructor can fail.
 
     (opencv-python 5.0 leaks the parent UMat, buffer included, each time a ROI constructor raises, so the
-    layout is never found by trial.) 8-/16-bit images: a one-bin histogram over the full value range (~20-60 us);
-    other types: elements equal or unequal to themselves (NaN included), counted (~1 ms).
+    layout is never found by trial.) 8-/16-bit images: a one-bin histogram over the full value range (cheap);
+    other types: elements equal or unequal to themselves (NaN included), counted (several OpenCV calls: slower).
     """
     c = cv2()
     strip = c.UMat(u, _ALL, (0, 1))
@@ -169,7 +169,7 @@ def umat_info(u: Any) -> TensorInfo:
 
     The first row is read (``cols x channels`` elements: the width and the element type), the rows are counted
     by OpenCV over the first column (``_row_count``), and the step is the offset between the ROIs of rows 0
-    and 1. Pass ``info=`` to wrap() to skip this (~50 us for 8-bit images).
+    and 1. Pass ``info=`` to wrap() to skip this (a few OpenCV calls per wrap).
     """
     c = cv2()
     try:

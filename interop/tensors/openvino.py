@@ -1,8 +1,9 @@
 """OpenVINO tensors: ``openvino.Tensor`` (host memory) and ``RemoteTensor`` (device memory) as interop Tensors.
 
 A host ``ov.Tensor`` made with ``shared_memory=True`` aliases the numpy memory it was built over: no copy.
-OpenVINO requires that memory to be C-contiguous and writeable (feasibility Q5) even for inputs, which it
-never writes; the ``writable`` flag of an OpenVINOTensor is what *interop's users* may do with it.
+OpenVINO requires that memory to be C-contiguous and writeable (its shared-memory constructor refuses anything
+else) even for inputs, which it never writes; the ``writable`` flag of an OpenVINOTensor is what *interop's users*
+may do with it.
 """
 
 from __future__ import annotations
