@@ -43,6 +43,10 @@ def __getattr__(name: str):  # Inference pulls in nothing heavy at import, but k
         from .inference import Inference
 
         return Inference
+    if name in ("empty", "empty_frame"):  # page-aligned allocations (interop.alloc), named lazily
+        from . import alloc
+
+        return getattr(alloc, name)
     raise AttributeError(f"module 'interop' has no attribute {name!r}")
 
 
@@ -51,6 +55,6 @@ __all__ = [
     "Tensor", "Frame", "Context", "MemoryMapper", "MemoryMapperChain", "wrap", "map", "route", "copy_meter",
     "Inference", "InteropError", "NoRouteError", "CopyRequiredError", "BackendUnavailableError",
     "InvalidTensorError", "UnsupportedTypeError", "ContextMismatchError", "UnsupportedFormatError", "WrongMemoryError",
-    "ResourceError", "InteropTimeoutError", "InteropBufferError", "CompileError", "CallbackReentryError",
+    "ResourceError", "InteropTimeoutError", "InteropBufferError", "empty", "empty_frame", "CompileError", "CallbackReentryError",
     "RequestFailedError",
 ]

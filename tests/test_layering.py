@@ -143,6 +143,8 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "core never uses a name from them (the routing graph is static, `interop routes` answers anywhere)",
     ("interop.backends", "interop.mappers", "load_all"):
         "discovery by registration, as above",
+    ("interop", "interop.alloc", "__getattr__"):
+        "the public façade: interop.empty / interop.empty_frame (page-aligned allocation), named lazily",
     ("interop", "interop.inference", "__getattr__"):
         "the public façade: interop.Inference is in DESIGN's API contract, named lazily so `import interop` stays lean",
     ("interop.mappers.ffmpeg_to_cuda", "interop.cuda", "__getattr__"):
