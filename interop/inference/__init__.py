@@ -44,7 +44,7 @@ from ..errors import (
     WrongMemoryError,
 )
 from ..frame import Frame
-from ..types import FrameFormat, MemoryType
+from ..types import ColorRange, ColorSpace, FrameFormat, MemoryType
 from . import _preprocess
 from ._inputs import SHAPES_CHECKED_LIMIT, PlaneInputs, check_shapes, frame_inputs, raw_inputs
 from ._model import get_core as _get_core
@@ -486,9 +486,11 @@ class Inference:
         size = None if self._input_size is None else (self._input_size[1], self._input_size[0])
         return self._variant("raw", lambda: self._static_model(size) if size is not None else self._model)
 
-    def _frame_variant(self, fmt: FrameFormat, shapes: list[tuple[int, ...]], width: int, height: int) -> _Variant:
-        key = (fmt, tuple(shapes), width, height)
-        return self._variant(key, lambda: self._ppp_model(fmt, shapes, width, height))
+    def _frame_variant(self, fmt: FrameFormat, shapes: list[tuple[int, ...]], width: int, height: int,
+                       colorspace: ColorSpace | None = None, color_range: ColorRange | None = None) -> _Variant:
+        # The colour matrix and range are part of the model: frames that differ in them get models of their own.
+        key = (fmt, tuple(shapes), width, height, colorspace, color_range)
+        return self._variant(key, lambda: self._ppp_model(fmt, shapes, width, height, colorspace, color_range))
 
     def _size_for(self, width: int, height: int) -> tuple[int, int] | None:
         """The model input (width, height) for frames of ``width`` x ``height``."""
@@ -510,7 +512,8 @@ class Inference:
                                    None if self._mean is None else tuple(self._mean),
                                    None if self._scale is None else tuple(self._scale), self._rgb)
 
-    def _ppp_model(self, fmt: FrameFormat, shapes: list[tuple[int, ...]], width: int, height: int) -> Any:
+    def _ppp_model(self, fmt: FrameFormat, shapes: list[tuple[int, ...]], width: int, height: int,
+                   colorspace: ColorSpace | None = None, color_range: ColorRange | None = None) -> Any:
         """The model with pre-processing for frames whose planes are shaped ``shapes`` ((1, rows, pitch, C))."""
         layout_now = (fmt, width, height)
         if self._first_layout is None:
@@ -521,7 +524,7 @@ class Inference:
             log.info("Inference: frames changed from %s %dx%d to %s %dx%d: a model is compiled for each layout "
                      "(at most %d kept)", f0.name, w0, h0, fmt.name, width, height, self.VARIANTS_LIMIT)
         opts = self._ppp_options(width, height)
-        return _preprocess.ppp_model(self._ov, self._model, fmt, shapes, width, height, opts)
+        return _preprocess.ppp_model(self._ov, self._model, fmt, shapes, width, height, opts, colorspace, color_range)
 
     # -- inputs ---------------------------------------------------------------------------------------
     def _map(self, x: Any) -> Any:
@@ -563,7 +566,7 @@ class Inference:
         m = self._map_one(x)  # interop.map wraps a framework's object (a decoded av.VideoFrame: in one step)
         if isinstance(m, Frame):
             planes, shapes = self._frame_inputs(m)
-            v = self._frame_variant(m.format, shapes, m.width, m.height)
+            v = self._frame_variant(m.format, shapes, m.width, m.height, m.colorspace, m.color_range)
             return v, planes, (x, m, planes)
         return self._raw_inputs([m], x)
 
