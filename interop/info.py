@@ -218,6 +218,15 @@ PLANE_LAYOUTS: dict[FrameFormat, tuple[PlaneSpec, ...]] = {
     FrameFormat.NV21: (PlaneSpec("Y", 0), PlaneSpec("VU", 2, 2, 2)),
     FrameFormat.I420: (PlaneSpec("Y", 0), PlaneSpec("U", 0, 2, 2), PlaneSpec("V", 0, 2, 2)),
     FrameFormat.YV12: (PlaneSpec("Y", 0), PlaneSpec("V", 0, 2, 2), PlaneSpec("U", 0, 2, 2)),
+    FrameFormat.I422: (PlaneSpec("Y", 0), PlaneSpec("U", 0, 2, 1), PlaneSpec("V", 0, 2, 1)),
+    FrameFormat.I444: (PlaneSpec("Y", 0), PlaneSpec("U", 0), PlaneSpec("V", 0)),
+    FrameFormat.I420_10: (PlaneSpec("Y", 0, dtype=_U16), PlaneSpec("U", 0, 2, 2, dtype=_U16),
+                          PlaneSpec("V", 0, 2, 2, dtype=_U16)),
+    FrameFormat.I422_10: (PlaneSpec("Y", 0, dtype=_U16), PlaneSpec("U", 0, 2, 1, dtype=_U16),
+                          PlaneSpec("V", 0, 2, 1, dtype=_U16)),
+    FrameFormat.I444_10: (PlaneSpec("Y", 0, dtype=_U16), PlaneSpec("U", 0, dtype=_U16), PlaneSpec("V", 0, dtype=_U16)),
+    FrameFormat.I420_12: (PlaneSpec("Y", 0, dtype=_U16), PlaneSpec("U", 0, 2, 2, dtype=_U16),
+                          PlaneSpec("V", 0, 2, 2, dtype=_U16)),
     FrameFormat.P010: (PlaneSpec("Y", 0, dtype=_U16), PlaneSpec("UV", 2, 2, 2, dtype=_U16)),
     FrameFormat.RGB: (PlaneSpec("RGB", 3),),
     FrameFormat.BGR: (PlaneSpec("BGR", 3),),
@@ -226,6 +235,7 @@ PLANE_LAYOUTS: dict[FrameFormat, tuple[PlaneSpec, ...]] = {
     FrameFormat.RGBA: (PlaneSpec("RGBA", 4),),
     FrameFormat.BGRA: (PlaneSpec("BGRA", 4),),
     FrameFormat.GRAY8: (PlaneSpec("Y", 0),),
+    FrameFormat.GRAY10: (PlaneSpec("Y", 0, dtype=_U16),),
     FrameFormat.GRAY16: (PlaneSpec("Y", 0, dtype=_U16),),
 }
 

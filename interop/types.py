@@ -96,6 +96,12 @@ class FrameFormat(enum.Enum):
     NV21 = "NV21"
     I420 = "I420"
     YV12 = "YV12"
+    I422 = "I422"  # Y, then U and V at half width, full height (yuv422p)
+    I444 = "I444"  # Y, U, V, all full size (yuv444p)
+    I420_10 = "I420_10"  # I420 with uint16 planes, 10 bits in the low bits (yuv420p10le)
+    I422_10 = "I422_10"  # yuv422p10le
+    I444_10 = "I444_10"  # yuv444p10le
+    I420_12 = "I420_12"  # I420 with uint16 planes, 12 bits in the low bits (yuv420p12le)
     P010 = "P010"
     RGB = "RGB"
     BGR = "BGR"
@@ -104,6 +110,7 @@ class FrameFormat(enum.Enum):
     RGBA = "RGBA"
     BGRA = "BGRA"
     GRAY8 = "GRAY8"
+    GRAY10 = "GRAY10"  # one uint16 plane, 10 bits in the low bits (gray10le)
     GRAY16 = "GRAY16"
 
 

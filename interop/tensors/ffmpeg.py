@@ -48,15 +48,16 @@ PIXEL_FORMATS: dict[str, tuple[FrameFormat, ColorRange | None]] = {
     "bgr0": (FrameFormat.BGRX, None),
     "gray": (FrameFormat.GRAY8, None),
     "gray16le": (FrameFormat.GRAY16, None),
+    "yuv422p": (FrameFormat.I422, None),
+    "yuvj422p": (FrameFormat.I422, ColorRange.FULL),
+    "yuv444p": (FrameFormat.I444, None),
+    "yuvj444p": (FrameFormat.I444, ColorRange.FULL),
+    "yuv420p10le": (FrameFormat.I420_10, None),
+    "yuv422p10le": (FrameFormat.I422_10, None),
+    "yuv444p10le": (FrameFormat.I444_10, None),
+    "yuv420p12le": (FrameFormat.I420_12, None),
+    "gray10le": (FrameFormat.GRAY10, None),
 }
-# issue 17's formats whose FrameFormat (interop.types) and plane layout (interop.info) are still to come: each joins
-# the table when its FrameFormat exists
-for _name, _fmt, _rng in (("yuv422p", "I422", None), ("yuvj422p", "I422", ColorRange.FULL), ("yuv444p", "I444", None),
-                          ("yuvj444p", "I444", ColorRange.FULL), ("yuv420p10le", "I420_10", None),
-                          ("yuv422p10le", "I422_10", None), ("yuv444p10le", "I444_10", None),
-                          ("yuv420p12le", "I420_12", None), ("gray10le", "GRAY10", None)):
-    if hasattr(FrameFormat, _fmt):
-        PIXEL_FORMATS[_name] = (FrameFormat[_fmt], _rng)
 #: FrameFormat -> the FFmpeg pixel format used when making VideoFrames from CPU planes
 AV_FORMATS: dict[FrameFormat, str] = {fmt: name for name, (fmt, rng) in PIXEL_FORMATS.items() if rng is None}
 
@@ -479,8 +480,9 @@ def _layout_of(vf: Any) -> _Layout:
 def video_frame_from_planes(arrays: list[np.ndarray], format: FrameFormat, width: int, height: int) -> Any:
     """An av.VideoFrame over the memory of CPU plane arrays, zero-copy (the frame keeps the arrays alive).
 
-    Packed and single-plane formats go through ``VideoFrame.from_numpy_buffer`` (any row pitch); I420, NV12,
-    P010 and GRAY16 through ``VideoFrame.from_dlpack`` (each plane with its own pitch).
+    Packed and single-plane formats go through ``VideoFrame.from_numpy_buffer`` (any row pitch); the planar YUV
+    formats (I420, I422, I444 and their 10/12-bit forms), NV12, P010 and GRAY16 through ``VideoFrame.from_dlpack``
+    (each plane with its own pitch; PyAV wants an even size where chroma is subsampled).
     """
     av = require("av", "ffmpeg")
     name = AV_FORMATS.get(format)
