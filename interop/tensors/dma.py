@@ -476,14 +476,15 @@ class DMATensor(Tensor):
                 f"pitch={self._info.strides[0] if self._info.ndim else 0} {'dma-buf' if b.is_dmabuf else b.kind}>")
 
 
-def trusted_plane(buffer: DMABuffer, info: TensorInfo, offset: int, drm_fourcc: int, drm_modifier: int) -> DMATensor:
+def trusted_plane(buffer: DMABuffer, info: TensorInfo, offset: int, drm_fourcc: int, drm_modifier: int,
+                  context: Context | None = None) -> DMATensor:
     """A DMATensor in the state ``DMATensor(buffer, info, ...)`` gives, for a layout already checked against this
     buffer (the transport's cached slots): no re-validation. The tensor counts as a user of the buffer."""
     from ._fastpath import trusted
 
     buffer.use()
     try:
-        t = trusted(DMATensor, buffer, info, _default_ctx(), None, buffer.fd_writable)
+        t = trusted(DMATensor, buffer, info, context or _default_ctx(), None, buffer.fd_writable)
         t._buffer = buffer
         t._offset = offset
         t._drm_fourcc = drm_fourcc
