@@ -267,6 +267,27 @@ def plane_infos(fmt: FrameFormat, width: int, height: int, pitches: list[int] | 
     return out
 
 
+def stacked_height(fmt: FrameFormat, rows: int) -> int:
+    """The frame height of a ``fmt`` buffer of ``rows`` rows whose planes follow each other at the buffer's pitch
+    (planar chroma at the pitch divided by its horizontal subsampling): I420/NV12 are (H*3/2, W), I422 (H*2, W),
+    I444 (H*3, W). InvalidTensorError when no frame height gives exactly ``rows`` (H even where chroma rows are halved)."""
+    specs = plane_layout(fmt)
+    # rows of the buffer's pitch each plane takes, per frame row, as a fraction num/den
+    num, den = 0, 1
+    for s in specs:
+        d = s.sub_y * (s.sub_x if s.channels == 0 else 1)
+        num, den = num * d + den, den * d
+    g = math.gcd(num, den)
+    num, den = num // g, den // g
+    height, rem = divmod(rows * den, num)
+    if rows <= 0 or rem or any(height % s.sub_y for s in specs):
+        ratio = f"H*{num}/{den}" if den > 1 else (f"H*{num}" if num > 1 else "H")
+        even = " and even" if any(sp.sub_y > 1 for sp in specs) else ""
+        raise InvalidTensorError(f"a {fmt.name} buffer of {rows} rows is not ({ratio}, W) for a whole{even} height H: "
+                                 f"give width and height")
+    return height
+
+
 def packed_offsets(fmt: FrameFormat, width: int, height: int, pitches: list[int] | None = None) -> tuple[list[int], int]:
     """Byte offsets of each plane when the planes follow each other in one buffer, and the total size."""
     infos = plane_infos(fmt, width, height, pitches)

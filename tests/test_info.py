@@ -117,3 +117,54 @@ def test_plane_layouts():
     assert offsets == [0, 16] and total == 24
     with pytest.raises(InvalidTensorError, match="pitch of at least"):
         plane_infos(FrameFormat.NV12, 854, 480, [800, 896])
+
+
+@pytest.mark.parametrize(("fmt", "chroma", "dtype"), [
+    (FrameFormat.I422, (479, 427), np.uint8), (FrameFormat.I444, (479, 853), np.uint8),
+    (FrameFormat.I420_10, (240, 427), np.uint16), (FrameFormat.I422_10, (479, 427), np.uint16),
+    (FrameFormat.I444_10, (479, 853), np.uint16), (FrameFormat.I420_12, (240, 427), np.uint16)])
+def test_planar_yuv_layouts_of_the_decoder_formats(fmt, chroma, dtype):
+    y, u, v = plane_infos(fmt, 853, 479)
+    assert y.shape == (479, 853) and u.shape == v.shape == chroma
+    assert y.dtype == u.dtype == v.dtype == dtype
+    assert u.strides == (chroma[1] * np.dtype(dtype).itemsize, np.dtype(dtype).itemsize)
+    offsets, total = packed_offsets(fmt, 853, 479)
+    assert offsets == [0, y.nbytes, y.nbytes + u.nbytes] and total == y.nbytes + u.nbytes + v.nbytes
+
+
+def test_gray10_is_one_uint16_plane():
+    (y,) = plane_infos(FrameFormat.GRAY10, 10, 5, [32])
+    assert y.shape == (5, 10) and y.dtype == np.uint16 and y.strides == (32, 2)
+    with pytest.raises(InvalidTensorError, match="pitch of at least 20"):
+        plane_infos(FrameFormat.GRAY10, 10, 5, [10])
+
+
+def test_every_frame_format_has_a_plane_layout():
+    from interop.info import plane_layout
+
+    for fmt in FrameFormat:
+        assert plane_layout(fmt), fmt
+
+
+@pytest.mark.parametrize(("fmt", "rows", "height"), [
+    (FrameFormat.I420, 720, 480), (FrameFormat.NV12, 720, 480), (FrameFormat.P010, 720, 480),
+    (FrameFormat.I420_10, 720, 480), (FrameFormat.I422, 960, 480), (FrameFormat.I422_10, 962, 481),
+    (FrameFormat.I444, 1443, 481), (FrameFormat.GRAY10, 7, 7)])
+def test_stacked_height_follows_the_plane_layout(fmt, rows, height):
+    from interop.info import plane_layout, stacked_height
+
+    assert stacked_height(fmt, rows) == height
+    # the planes at the buffer's pitch (planar chroma at pitch / sub_x) fill exactly those rows
+    pitch = 256
+    pitches = [pitch if s.channels else pitch // s.sub_x for s in plane_layout(fmt)]
+    _, total = packed_offsets(fmt, 64, height, pitches)
+    assert total == rows * pitch
+
+
+@pytest.mark.parametrize(("fmt", "rows"), [(FrameFormat.I420, 721), (FrameFormat.I420, 724), (FrameFormat.I422, 961),
+                                           (FrameFormat.I444, 1441), (FrameFormat.I444, 0)])
+def test_stacked_height_refuses_buffers_no_frame_fills(fmt, rows):
+    from interop.info import stacked_height
+
+    with pytest.raises(InvalidTensorError, match="give width and height"):
+        stacked_height(fmt, rows)

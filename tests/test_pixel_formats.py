@@ -189,3 +189,37 @@ def test_unsupported_format_names_the_supported_ones(tmp_path: Path) -> None:
         interop.Inference(_model_or_skip(), "CPU").infer(interop.map(interop.wrap(vf), interop.MemoryType.OPENVINO))
     msg = str(e.value)
     assert "\n" not in msg and "yuv410p" in msg and "yuv420p" in msg and "nv12" in msg
+
+
+# DRM's own codes for the decoder formats (drm_fourcc.h): 3-plane Y, Cb, Cr; the 10/12-bit ones LSB-aligned in 16 bits
+DRM_CODES = {"I422": "YU16", "I444": "YU24", "I420_10": "S010", "I422_10": "S210", "I444_10": "S410",
+             "I420_12": "S012", "GRAY10": "R10 "}
+
+
+@pytest.mark.parametrize("name", sorted(DRM_CODES))
+def test_decoder_formats_in_dma_frames_cross_the_transport_and_reach_ffmpeg(name: str) -> None:
+    from interop.tensors.dma import FramePool, format_of_fourcc, fourcc, fourcc_str
+    from interop.transport import FrameReceiver, FrameSender, seqpacket_pair
+
+    fmt = interop.FrameFormat[name]
+    a, b = seqpacket_pair()
+    tx, rx = FrameSender(a), FrameReceiver(b)
+    pool = FramePool(fmt, 70, 48, 1)
+    f = pool.acquire()
+    assert fourcc_str(f[0].drm_fourcc) == DRM_CODES[name] and format_of_fourcc(fourcc(DRM_CODES[name])) is fmt
+    with interop.map(f, interop.MemoryType.CPU, mode=interop.AccessMode.WRITE) as c:
+        for i, t in enumerate(c.tensors):
+            np.asarray(t)[:] = 300 + i if np.asarray(t).dtype == np.uint16 else 30 + i
+    tx.send(f)
+    g = rx.recv(timeout=5)
+    assert g.format is fmt and [t.info for t in g] == [t.info for t in f]
+    with interop.map(g, interop.MemoryType.FFMPEG) as v:
+        vf = v.native
+        assert vf.format.name == next(n for n, (ff, rng) in PIXEL_FORMATS.items() if ff is fmt and rng is None)
+        base = 300 if "10" in name or "12" in name else 30
+        for i, p in enumerate(vf.planes):
+            assert np.all(np.asarray(interop.map(interop.wrap(vf), interop.MemoryType.CPU)[i]) == base + i), p
+    g.release()
+    f.release()
+    tx.close()
+    rx.close()

@@ -34,6 +34,15 @@ FORMATS = {  # pixel format -> (FrameFormat, [(plane shape for 854x481, dtype)])
     "bgr0": (FrameFormat.BGRX, [((481, 854, 4), np.uint8)]),
     "gray": (FrameFormat.GRAY8, [((481, 854), np.uint8)]),
     "gray16le": (FrameFormat.GRAY16, [((481, 854), np.uint16)]),
+    "yuv422p": (FrameFormat.I422, [((481, 854), np.uint8), ((481, 427), np.uint8), ((481, 427), np.uint8)]),
+    "yuvj422p": (FrameFormat.I422, [((481, 854), np.uint8), ((481, 427), np.uint8), ((481, 427), np.uint8)]),
+    "yuv444p": (FrameFormat.I444, [((481, 854), np.uint8)] * 3),
+    "yuvj444p": (FrameFormat.I444, [((481, 854), np.uint8)] * 3),
+    "yuv420p10le": (FrameFormat.I420_10, [((481, 854), np.uint16), ((241, 427), np.uint16), ((241, 427), np.uint16)]),
+    "yuv422p10le": (FrameFormat.I422_10, [((481, 854), np.uint16), ((481, 427), np.uint16), ((481, 427), np.uint16)]),
+    "yuv444p10le": (FrameFormat.I444_10, [((481, 854), np.uint16)] * 3),
+    "yuv420p12le": (FrameFormat.I420_12, [((481, 854), np.uint16), ((241, 427), np.uint16), ((241, 427), np.uint16)]),
+    "gray10le": (FrameFormat.GRAY10, [((481, 854), np.uint16)]),
 }
 
 
@@ -56,7 +65,7 @@ def test_pixel_formats_map_to_planes_at_true_pitch(name: str) -> None:
         arr = np.asarray(t)
         assert arr.ctypes.data == p.buffer_ptr == t.data_ptr == t.handle("data")
         assert arr.shape == shape and arr.strides[0] == p.line_size
-    if name == "yuvj420p":
+    if name.startswith("yuvj"):
         assert f.color_range is ColorRange.FULL
 
 
@@ -92,7 +101,7 @@ def test_full_range_and_colour_metadata(clip_yuvj) -> None:
 
 def test_unsupported_pixel_format_names_the_supported_ones() -> None:
     with pytest.raises(interop.UnsupportedFormatError, match="yuv420p.*nv12") as e:
-        interop.wrap(av.VideoFrame(64, 48, "yuv444p"))
+        interop.wrap(av.VideoFrame(64, 48, "yuv410p"))
     assert "reformat" in str(e.value)
 
 

@@ -64,6 +64,10 @@ DRM_FOURCC: dict[FrameFormat, int] = {
     FrameFormat.RGBX: fourcc("XB24"), FrameFormat.BGRX: fourcc("XR24"),
     FrameFormat.RGBA: fourcc("AB24"), FrameFormat.BGRA: fourcc("AR24"),
     FrameFormat.GRAY8: fourcc("R8"), FrameFormat.GRAY16: fourcc("R16"),
+    FrameFormat.I422: fourcc("YU16"), FrameFormat.I444: fourcc("YU24"),
+    # DRM's 3-plane LSB-aligned 16-bit YCbCr (Y, Cb, Cr): FFmpeg's yuv4xxp10le / yuv420p12le exactly
+    FrameFormat.I420_10: fourcc("S010"), FrameFormat.I422_10: fourcc("S210"), FrameFormat.I444_10: fourcc("S410"),
+    FrameFormat.I420_12: fourcc("S012"), FrameFormat.GRAY10: fourcc("R10"),
 }
 _FORMAT_OF_FOURCC = {v: k for k, v in DRM_FOURCC.items()}
 
