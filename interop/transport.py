@@ -3,6 +3,12 @@
 Protocol (SOCK_SEQPACKET, so a message arrives whole or not at all, with its fds):
 - FRAME (producer -> consumer): header + one record per plane + the distinct buffer fds. The consumer rebuilds the
   frame zero-copy over the received fds (it owns them; they close when the frame is released).
+- SLOTS (producer -> consumer): a FRAME whose buffers are named by slot references (index + generation). A buffer's
+  fd goes with the first message that names it (the consumer keeps it, mapped, under that index and generation);
+  later frames in the same buffer send the reference alone, so a hand-off costs no fd passing, no mmap and no
+  re-validation of a layout already seen. A slot index reassigned to another buffer gets a higher generation.
+- FORGET (producer -> consumer): the buffer under (index, generation) is gone on the producer's side; the consumer
+  closes its fd (once no frame of it is held).
 - DONE (consumer -> producer): the consumer released frame ``frame_id``; the producer's buffers return to its pool.
 A producer holds every buffer it sent until DONE or until the consumer is gone (EOF, reset): a consumer killed
 mid-frame returns all its buffers to the producer's pool. Pool buffers carry a commit marker (state, sequence)
@@ -33,15 +39,18 @@ import struct
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from types import TracebackType
 
 import numpy as np
 
+from .context import Context
 from .errors import InteropError, InteropTimeoutError, InvalidTensorError, UnsupportedTypeError
 from .frame import Frame
 from .info import TensorInfo, contiguous_strides, plane_layout
+from .tensors._fastpath import trusted_frame
 from .tensors.dma import (
     DRM_FOURCC,
     MARKER_COMMITTED,
@@ -53,6 +62,8 @@ from .tensors.dma import (
     buffers_of,
     dma_frame,
     read_marker,
+    trusted_plane,
+    write_marker,
 )
 from .types import ColorRange, ColorSpace, FrameFormat, MemoryType
 
@@ -60,13 +71,17 @@ log = logging.getLogger("interop")
 
 MAGIC = b"IDMA"
 VERSION = 1
-MSG_FRAME, MSG_DONE = 1, 2
+MSG_FRAME, MSG_DONE, MSG_SLOTS, MSG_FORGET = 1, 2, 3, 4
 MAX_FDS = 8
+MAX_SLOTS = 256  # slot indexes a consumer accepts: it keeps at most this many fds per producer
+DEFAULT_SLOTS = 64  # slots a FrameSender uses (more buffers than that: the least recently sent is reassigned)
 NO_MARKER = (1 << 64) - 1
 
 _HEAD = struct.Struct("<4sHHQQQ")  # magic, version, type, frame_id, seq, marker_offset
 _FRAME = struct.Struct("<8sIIIBBBBqqqB")  # format, w, h, fourcc, planes, fds, colorspace, range, pts, tb num, den, flags
 _PLANE = struct.Struct("<BB4s2xQQQ4Q4Q")  # fd index, ndim, dtype, offset, buffer size, modifier, shape[4], strides[4]
+_REF = struct.Struct("<IIQ")  # slot index, flags, generation: one per buffer of a SLOTS message, and a FORGET's body
+REF_FD = 1  # the buffer's fd comes with this message (in the order of the references that have this flag)
 FLAG_PTS, FLAG_TIME_BASE = 1, 2
 # Wire codes are fixed numbers, never derived from the order in which the enums are declared: adding a member to
 # ColorSpace must not change what a peer running the previous version reads.
@@ -140,6 +155,55 @@ def _encode_frame(frame_id: int, frame: Frame, bufs: list[DMABuffer], seq: int, 
     return b"".join(out)
 
 
+def _encode_slots(frame_id: int, frame: Frame, bufs: list[DMABuffer], seq: int, marker: int,
+                  refs: list[tuple[int, int, int]]) -> bytes:
+    """A SLOTS message: the FRAME message's header and planes, then one (index, flags, generation) per buffer."""
+    body = bytearray(_encode_frame(frame_id, frame, bufs, seq, marker))
+    struct.pack_into("<H", body, 6, MSG_SLOTS)
+    return bytes(body) + b"".join(_REF.pack(*r) for r in refs)
+
+
+_TEMPLATES_MAX = 256
+
+
+def _slots_template(frame: Frame, bufs: list[DMABuffer], marker: int, cache: dict[tuple, bytes]) -> bytes:
+    """The SLOTS message of ``frame`` with frame id, sequence and pts zero, cached by everything else it encodes:
+    a pool's frames repeat a few layouts, and encoding one is most of the cost of a send."""
+    # the planes were checked live by buffers_of(): their private fields are read without the checks again
+    planes: list[DMATensor] = frame.tensors  # type: ignore[assignment]
+    many = len(bufs) > 1
+    key = (frame.format, frame.width, frame.height, frame.colorspace, frame.color_range, frame.time_base,
+           frame.pts is None, marker, tuple(b.size for b in bufs),
+           tuple((t._info, t._offset, t._drm_modifier, t._drm_fourcc, t._buffer if many else None) for t in planes))
+    msg = cache.get(key)
+    if msg is None:
+        body = bytearray(_encode_frame(1, frame, bufs, 0, marker))
+        struct.pack_into("<H", body, 6, MSG_SLOTS)
+        struct.pack_into("<QQ", body, _FID_AT, 0, 0)
+        struct.pack_into("<q", body, _PTS_AT, 0)
+        msg = bytes(body)
+        if len(cache) >= _TEMPLATES_MAX:
+            cache.clear()
+        cache[key] = msg
+    return msg
+
+
+def _forget_message(index: int, generation: int) -> bytes:
+    return _HEAD.pack(MAGIC, VERSION, MSG_FORGET, 0, 0, NO_MARKER) + _REF.pack(index, 0, generation)
+
+
+def _parse_forget(msg: bytes) -> tuple[int, int]:
+    """(index, generation) of a valid FORGET message; ProtocolError otherwise."""
+    if len(msg) != _HEAD.size + _REF.size:
+        raise ProtocolError(f"a FORGET message of {len(msg)} bytes (it has {_HEAD.size + _REF.size})")
+    _, _, _, fid, seq, marker = _HEAD.unpack_from(msg)
+    index, flags, gen = _REF.unpack_from(msg, _HEAD.size)
+    if fid or seq or marker != NO_MARKER or flags or index >= MAX_SLOTS or gen == 0:
+        raise ProtocolError(f"a FORGET message with bad fields (frame id {fid}, sequence {seq}, slot {index}, flags "
+                            f"{flags}, generation {gen}; slots are < {MAX_SLOTS}, generations start at 1)")
+    return int(index), int(gen)
+
+
 def _done_message(frame_id: int) -> bytes:
     return _HEAD.pack(MAGIC, VERSION, MSG_DONE, frame_id, 0, NO_MARKER)
 
@@ -169,15 +233,17 @@ class _Header:
     pts: int | None
     time_base: Fraction | None
     planes: tuple[_Plane, ...]
-    sizes: tuple[int, ...]  # announced size of each fd's buffer
+    sizes: tuple[int, ...]  # announced size of each buffer
+    refs: tuple[tuple[int, int, int], ...] = ()  # SLOTS: (slot index, flags, generation) of each buffer
 
 
 def _parse_frame(msg: bytes, n_fds: int) -> _Header:
-    """Decode and check a FRAME message that came with ``n_fds`` fds. Raises ProtocolError; uses no fd."""
+    """Decode and check a FRAME or SLOTS message that came with ``n_fds`` fds. Raises ProtocolError; uses no fd.
+    In a SLOTS message the planes' fd indexes name its buffer references, and ``sizes`` is per reference."""
     if len(msg) < _HEAD.size + _FRAME.size:
         raise ProtocolError(f"a message of {len(msg)} bytes is too short for a frame header")
     magic, ver, kind, fid, seq, marker = _HEAD.unpack_from(msg)
-    if magic != MAGIC or ver != VERSION or kind != MSG_FRAME:
+    if magic != MAGIC or ver != VERSION or kind not in (MSG_FRAME, MSG_SLOTS):
         raise ProtocolError(f"not an interop frame message (magic {magic!r}, version {ver}, type {kind}): "
                             f"is the peer an interop FrameSender of the same version?")
     if fid == 0:
@@ -190,8 +256,24 @@ def _parse_frame(msg: bytes, n_fds: int) -> _Header:
         raise ProtocolError(f"unknown frame format {fmt_b!r} in a frame message") from None
     if n_planes != len(specs):
         raise ProtocolError(f"a {fmt.name} frame has {len(specs)} planes; the message announces {n_planes}")
-    if len(msg) != _HEAD.size + _FRAME.size + n_planes * _PLANE.size:
-        raise ProtocolError(f"a frame message of {len(msg)} bytes does not hold {n_planes} plane records")
+    n_refs = n_fd_hdr if kind == MSG_SLOTS else 0
+    if len(msg) != _HEAD.size + _FRAME.size + n_planes * _PLANE.size + n_refs * _REF.size:
+        raise ProtocolError(f"a frame message of {len(msg)} bytes does not hold {n_planes} plane records"
+                            + (f" and {n_refs} slot references" if kind == MSG_SLOTS else ""))
+    refs: tuple[tuple[int, int, int], ...] = ()
+    if kind == MSG_SLOTS:
+        at = _HEAD.size + _FRAME.size + n_planes * _PLANE.size
+        refs = tuple(_REF.unpack_from(msg, at + i * _REF.size) for i in range(n_refs))
+        for i, (index, rflags, gen) in enumerate(refs):
+            if index >= MAX_SLOTS or rflags & ~REF_FD or gen == 0:
+                raise ProtocolError(f"buffer reference {i} names slot {index}, flags {rflags:#x}, generation {gen}: "
+                                    f"slots are < {MAX_SLOTS}, the only flag is {REF_FD}, generations start at 1")
+        if len({r[0] for r in refs}) != len(refs):
+            raise ProtocolError("a frame message names one slot twice")
+        with_fd = sum(r[1] & REF_FD for r in refs)
+        if with_fd != n_fds:
+            raise ProtocolError(f"a frame message announces {with_fd} fds for its slot references; got {n_fds} fds")
+        n_fds = n_fd_hdr  # from here on, "fds" are the message's buffers
     if n_fd_hdr != n_fds or not 1 <= n_fds <= min(MAX_FDS, n_planes):
         raise ProtocolError(f"frame header announces {n_fd_hdr} fds for {n_planes} planes; got {n_fds} fds")
     if not 0 < w < 1 << 31 or not 0 < h < 1 << 31:
@@ -255,7 +337,24 @@ def _parse_frame(msg: bytes, n_fds: int) -> _Header:
                 raise ProtocolError(f"commit marker offset {marker} overlaps a plane at offset {p.offset}")
     return _Header(fid, seq, marker, fmt, w, h, code, _CS_OF[cs], _CR_OF[cr], pts if fl & FLAG_PTS else None,
                    Fraction(tb_n, tb_d) if fl & FLAG_TIME_BASE else None, tuple(planes),
-                   tuple(sizes[i] for i in range(n_fds)))
+                   tuple(sizes[i] for i in range(n_fds)), refs)
+
+
+# The parts of a SLOTS message that change from frame to frame: frame id, sequence, pts. Everything else (layout,
+# references) repeats while a pool cycles, so a message without fds is parsed once per distinct rest and cached.
+_FID_AT, _SEQ_AT, _PTS_AT = 8, 16, _HEAD.size + 24
+_PARSED_MAX = 256
+
+
+_FID_SEQ = struct.Struct("<QQ")
+_PTS = struct.Struct("<q")
+_MAGIC_VER = MAGIC + struct.pack("<H", VERSION)
+_KIND_SLOTS = struct.pack("<H", MSG_SLOTS)
+_KIND_FORGET = struct.pack("<H", MSG_FORGET)
+
+
+def _layout_key(msg: bytes) -> bytes:
+    return msg[:_FID_AT] + msg[_SEQ_AT + 8:_PTS_AT] + msg[_PTS_AT + 8:]
 
 
 def _parse_done(msg: bytes) -> int | None:
@@ -281,7 +380,73 @@ def _frame_id_of(msg: bytes) -> int:
     if len(msg) < _HEAD.size:
         return 0
     magic, ver, kind, fid, _, _ = _HEAD.unpack_from(msg)
-    return int(fid) if (magic, ver, kind) == (MAGIC, VERSION, MSG_FRAME) else 0
+    return int(fid) if (magic, ver) == (MAGIC, VERSION) and kind in (MSG_FRAME, MSG_SLOTS) else 0
+
+
+class _SlotAssigner:
+    """The producer's half of the slot table: the buffer each slot index names, under which generation, and whether
+    the consumer has its fd. Used under FrameSender._send_lock only (the forget callbacks merely queue)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._buf: list[weakref.ref[DMABuffer] | None] = [None] * size
+        self._gen = [0] * size
+        self._used = [0] * size  # when each slot was last named (least recently used is reassigned first)
+        self._tick = 0
+        self._index: weakref.WeakKeyDictionary[DMABuffer, int] = weakref.WeakKeyDictionary()
+
+    def _holds(self, i: int) -> DMABuffer | None:
+        r = self._buf[i]
+        b = r() if r is not None else None
+        return b if b is not None and not b.closed else None
+
+    def refs(self, bufs: list[DMABuffer], forgotten: Callable[[int, int], None]
+             ) -> tuple[list[tuple[int, int, int]], list[int], Callable[[], None]]:
+        """(references, fds to attach, commit): ``commit()`` once the message went out records the new slots."""
+        refs: list[tuple[int, int, int]] = []
+        fds: list[int] = []
+        fresh: list[tuple[int, int, DMABuffer]] = []
+        taken: set[int] = set()
+        for b in bufs:
+            i = self._index.get(b)
+            if i is not None and self._holds(i) is b:
+                refs.append((i, 0, self._gen[i]))
+            else:
+                i = self._pick(taken)
+                fds.append(b.fd)  # a closed buffer raises here: nothing is announced
+                refs.append((i, REF_FD, self._gen[i] + 1))
+                fresh.append((i, self._gen[i] + 1, b))
+            taken.add(i)
+            self._tick += 1
+            self._used[i] = self._tick
+        weak_cb = weakref.WeakMethod(forgotten)  # type: ignore[arg-type]
+
+        def commit() -> None:
+            for i, gen, b in fresh:
+                def gone(*_: object, i: int = i, gen: int = gen) -> None:
+                    cb = weak_cb()
+                    if cb is not None:
+                        cb(i, gen)
+
+                self._buf[i] = weakref.ref(b, gone)
+                self._gen[i] = gen
+                self._index[b] = i
+                b.on_close(gone)
+        return refs, fds, commit
+
+    def _pick(self, taken: set[int]) -> int:
+        free = [i for i in range(self.size) if i not in taken and self._holds(i) is None]
+        if free:
+            return free[0]
+        return min((i for i in range(self.size) if i not in taken), key=self._used.__getitem__)
+
+    def still(self, i: int, gen: int) -> bool:
+        """Whether slot ``i`` still names the buffer it had under ``gen``."""
+        return self._gen[i] == gen and self._buf[i] is not None
+
+    def release(self, i: int, gen: int) -> None:
+        if self._gen[i] == gen:
+            self._buf[i] = None
 
 
 class FrameSender:
@@ -291,12 +456,21 @@ class FrameSender:
     a background thread reads DONE messages and notices a dead consumer, then returns everything it held.
     A DONE message that is not valid (or names a frame not in flight) is logged and ignored; fds a consumer
     attaches to one are closed.
+
+    ``slots`` (default DEFAULT_SLOTS, at most MAX_SLOTS): how many buffers the consumer keeps mapped between frames.
+    A buffer sent once is named by its slot (index + generation) afterwards: no fd, no mmap, no layout check on the
+    consumer's side. With more distinct buffers than slots the least recently sent buffer's slot is reassigned (its
+    fd is sent again the next time). ``slots=0`` sends every buffer's fd with every frame (FRAME messages).
     """
 
-    def __init__(self, sock: socket.socket):
+    def __init__(self, sock: socket.socket, *, slots: int = DEFAULT_SLOTS):
         if not isinstance(sock, socket.socket) or sock.type != socket.SOCK_SEQPACKET or sock.family != socket.AF_UNIX:
             raise InvalidTensorError("FrameSender needs a connected AF_UNIX SOCK_SEQPACKET socket "
                                      "(interop.transport.seqpacket_pair() or FrameServer.accept())")
+        if isinstance(slots, bool) or not isinstance(slots, (int, np.integer)) or \
+                not (slots == 0 or MAX_FDS <= slots <= MAX_SLOTS):
+            raise InvalidTensorError(f"slots must be 0 (send fds with every frame) or an integer from {MAX_FDS} to "
+                                     f"{MAX_SLOTS}, got {slots!r}")
         sock.setblocking(True)  # the reader thread blocks in recvmsg; sends never block (MSG_DONTWAIT + select)
         self._sock = sock
         self._lock = threading.Lock()  # guards the state below; never held while waiting on the socket
@@ -307,6 +481,11 @@ class FrameSender:
         self.sent = 0
         self.returned = 0
         self.bad_messages = 0  # messages from the consumer that were not valid DONEs
+        self.fds_sent = 0  # buffer fds passed (once per buffer and slot with slots, once per buffer and frame without)
+        self._slots = _SlotAssigner(int(slots))
+        self._send_lock = threading.Lock()  # orders slot assignment with the message that announces it; never waits
+        self._forgets: collections.deque[tuple[int, int]] = collections.deque()
+        self._templates: dict[tuple, bytes] = {}
         self._reader = threading.Thread(target=self._read_loop, name="interop-frame-sender", daemon=True)
         self._reader.start()
 
@@ -340,8 +519,9 @@ class FrameSender:
         seq, marker = 0, NO_MARKER
         slot = bufs[0].pool_slot
         if slot is not None and len(bufs) == 1:
-            seq = slot.pool.commit(frame) if commit else slot.seq
-            marker = slot.pool.marker_offset
+            seq, marker = slot.seq, slot.marker_offset
+            if commit:  # what FramePool.commit() does, for the buffer already found
+                write_marker(bufs[0].mapping(True).address, marker, MARKER_COMMITTED, seq)
         for b in bufs:
             b.use()
         with self._lock:
@@ -349,9 +529,14 @@ class FrameSender:
             self._next_id += 1
             self._in_flight[fid] = bufs
         try:
-            msg = _encode_frame(fid, frame, bufs, seq, marker)
-            fds = array.array("i", [b.fd for b in bufs])
-            self._send_message(msg, fds, deadline, timeout)
+            if self._slots.size:
+                self._send_slots(fid, frame, bufs, seq, marker, deadline, timeout)
+            else:
+                msg = _encode_frame(fid, frame, bufs, seq, marker)
+                fds = array.array("i", [b.fd for b in bufs])
+                self._send_message(msg, fds, deadline, timeout)
+                with self._lock:
+                    self.fds_sent += len(fds)
         except BaseException as e:
             self._return(fid)
             if isinstance(e, OSError) and not isinstance(e, InteropError) and \
@@ -362,6 +547,70 @@ class FrameSender:
         with self._lock:
             self.sent += 1
         return fid
+
+    def _send_slots(self, fid: int, frame: Frame, bufs: list[DMABuffer], seq: int, marker: int,
+                    deadline: float | None, timeout: object) -> None:
+        # Each try assigns the slots and sends under _send_lock, without waiting: a consumer never sees a reference
+        # before the message that carries its fd, and a try that would block has sent nothing and announced nothing.
+        while True:
+            with self._send_lock:
+                self._flush_forgets()
+                refs, fds, commit = self._slots.refs(bufs, self._forgotten)
+                body = bytearray(_slots_template(frame, bufs, marker, self._templates))
+                _FID_SEQ.pack_into(body, _FID_AT, fid, seq)
+                if frame.pts is not None:
+                    _PTS.pack_into(body, _PTS_AT, frame.pts)
+                msg = bytes(body) + b"".join(_REF.pack(*r) for r in refs)
+                try:
+                    anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
+                    self._sock.sendmsg([msg], anc, socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    pass
+                except ValueError:
+                    raise PeerClosedError("this FrameSender was closed") from None
+                else:
+                    commit()
+                    with self._lock:
+                        self.fds_sent += len(fds)
+                    return
+            self._wait_writable(deadline, timeout)
+
+    def _forgotten(self, index: int, gen: int) -> None:
+        """A buffer that had a slot was closed or collected: tell the consumer to let its fd go (never blocks)."""
+        self._forgets.append((index, gen))
+        if self._send_lock.acquire(blocking=False):
+            try:
+                self._flush_forgets()
+            finally:
+                self._send_lock.release()
+
+    def _flush_forgets(self) -> None:
+        while self._forgets:
+            index, gen = self._forgets[0]
+            if not self._slots.still(index, gen):  # reassigned since: the consumer replaces the old fd itself
+                self._forgets.popleft()
+                continue
+            try:
+                self._sock.send(_forget_message(index, gen), socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return  # sent with a later frame
+            except (OSError, ValueError):
+                self._forgets.clear()
+                return
+            self._slots.release(index, gen)
+            self._forgets.popleft()
+
+    def _wait_writable(self, deadline: float | None, timeout: object) -> None:
+        if self._closed.is_set():
+            raise PeerClosedError("the consumer is gone (its socket closed); accept a new consumer")
+        left = _left(deadline)
+        if left == 0:
+            raise TransportTimeoutError(f"the consumer did not read within {timeout} s (its socket is full): "
+                                        f"it is stalled; the frame was not sent and its buffers are free")
+        try:  # wake now and then to notice close() and a consumer that went away
+            select.select([], [self._sock], [], 0.2 if left is None else min(left, 0.2))
+        except (OSError, ValueError):
+            raise PeerClosedError("this FrameSender was closed") from None
 
     def _send_message(self, msg: bytes, fds: array.array, deadline: float | None, timeout: object) -> None:
         # A SEQPACKET message is sent whole or not at all, so sends from several threads need no lock, and a send
@@ -564,6 +813,76 @@ class _DoneChannel:
                 s.close()
 
 
+class _SlotEntry:
+    """A buffer the producer named by a slot: kept open and mapped between frames. Each received frame over it waits
+    here for the buffer to be free (its DONE); one on-free callback serves every frame."""
+
+    __slots__ = ("gen", "buf", "_pending", "_lock", "__weakref__")
+
+    def __init__(self, gen: int, buf: DMABuffer):
+        self.gen = gen
+        self.buf = buf
+        self._pending: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+        buf.on_free(self._free)
+
+    def add(self, cb: Callable[[], None]) -> None:
+        with self._lock:
+            self._pending.append(cb)
+
+    def _free(self) -> None:
+        with self._lock:
+            cbs, self._pending = self._pending, []
+        for cb in cbs:
+            cb()
+
+
+class _SlotTable:
+    """The consumer's half of the slot table. Replaced, forgotten and (at close) all buffers are closed once no frame
+    over them is held."""
+
+    def __init__(self) -> None:
+        self.entries: dict[int, _SlotEntry] = {}
+        self.forgotten = 0
+
+    def check(self, hdr: _Header) -> None:
+        """Refuse references that do not fit this table, before any fd of the message is taken."""
+        for i, (index, rflags, gen) in enumerate(hdr.refs):
+            e = self.entries.get(index)
+            if rflags & REF_FD:
+                if e is not None and gen <= e.gen:
+                    raise ProtocolError(f"slot {index} is announced again with generation {gen}, not newer than "
+                                        f"{e.gen}: the producer's slot table and ours disagree")
+            elif e is None or e.gen != gen:
+                raise ProtocolError(f"slot {index} generation {gen} is not one this consumer was sent (it has "
+                                    f"{'nothing' if e is None else f'generation {e.gen}'} there)")
+            elif e.buf.size != hdr.sizes[i]:
+                raise ProtocolError(f"slot {index} holds a buffer of {e.buf.size} bytes; the message says "
+                                    f"{hdr.sizes[i]}")
+
+    def install(self, index: int, gen: int, buf: DMABuffer) -> _SlotEntry:
+        buf.persistent = True
+        old = self.entries.get(index)
+        e = self.entries[index] = _SlotEntry(gen, buf)
+        if old is not None:
+            old.buf.close_when_free()
+        return e
+
+    def forget(self, index: int, gen: int) -> bool:
+        e = self.entries.get(index)
+        if e is None or e.gen != gen:
+            return False
+        del self.entries[index]
+        self.forgotten += 1
+        e.buf.close_when_free()
+        return True
+
+    def close(self) -> None:
+        entries, self.entries = self.entries, {}
+        for e in entries.values():
+            e.buf.close_when_free()
+
+
 class FrameReceiver:
     """Receives DMA frames from one producer. ``recv()`` returns a Frame over the producer's memory (zero-copy),
     or None once the producer is gone. Release each frame when done (``with`` or ``release()``): that sends DONE
@@ -586,8 +905,13 @@ class FrameReceiver:
         self.writer = writer  # a writer process receives empty buffers to fill: no commit check, commit() after
         self.received = 0
         self.torn = 0
+        self.fds_received = 0
         self.closed = False
+        self._table = _SlotTable()
+        self._parsed: dict[bytes, _Header] = {}
+        self._ctx: Context | None = None
         self._fin = weakref.finalize(self, self._done.close, False)
+        self._fin_table = weakref.finalize(self, self._table.close)
 
     @property
     def dropped_done(self) -> int:
@@ -627,8 +951,13 @@ class FrameReceiver:
             if not msg and not fds:
                 self.closed = True
                 self._done.close(wait=False)
+                self._table.close()
                 return None
+            self.fds_received += len(fds)
             try:
+                if msg[6:8] == _KIND_FORGET and msg[:6] == _MAGIC_VER:
+                    self._forget(msg, fds)
+                    continue
                 frame = self._build(msg, fds, flags)
             except BaseException:
                 for fd in fds:  # what _build did not hand to a DMABuffer (it marks those -1)
@@ -638,17 +967,30 @@ class FrameReceiver:
                 self.received += 1
                 return frame
 
+    def _forget(self, msg: bytes, fds: list[int]) -> None:
+        if fds:
+            raise ProtocolError(f"a FORGET message came with {len(fds)} fds (it has none)")
+        index, gen = _parse_forget(msg)
+        if not self._table.forget(index, gen):
+            log.info("FORGET for slot %d generation %d, which this consumer does not hold", index, gen)
+
     def _build(self, msg: bytes, fds: list[int], flags: int) -> Frame | None:
         try:
             if flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC):
                 raise ProtocolError("a frame message was truncated (too many fds or too long): peer and library "
                                     "versions differ?")
-            hdr = _parse_frame(msg, len(fds))
+            if msg[6:8] == _KIND_SLOTS and msg[:6] == _MAGIC_VER:
+                hdr, fid, seq, pts = self._slots_header(msg, len(fds))
+                self._table.check(hdr)
+            else:
+                hdr = _parse_frame(msg, len(fds))
         except ProtocolError:
             fid = _frame_id_of(msg)
             if fid:  # an honest producer of another version gets its buffers back
                 self._done.send(fid)
             raise
+        if hdr.refs:
+            return self._build_slots(hdr, fid, seq, pts, fds)
         fid = hdr.frame_id
         # ownership of the fds passes to DMABuffers one by one; the caller closes what is left (>= 0) on error
         bufs: list[DMABuffer] = []
@@ -689,10 +1031,84 @@ class FrameReceiver:
             frame.metadata["commit_marker"] = hdr.marker
         return frame
 
+    def _slots_header(self, msg: bytes, n_fds: int) -> tuple[_Header, int, int, int | None]:
+        """The checked header of a SLOTS message, and its frame id, sequence and pts. A message without fds whose
+        layout and references were seen before is not parsed again: only its per-frame fields are checked."""
+        if n_fds:
+            hdr = _parse_frame(msg, n_fds)
+            return hdr, hdr.frame_id, hdr.seq, hdr.pts
+        key = _layout_key(msg)
+        hdr_or_none = self._parsed.get(key)
+        if hdr_or_none is None:
+            hdr = _parse_frame(msg, 0)
+            if len(self._parsed) >= _PARSED_MAX:
+                self._parsed.clear()
+            self._parsed[key] = hdr
+            return hdr, hdr.frame_id, hdr.seq, hdr.pts
+        hdr = hdr_or_none
+        fid, seq = _FID_SEQ.unpack_from(msg, _FID_AT)
+        (pts,) = _PTS.unpack_from(msg, _PTS_AT)
+        if fid == 0:
+            raise ProtocolError("a frame message has frame id 0 (ids start at 1)")
+        if hdr.pts is None and pts != 0:
+            raise ProtocolError("a frame message without a pts carries one")
+        return hdr, fid, seq, (pts if hdr.pts is not None else None)
+
+    def _build_slots(self, hdr: _Header, fid: int, seq: int, pts: int | None, fds: list[int]) -> Frame | None:
+        ctx = self._ctx
+        if ctx is None:
+            ctx = self._ctx = Context.default(MemoryType.DMA)
+        entries: list[_SlotEntry] = []
+        planes: list[DMATensor] = []
+        try:
+            k = 0
+            for i, (index, rflags, gen) in enumerate(hdr.refs):
+                if rflags & REF_FD:
+                    buf = buffer_from_fd(fds[k], size=hdr.sizes[i], take_ownership=True,
+                                         require_sealed=self.require_sealed)
+                    fds[k] = -1
+                    k += 1
+                    entries.append(self._table.install(index, gen, buf))
+                else:
+                    entries.append(self._table.entries[index])
+            bufs = [e.buf for e in entries]
+            if hdr.marker != NO_MARKER and not self.writer:
+                mg, state, got = read_marker(bufs[0].mapping(False).address, hdr.marker)
+                if mg != MARKER_MAGIC or state != MARKER_COMMITTED or got != seq:
+                    self.torn += 1
+                    log.warning("dropped frame %d: its writer did not finish it (marker state %d, seq %d, expected %d)",
+                                fid, state, got, seq)
+                    self._done.send(fid)
+                    return None
+            for p in hdr.planes:
+                planes.append(trusted_plane(bufs[p.fd_index], p.info, p.offset, hdr.fourcc, p.modifier, ctx))
+            meta: dict[str, object] = {"frame_id": fid, "sequence": seq}
+            if hdr.marker != NO_MARKER:
+                meta["commit_marker"] = hdr.marker
+            frame = trusted_frame(planes, hdr.format, hdr.width, hdr.height, context=ctx, native=None,
+                                  colorspace=hdr.colorspace, color_range=hdr.color_range, pts=pts,
+                                  time_base=hdr.time_base, metadata=meta, parent=None)
+        except BaseException:
+            for t in planes:
+                t.release()
+            self._done.send(fid)
+            raise
+        done = _DoneOnce(self._done, fid, len(entries))
+        for e in entries:
+            e.add(done)
+        return frame
+
+    @property
+    def slots_held(self) -> int:
+        """Buffers of the producer this receiver keeps open between frames (named by slot references)."""
+        return len(self._table.entries)
+
     def close(self) -> None:
-        """Disconnect. Frames still held stay valid; their DONE is not sent (the producer reclaims them at EOF)."""
+        """Disconnect. Frames still held stay valid; their DONE is not sent (the producer reclaims them at EOF).
+        Buffers kept between frames are closed once no frame over them is held."""
         self.closed = True
         self._done.close()
+        self._table.close()
         self._sock.close()
 
     def __enter__(self) -> FrameReceiver:
@@ -705,7 +1121,6 @@ class FrameReceiver:
 def commit(frame: Frame) -> None:
     """Mark a received pool frame complete: for writer processes (``FrameReceiver(writer=True)``) that fill
     buffers of another process's pool. Call it after the last byte is written."""
-    from .tensors.dma import write_marker
 
     marker = frame.metadata.get("commit_marker")
     seq = frame.metadata.get("sequence")
