@@ -103,6 +103,18 @@ def main() -> int:
         say("values", *vals)
         time.sleep(0.2)
         return 0
+    if mode == "consume_slots":  # like consume, then report how many fds came and how many buffers are kept
+        rx = FrameReceiver(sock)
+        vals = []
+        for _ in range(int(arg)):
+            f = rx.recv(timeout=10)
+            with interop.map(f, MemoryType.CPU) as c:
+                vals.append(int(np.asarray(c[0])[0, 0]))
+            f.release()
+        say("values", *vals)
+        say("fds", rx.fds_received, "slots", rx.slots_held)
+        time.sleep(0.2)
+        return 0
     if mode == "truncate":  # a hostile peer: try to shrink, grow and write-seal the buffer it received
         rx = FrameReceiver(sock)
         f = rx.recv(timeout=10)
