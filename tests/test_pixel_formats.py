@@ -223,3 +223,64 @@ def test_decoder_formats_in_dma_frames_cross_the_transport_and_reach_ffmpeg(name
     f.release()
     tx.close()
     rx.close()
+
+
+# ---- allow_copy: frames the model cannot take are converted, counted; without it, one line naming the supported
+
+
+def _tiny_inference(allow_copy: bool = False) -> interop.Inference:
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    x = ops.parameter([1, 3, H, W], np.float32, name="image")
+    y = ops.reduce_mean(x, ops.constant(np.array([2, 3], np.int64)), keep_dims=False)  # per-channel mean
+    return interop.Inference(ov.Model([y], [x], "means"), "CPU", allow_copy=allow_copy,
+                             config={"INFERENCE_PRECISION_HINT": "f32"})
+
+
+def _yuv410p(tmp_path: Path) -> object:
+    return _decode(_clip(tmp_path, "yuv410p", W, H, frames=1))[0]
+
+
+def test_inference_refuses_an_unsupported_pixel_format_in_one_line_naming_allow_copy(tmp_path: Path) -> None:
+    inf = _tiny_inference()
+    with interop.copy_meter() as m, pytest.raises(interop.UnsupportedFormatError) as e:
+        inf.infer(_yuv410p(tmp_path))
+    msg = str(e.value)
+    assert "\n" not in msg and "yuv410p" in msg and "yuv420p" in msg and "nv12" in msg and "allow_copy=True" in msg
+    assert m.copies == 0 and inf.converted == {}
+
+
+def test_inference_allow_copy_converts_with_pyav_and_counts_the_copy(tmp_path: Path) -> None:
+    vf = _yuv410p(tmp_path)
+    inf = _tiny_inference(allow_copy=True)
+    with interop.copy_meter() as m:
+        got = next(iter(inf.infer(vf).values()))
+        inf.infer(vf)  # again: one more counted copy
+    assert m.copies == 2 and m.bytes == 2 * (W * H + 2 * (W // 2) * (H // 2)), m.records
+    assert "yuv410p->yuv420p" in m.records[0].mapper
+    assert inf.converted == {"yuv410p": "yuv420p"}
+    with interop.copy_meter() as m2:
+        ref = next(iter(_tiny_inference().infer(vf.reformat(format="yuv420p")).values()))
+    assert m2.copies == 0
+    np.testing.assert_allclose(got, ref, atol=1e-3)
+
+
+def test_inference_allow_copy_converts_gray16_with_numpy() -> None:
+    a = (np.arange(H * W, dtype=np.uint32).reshape(H, W) * 4099 % 65536).astype(np.uint16)
+    gray16 = interop.wrap(a.astype(np.uint16), format=interop.FrameFormat.GRAY16)
+    with pytest.raises(interop.UnsupportedFormatError, match="allow_copy=True"):
+        _tiny_inference().infer(gray16)
+    inf = _tiny_inference(allow_copy=True)
+    with interop.copy_meter() as m:
+        got = next(iter(inf.infer(gray16).values()))
+    assert m.copies == 1 and m.bytes == H * W and inf.converted == {"GRAY16": "GRAY8"}
+    gray8 = interop.wrap((a >> 8).astype(np.uint8), format=interop.FrameFormat.GRAY8)
+    ref = next(iter(_tiny_inference().infer(gray8).values()))
+    np.testing.assert_allclose(got, ref, atol=1e-3)
+
+
+def test_inference_allow_copy_must_be_a_bool() -> None:
+    with pytest.raises(interop.InteropError, match="allow_copy must be True or False") as e:
+        _tiny_inference(allow_copy="yes")  # type: ignore[arg-type]
+    assert isinstance(e.value, TypeError)

@@ -1,8 +1,9 @@
 """Inference: an OpenVINO model fed zero-copy with frames or tensors of any memory type.
 
-Frames (I420 three planes, NV12 two planes, packed RGB/BGR/RGBX/BGRX) go through pre-processing compiled into the
-model with OpenVINO's ``PrePostProcessor``: colour conversion, crop of padded pitches, resize, mean/scale, layout
-and dtype all run inside the model, so the CPU never converts or copies a pixel. The planes arrive as OpenVINO
+Frames (every format of docs/run.md's Pixel formats: planar and semi-planar YUV at 8, 10 and 12 bits, gray,
+packed RGB/BGR) go through pre-processing compiled into the model (a plane graph and OpenVINO's
+``PrePostProcessor``): colour conversion, crop of padded pitches, resize, mean/scale, layout and dtype all run
+inside the model, so the CPU never converts or copies a pixel. The planes arrive as OpenVINO
 tensors over the producer's memory at full pitch (``interop.map(frame, MemoryType.OPENVINO)``), shaped
 (1, rows, pitch, C); one model is compiled per plane layout (format, pitches, rows, visible size) and cached.
 A Tensor (or numpy array) is fed as the raw model input.
@@ -40,13 +41,23 @@ from ..errors import (
     NoRouteError,
     RequestFailedError,
     ResourceError,
+    UnsupportedFormatError,
     UnsupportedTypeError,
     WrongMemoryError,
 )
 from ..frame import Frame
-from ..types import ColorRange, ColorSpace, FrameFormat, MemoryType
+from ..types import ColorRange, ColorSpace, FrameFormat, MemoryType, check_bool
 from . import _preprocess
-from ._inputs import SHAPES_CHECKED_LIMIT, PlaneInputs, check_shapes, frame_inputs, raw_inputs
+from ._inputs import (
+    SHAPES_CHECKED_LIMIT,
+    PlaneInputs,
+    check_shapes,
+    convert_frame,
+    frame_format_name,
+    frame_inputs,
+    raw_inputs,
+    refusal,
+)
 from ._model import get_core as _get_core
 from ._model import layout, load, static_model
 from ._model import ov_message as _ov_message
@@ -238,7 +249,11 @@ class Inference:
     frame's aspect; a raw tensor then runs at its own shape).
     ``mean``/``scale``: per-channel (or scalar) values in 0..255 pixel units applied as ``(x - mean) / scale``,
     in the model's channel order; ``rgb``: the model takes RGB (False: BGR). ``config``: OpenVINO compile
-    properties (default PERFORMANCE_HINT=THROUGHPUT, for the async pool).
+    properties (default PERFORMANCE_HINT=THROUGHPUT, for the async pool). ``allow_copy``: a frame of a pixel format
+    the model cannot take zero-copy (docs/run.md, Pixel formats) is converted, each conversion a copy counted in
+    ``copy_meter()`` (a decoded av.VideoFrame to yuv420p by PyAV; a GRAY16 Frame to GRAY8, its high byte, by
+    numpy); ``converted`` maps each such format to what it became. Without it such frames raise
+    UnsupportedFormatError, one line naming the supported formats.
 
     ``infer(x)`` returns ``{output name: ndarray}``; ``infer_async(x, callback, userdata)`` returns at once and
     calls ``callback(outputs, userdata)`` on OpenVINO's thread; ``wait_all(timeout=None)`` waits for every request
@@ -270,7 +285,7 @@ class Inference:
     def __init__(self, model: Any, device: str | None = None, *,
                  input_size: int | Sequence[int] | InputSize | None = None,
                  mean: float | Sequence[float] | None = None, scale: float | Sequence[float] | None = None,
-                 rgb: bool = True, config: Mapping[str, Any] | None = None):
+                 rgb: bool = True, config: Mapping[str, Any] | None = None, allow_copy: bool = False):
         self._ov = ov = require("openvino", "OpenVINO", "openvino")
         self._core = core = _get_core()
         self._model, self.model_name = load(ov, core, model)
@@ -291,6 +306,8 @@ class Inference:
         if not isinstance(rgb, (bool, np.bool_)):
             raise UnsupportedTypeError(f"rgb must be True (the model takes RGB) or False (BGR), not {rgb!r}")
         self._rgb = bool(rgb)
+        self._allow_copy = check_bool(allow_copy, "allow_copy")
+        self.converted: dict[str, str] = {}  # pixel formats converted with allow_copy -> what they became
         self._variants: dict[Any, _Variant] = {}
         self._retired: list[_Pool] = []  # pools of dropped variants or with a failed request, until they are idle
         self._tick = itertools.count(1)
@@ -563,12 +580,35 @@ class Inference:
             return self._raw_inputs(mapped, x)
         if isinstance(x, Mapping):
             raise UnsupportedTypeError("give several inputs as a list in the model's input order, not a dict")
-        m = self._map_one(x)  # interop.map wraps a framework's object (a decoded av.VideoFrame: in one step)
+        try:
+            m = self._map_one(x)  # interop.map wraps a framework's object (a decoded av.VideoFrame: in one step)
+        except UnsupportedFormatError as e:  # a pixel format interop has no planes for (yuv410p...)
+            return self._prepare(self._convert(x, e))
         if isinstance(m, Frame):
             planes, shapes = self._frame_inputs(m)
-            v = self._frame_variant(m.format, shapes, m.width, m.height, m.colorspace, m.color_range)
+            try:
+                v = self._frame_variant(m.format, shapes, m.width, m.height, m.colorspace, m.color_range)
+            except UnsupportedFormatError as e:
+                if m.format in _preprocess.supported_formats():  # refused for another reason (the model's inputs)
+                    raise
+                return self._prepare(self._convert(x, e))
             return v, planes, (x, m, planes)
         return self._raw_inputs([m], x)
+
+    def _convert(self, x: Any, err: UnsupportedFormatError) -> Any:
+        """``x`` converted to a format the model takes (allow_copy; counted in copy_meter), or the one-line refusal
+        naming the supported formats."""
+        what = frame_format_name(x)
+        if what is None:
+            raise err
+        if not self._allow_copy:
+            raise refusal(what) from err
+        out, src, to = convert_frame(x)
+        if src not in self.converted:
+            self.converted[src] = to
+            log.warning("Inference: %s frames are converted to %s before the model (allow_copy): a counted copy per "
+                        "frame", src, to)
+        return out
 
     def _frame_inputs(self, m: Frame) -> tuple[list[Any], list[tuple[int, ...]]]:
         """The ov.Tensors a request reads for the planes of mapped frame ``m``, and their shapes."""

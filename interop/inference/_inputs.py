@@ -3,14 +3,20 @@ buffer), and the checks a raw (tensor) input passes before a request is started 
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidTensorError, UnsupportedTypeError
+from ..errors import InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError
 from ..frame import Frame
+from ..meter import record_copy
 from ..tensor import Tensor
+from ..types import FrameFormat, MemoryType
 from ._model import ov_message
+
+#: the pixel format a decoded frame the model cannot take is converted to with ``allow_copy=True``
+CONVERT_TO = "yuv420p"
 
 
 def ov_native(t: Tensor) -> Any:
@@ -146,3 +152,87 @@ def check_shapes(ov: Any, model: Any, shapes_ok: set[tuple[tuple[int, ...], ...]
     if len(shapes_ok) >= SHAPES_CHECKED_LIMIT:
         shapes_ok.clear()
     shapes_ok.add(shapes)
+
+
+# ---- allow_copy: a counted conversion of frames the model cannot take -------------------------------------------
+
+
+def _gray16_to_gray8(a: np.ndarray) -> np.ndarray:
+    return (a >> 8).astype(np.uint8)  # the high byte: full-scale 16-bit gray to 8-bit levels
+
+
+#: FrameFormats converted on the host with numpy (allow_copy): format -> (result format, per-plane conversion)
+NUMPY_CONVERSIONS = {FrameFormat.GRAY16: (FrameFormat.GRAY8, _gray16_to_gray8)}
+
+
+def supported_names() -> str:
+    """The pixel formats Inference takes without a copy: FFmpeg's names, then the FrameFormats."""
+    from ..tensors.ffmpeg import PIXEL_FORMATS
+    from ._preprocess import supported_formats
+
+    ok = set(supported_formats())
+    return ", ".join([n for n, (f, _) in PIXEL_FORMATS.items() if f in ok] + [f.name for f in ok])
+
+
+def refusal(what: str) -> UnsupportedFormatError:
+    """The one-line error for a frame of pixel format ``what`` that the model cannot take without a copy."""
+    return UnsupportedFormatError(
+        f"Inference cannot take {what} frames without a copy; it takes {supported_names()}. Pass allow_copy=True to "
+        f"Inference to convert each such frame (a counted copy), or convert the frame first")
+
+
+def _video_frame_of(x: Any) -> Any:
+    """The av.VideoFrame behind ``x`` (itself, or a Frame's native), or None."""
+    from ..tensors.ffmpeg import is_video_frame
+
+    if is_video_frame(x):
+        return x
+    if isinstance(x, Frame) and is_video_frame(x.native):
+        return x.native
+    return None
+
+
+def frame_format_name(x: Any) -> str | None:
+    """The pixel format of frame ``x`` (an av.VideoFrame's own name, a Frame's FrameFormat), or None when ``x`` is
+    not a frame (a tensor: the model's raw input, never converted)."""
+    vf = _video_frame_of(x)
+    if vf is not None:
+        return str(vf.format.name)
+    if isinstance(x, Frame):
+        return x.format.name
+    return None
+
+
+def convert_frame(x: Any) -> tuple[Any, str, str]:
+    """(converted copy of ``x``, source format, result format) for a frame the model cannot take, the copy recorded
+    in ``copy_meter()``: an av.VideoFrame (or a Frame over one) is reformatted to CONVERT_TO by PyAV (swscale, with
+    the frame's own colorspace and range); a Frame in NUMPY_CONVERSIONS (GRAY16 -> GRAY8, the high byte) is read
+    through a CPU mapping and converted with numpy. Anything else raises the one-line refusal."""
+    vf = _video_frame_of(x)
+    if vf is not None:
+        name = vf.format.name
+        try:
+            out = vf.reformat(format=CONVERT_TO)
+        except Exception as e:  # noqa: BLE001 - PyAV's own errors (a hardware frame, an odd format): one line
+            raise UnsupportedFormatError(f"cannot convert a {name} frame to {CONVERT_TO} for the model: {e}") from e
+        for attr in ("pts", "time_base"):
+            with contextlib.suppress(AttributeError, TypeError, ValueError):  # older PyAV: read-only there
+                setattr(out, attr, getattr(vf, attr))
+        record_copy(f"reformat {name}->{CONVERT_TO} (Inference allow_copy)",
+                    sum(p.buffer_size for p in out.planes))
+        return out, name, CONVERT_TO
+    if isinstance(x, Frame) and x.format in NUMPY_CONVERSIONS:
+        from ..api import map as imap
+
+        to, fn = NUMPY_CONVERSIONS[x.format]
+        with imap(x, MemoryType.CPU) as c:
+            assert isinstance(c, Frame)  # a Frame maps to a Frame
+            planes = [fn(np.asarray(t)) for t in c.tensors]
+        record_copy(f"numpy {x.format.name}->{to.name} (Inference allow_copy)", sum(p.nbytes for p in planes))
+        from ..tensors.cpu import CPUTensor
+
+        out_f = Frame([CPUTensor(p) for p in planes], to, x.width, x.height)
+        out_f._copy_attrs(x)
+        return out_f, x.format.name, to.name
+    raise refusal(frame_format_name(x) or type(x).__name__)
+
