@@ -198,9 +198,9 @@ def cmd_routes(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     try:
-        from .pipeline import main as run_main
+        from .cli_run import main as run_main
     except ImportError:
-        _err("`interop run` is not available in this build (interop.pipeline is missing)")
+        _err("`interop run` is not available in this build (interop.cli_run is missing)")
         return 2
     return int(run_main(args) or 0)
 

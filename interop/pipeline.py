@@ -8,27 +8,24 @@ normalisation run inside the model). The copy meter is open over the whole run: 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import itertools
-import json
 import logging
 import os
 import queue
 import re
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, TextIO
+from typing import Any
 
 import numpy as np
 
 from . import textdet
 from .errors import InteropError, UnsupportedFormatError
-from .meter import record_copy
+from .meter import copy_meter, record_copy
 
 log = logging.getLogger(__name__)
 
@@ -104,18 +101,19 @@ class RunResult:
     converted: dict[str, str] = field(default_factory=dict)  # pixel formats converted with allow_copy -> to what
     warnings: list[str] = field(default_factory=list)
 
+    def result(self, i: int) -> FrameResult:
+        """Frame ``i``'s results (the text boxes or the output summary, in the frame's coordinates)."""
+        pts, t, w, h = self.frame_info.get(i, (None, None, self.width, self.height))
+        fr = FrameResult(i, pts, t, w, h)
+        if i in self.boxes:
+            fr.boxes = self.boxes[i]
+        elif i in self.outputs:
+            fr.outputs = self.outputs[i]
+        return fr
+
     def results(self) -> list[FrameResult]:
-        """Every frame's results, in order (the text boxes or the output summary, in the frame's coordinates)."""
-        out = []
-        for i in range(self.frames):
-            pts, t, w, h = self.frame_info.get(i, (None, None, self.width, self.height))
-            fr = FrameResult(i, pts, t, w, h)
-            if i in self.boxes:
-                fr.boxes = self.boxes[i]
-            elif i in self.outputs:
-                fr.outputs = self.outputs[i]
-            out.append(fr)
-        return out
+        """Every frame's results, in order."""
+        return [self.result(i) for i in range(self.frames)]
 
     @property
     def fps(self) -> float:
@@ -435,9 +433,13 @@ def _opencv_single_threaded(on: bool) -> Iterator[None]:
 
 
 def run(video: str | None = None, model: str | None = None, device: str | None = None, frames: int | None = None,
-        precision: str | None = None, progress: bool = False, keep_last: bool = False,
-        input_size: tuple[int, int] | None = None, postprocess: bool = True, allow_copy: bool = False) -> RunResult:
-    """Decode -> map -> infer over a video; returns the measurements (see RunResult).
+        precision: str | None = None, keep_last: bool = False, input_size: tuple[int, int] | None = None,
+        postprocess: bool = True, allow_copy: bool = False, *,
+        on_progress: Callable[[int, int | None], None] | None = None,
+        on_result: Callable[[FrameResult], None] | None = None) -> RunResult:
+    """Decode -> map -> infer over a video; returns the measurements (see RunResult). Writes nothing to
+    stdout/stderr: warnings go to the ``interop`` logger (and ``RunResult.warnings``), progress and results to the
+    callbacks.
 
     Every frame's results are in that frame's own coordinates: when the size changes mid-stream, the model (whose
     input size is fixed by the first frame) gets the new frames resized by its own pre-processing, and the boxes
@@ -447,116 +449,40 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
     before the frame count its container declares is logged (warnings also in ``RunResult.warnings``).
     ``postprocess=False`` skips turning outputs into results (text boxes; done on a thread of their own, see
     _ResultWorker) (benchmarks).
+
+    ``on_progress(done, total)`` is called once with ``done=0`` before the first frame, then after each frame's
+    result is made; ``total`` is the number of frames expected (the container's count, capped by ``frames``) or None
+    when unknown. ``on_result(FrameResult)`` gets each frame's result as it is made, in the order the requests
+    finish (not always frame order). Both run on the result thread, not the caller's: keep them short (a slow one
+    holds the inference back), and an exception in one fails the run.
     """
-    import interop
-
-    from .inference import Inference
-
     path = video or _default_clip()
     src = _Input(path)
     try:
-        width, height = src.width, src.height
-        config = {"INFERENCE_PRECISION_HINT": precision} if precision else None
-        is_textdet = model is None
-        size: tuple[int, int] | None
-        if is_textdet:
-            size = input_size or textdet.input_size_for(width, height)  # reported: the first frame's
-            # without --input-size the detector runs at each frame's own aspect (a size change mid-stream)
-            sizing = input_size or (lambda w, h: textdet.input_size_for(w, h))
-            inf = Inference(textdet.model_path(), device, input_size=sizing, mean=textdet.MEAN, scale=textdet.SCALE,
-                            rgb=textdet.RGB, config=config)
-            model_name = textdet.MODEL_NAME
-        else:
-            assert model is not None
-            size = input_size
-            inf = Inference(model, device, input_size=size, config=config)
-            model_name = inf.model_name
+        inf, model_name, size = _make_inference(model, device, precision, input_size, src.width, src.height)
     except BaseException:
         src.close()
         raise
-    res = RunResult(path, model_name, inf.device, width, height, size, declared_frames=src.declared)
+    res = RunResult(path, model_name, inf.device, src.width, src.height, size, declared_frames=src.declared)
     total = src.declared or None
     if frames is not None:
         total = min(total, frames) if total else frames
-    bar = None
-    if progress:
-        try:
-            from tqdm import tqdm
-
-            bar = tqdm(total=total, unit="frame", file=sys.stderr, leave=False, desc="interop run")
-        except ImportError:
-            bar = None
-    info = res.frame_info
-
-    def on_result(outputs: dict[Any, np.ndarray], i: int) -> None:  # the result worker's thread
-        if not postprocess:
-            pass
-        elif is_textdet:
-            _, _, fw, fh = info[i]  # the frame's own size: boxes in its coordinates
-            res.boxes[i] = textdet.boxes_from_map(next(iter(outputs.values())), fw, fh)
-        else:
-            res.outputs[i] = _summary(outputs)
-        if bar is not None:
-            bar.update(1)
-
-    worker = _ResultWorker(on_result) if (postprocess or bar is not None) else None
+    handle = _result_handler(res, model is None, postprocess, on_progress, on_result, total)
+    worker = _ResultWorker(handle) if handle is not None else None
     callback = worker.put if worker is not None else None  # on OpenVINO's thread: queue the outputs, nothing more
-    perf = time.perf_counter
     last_vf = None
-    it = src.it
-    gst_input: Callable[[Any], Any] | None = None
-    if src.is_gst:
-        from .elements.infer import model_input as gst_input
-    layouts: set[tuple[str, int, int]] = set()  # (pixel format, width, height) whose model variant is compiled
-    tb = src.time_base
     try:
-        with interop.copy_meter() as meter, _opencv_single_threaded(postprocess and is_textdet):
-            t_start = perf()
-            i = 0
-            while frames is None or i < frames:
-                t0 = perf()
-                try:
-                    vf = next(it)
-                except StopIteration:
-                    break
-                t1 = perf()
-                fmt = vf.format.name
-                key = (fmt, vf.width, vf.height)
-                if gst_input is not None:
-                    vf = gst_input(vf)  # CPU views of the GStreamer buffer (zero-copy); see elements.model_input
-                if key in layouts:
-                    mapped = interop.map(_converted(vf) if fmt in res.converted else vf, inf.memory_type)
-                    t2 = t2b = perf()
-                else:  # a new layout: compile for it, excluded from fps and stage times
-                    t2 = perf()
-                    mapped = _first_of_layout(res, inf, vf, allow_copy and src.convertible, i, src.convertible)
-                    layouts.add(key)
-                    t2b = perf()
-                    res.compile += t2b - t2
-                time_s = float(vf.pts * tb) if vf.pts is not None and tb is not None else None
-                info[i] = (vf.pts, time_s, vf.width, vf.height)
-                res.frames = i + 1
-                inf.infer_async(mapped, callback, i)
-                t3 = perf()
-                res.decode += t1 - t0
-                res.map += t2 - t1
-                res.infer += t3 - t2b
-                last_vf = vf
-                i += 1
-            t0 = perf()
-            inf.wait_all()
-            if worker is not None:
-                worker.close()  # the last results made: part of the run's time
-            t_end = perf()
-            res.infer += t_end - t0
-            res.wall = t_end - t_start - res.compile
+        if on_progress is not None:
+            on_progress(0, total)
+        with copy_meter() as meter, _opencv_single_threaded(postprocess and model is None):
+            timer, last_vf = _frame_loop(src, inf, res, callback, frames, allow_copy,
+                                         drain=worker.close if worker is not None else None)
     finally:
         if worker is not None:
             worker.close(raise_error=False)  # stopped on every path (after an error of the run's own, quietly)
-        if bar is not None:
-            bar.close()
         if not keep_last or last_vf is None:
             src.close()
+    res.decode, res.map, res.infer, res.compile, res.wall = timer.decode, timer.map, timer.infer, timer.compile, timer.wall
     res.copies, res.bytes_copied, res.copy_records = meter.copies, meter.bytes, meter.records
     res.output_bytes = inf.output_bytes
     res.decode_errors = src.errors
@@ -568,6 +494,124 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
         finally:
             src.close()
     return res
+
+
+def _make_inference(model: str | None, device: str | None, precision: str | None,
+                    input_size: tuple[int, int] | None, width: int, height: int) -> tuple[Any, str, tuple[int, int] | None]:
+    """The run's Inference: the text detector (``model`` None) or the user's model. Returns it, the model's name
+    for the report, and the input size reported (the first frame's)."""
+    from .inference import Inference
+
+    config = {"INFERENCE_PRECISION_HINT": precision} if precision else None
+    if model is None:
+        size = input_size or textdet.input_size_for(width, height)
+        # without --input-size the detector runs at each frame's own aspect (a size change mid-stream)
+        sizing = input_size or (lambda w, h: textdet.input_size_for(w, h))
+        inf = Inference(textdet.model_path(), device, input_size=sizing, mean=textdet.MEAN, scale=textdet.SCALE,
+                        rgb=textdet.RGB, config=config)
+        return inf, textdet.MODEL_NAME, size
+    inf = Inference(model, device, input_size=input_size, config=config)
+    return inf, inf.model_name, input_size
+
+
+def _result_handler(res: RunResult, is_textdet: bool, postprocess: bool,
+                    on_progress: Callable[[int, int | None], None] | None,
+                    on_result: Callable[[FrameResult], None] | None,
+                    total: int | None) -> Callable[[dict[Any, np.ndarray], int], None] | None:
+    """What the result worker does with frame ``i``'s outputs: boxes or an output summary into ``res``, then the
+    caller's callbacks. None when there is nothing to do (no worker then)."""
+    if not (postprocess or on_progress is not None or on_result is not None):
+        return None
+    info = res.frame_info
+    done = 0
+
+    def handle(outputs: dict[Any, np.ndarray], i: int) -> None:  # the result worker's thread
+        nonlocal done
+        if not postprocess:
+            pass
+        elif is_textdet:
+            _, _, fw, fh = info[i]  # the frame's own size: boxes in its coordinates
+            res.boxes[i] = textdet.boxes_from_map(next(iter(outputs.values())), fw, fh)
+        else:
+            res.outputs[i] = _summary(outputs)
+        if on_result is not None:
+            on_result(res.result(i))
+        if on_progress is not None:
+            done += 1
+            on_progress(done, total)
+
+    return handle
+
+
+@dataclass
+class _StageTimer:
+    """Seconds of a frame loop: stages summed over frames; compiling for a new layout kept apart (excluded from the
+    stages and from ``wall``)."""
+
+    decode: float = 0.0
+    map: float = 0.0
+    infer: float = 0.0
+    compile: float = 0.0
+    wall: float = 0.0
+
+
+def _frame_loop(src: _Input, inf: Any, res: RunResult, callback: Callable[[Any, int], None] | None,
+                frames: int | None, allow_copy: bool, drain: Callable[[], None] | None = None) -> tuple[_StageTimer, Any]:
+    """Decode -> map -> ``infer_async`` until the input ends or ``frames`` are started, then wait for every result
+    (``drain``: the result worker, part of the run's time). Fills ``res``'s per-frame info, frame count, sizes and
+    conversions; returns the timings and the last frame decoded."""
+    import interop
+
+    timer = _StageTimer()
+    perf = time.perf_counter
+    info = res.frame_info
+    last_vf = None
+    it = src.it
+    gst_input: Callable[[Any], Any] | None = None
+    if src.is_gst:
+        from .elements.infer import model_input as gst_input
+    layouts: set[tuple[str, int, int]] = set()  # (pixel format, width, height) whose model variant is compiled
+    tb = src.time_base
+    t_start = perf()
+    i = 0
+    while frames is None or i < frames:
+        t0 = perf()
+        try:
+            vf = next(it)
+        except StopIteration:
+            break
+        t1 = perf()
+        fmt = vf.format.name
+        key = (fmt, vf.width, vf.height)
+        if gst_input is not None:
+            vf = gst_input(vf)  # CPU views of the GStreamer buffer (zero-copy); see elements.model_input
+        if key in layouts:
+            mapped = interop.map(_converted(vf) if fmt in res.converted else vf, inf.memory_type)
+            t2 = t2b = perf()
+        else:  # a new layout: compile for it, excluded from fps and stage times
+            t2 = perf()
+            mapped = _first_of_layout(res, inf, vf, allow_copy and src.convertible, i, src.convertible)
+            layouts.add(key)
+            t2b = perf()
+            timer.compile += t2b - t2
+        time_s = float(vf.pts * tb) if vf.pts is not None and tb is not None else None
+        info[i] = (vf.pts, time_s, vf.width, vf.height)
+        res.frames = i + 1
+        inf.infer_async(mapped, callback, i)
+        t3 = perf()
+        timer.decode += t1 - t0
+        timer.map += t2 - t1
+        timer.infer += t3 - t2b
+        last_vf = vf
+        i += 1
+    t0 = perf()
+    inf.wait_all()
+    if drain is not None:
+        drain()  # the last results made: part of the run's time
+    t_end = perf()
+    timer.infer += t_end - t0
+    timer.wall = t_end - t_start - timer.compile
+    return timer, last_vf
 
 
 def _first_of_layout(res: RunResult, inf: Any, vf: Any, allow_copy: bool, i: int, convertible: bool = True) -> Any:
@@ -625,39 +669,6 @@ def _default_clip() -> str:
     from .clip import default_clip
 
     return default_clip()
-
-
-def report(res: RunResult, out: TextIO) -> None:
-    """The human-readable report."""
-    p = lambda *a: print(*a, file=out)  # noqa: E731
-    p(f"interop run: {res.video} ({res.width}x{res.height}) -> {res.model} on {res.device}"
-      + (f", model input {res.input_size[0]}x{res.input_size[1]}" if res.input_size else ""))
-    p(f"  frames        {res.frames}" + (f" of {res.declared_frames} declared" if res.declared_frames > res.frames
-                                            else "") + (f"   ({res.decode_errors} damaged packets skipped)"
-                                                        if res.decode_errors else ""))
-    if len(res.sizes) > 1:
-        p("  sizes         " + ", ".join(f"{w}x{h} from frame {first}" for first, w, h in res.sizes)
-          + "   (results in each frame's own coordinates)")
-    for fmt, to in res.converted.items():
-        p(f"  converted     {fmt} -> {to} on every such frame (allow_copy: counted in copies)")
-    p(f"  fps           {res.fps:.1f}   ({res.frames} frames in {res.wall:.3f} s; model compilation {res.compile:.2f} s excluded)")
-    p(f"  stages (s)    decode {res.decode:.3f}   map {res.map:.3f}   infer (waiting for results) {res.infer:.3f}")
-    p(f"  copies        {res.copies}   bytes copied {res.bytes_copied}   (copy_meter over the run)")
-    for r in res.copy_records[:5]:
-        p(f"                copy by {r.mapper}: {r.bytes} bytes")
-    p(f"  output bytes  {res.output_bytes}   (results read out of the infer requests; not a mapper copy)")
-    if res.boxes:
-        counts = [len(res.boxes.get(i, [])) for i in range(res.frames)]
-        p(f"  text boxes    {sum(counts)} in {res.frames} frames (per frame: min {min(counts)}, "
-          f"mean {np.mean(counts):.1f}, max {max(counts)})")
-        show = sorted({0, res.frames // 2, res.frames - 1})
-        for i in show:
-            bs = res.boxes.get(i, [])
-            p(f"    frame {i:4d}: {len(bs)} boxes " + " ".join(f"[{x0},{y0} {x1 - x0}x{y1 - y0}]" for x0, y0, x1, y1 in
-                                                       (b.bbox for b in bs)))
-    elif res.outputs:
-        for k, v in next(iter(res.outputs.values())).items():
-            p(f"  output {k}: {v}")
 
 
 def save_image(res: RunResult, path: str) -> str:
@@ -732,37 +743,3 @@ def check_save_path(save: str) -> str:
         raise OutputPathError(f"--save {save!r}: cannot write in {folder!r} ({e.strerror or e}): save to a writable "
                               f"folder") from e
     return ext
-
-
-def main(args: argparse.Namespace) -> int:
-    """``interop run``: args has video, model, device, frames, save, json, precision, no_progress, allow_copy."""
-    as_json = bool(getattr(args, "json", False))
-    out = sys.stderr if as_json else sys.stdout
-    frames = getattr(args, "frames", None)
-    if frames is not None and frames <= 0:
-        raise RunArgumentError(f"--frames must be a positive number of frames, not {frames} (leave it out for all)")
-    input_size = getattr(args, "input_size", None)
-    if input_size is not None and min(input_size) <= 0:
-        raise RunArgumentError(f"--input-size W H must be positive, not {' '.join(map(str, input_size))}")
-    save = getattr(args, "save", None)
-    ext = check_save_path(save) if save else ""
-    progress = not getattr(args, "no_progress", False) and sys.stderr.isatty()
-    res = run(getattr(args, "video", None), getattr(args, "model", None), getattr(args, "device", None), frames,
-              getattr(args, "precision", None), progress=progress, keep_last=bool(save) and ext in _IMAGE_EXT,
-              input_size=tuple(args.input_size) if getattr(args, "input_size", None) else None,  # type: ignore[arg-type]
-              allow_copy=bool(getattr(args, "allow_copy", False)))
-    report(res, out)
-    try:
-        if save and ext in _VIDEO_EXT:
-            print(f"  saved         {save_video(res, save)} ({res.frames} frames with their boxes"
-                  + (", scaled to the first frame's size" if len(res.sizes) > 1 else "") + ")", file=out)
-        elif save:
-            print(f"  saved         {save_image(res, save)} (last frame with its boxes)", file=out)
-    except OSError as e:  # the folder went away or filled up while the video ran
-        if isinstance(e, InteropError):
-            raise
-        raise OutputPathError(f"could not write --save {save!r}: {e.strerror or e}") from e
-    if as_json:
-        out.flush()
-        print(json.dumps(res.to_json()), file=sys.stdout, flush=True)
-    return 0

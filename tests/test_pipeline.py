@@ -389,3 +389,61 @@ def test_run_gst_stall_is_a_timeout_error(monkeypatch) -> None:
     with pytest.raises(PipelineTimeoutError, match="stalled") as e:  # an appsrc nobody feeds: no frame, no EOS
         pl.run("gst:appsrc ! video/x-raw,format=I420,width=64,height=48,framerate=30/1 ! appsink", device="CPU")
     assert isinstance(e.value, TimeoutError) and isinstance(e.value, interop.InteropError)
+
+
+# issue 16 points 5 and 8: pipeline.run split by what it does; the library never prints (the CLI writes the report)
+
+
+def _writes_to_std_streams(tree) -> list[str]:
+    import ast
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+            found.append(f"print( at line {node.lineno}")
+        if (isinstance(node, ast.Attribute) and node.attr in ("stdout", "stderr", "__stdout__", "__stderr__")
+                and isinstance(node.value, ast.Name) and node.value.id == "sys"):
+            found.append(f"sys.{node.attr} at line {node.lineno}")
+        if isinstance(node, ast.ImportFrom) and node.module == "sys":
+            found += [f"from sys import {a.name} at line {node.lineno}" for a in node.names
+                      if a.name in ("stdout", "stderr", "__stdout__", "__stderr__")]
+    return found
+
+
+def test_pipeline_module_never_prints() -> None:
+    import ast
+
+    import interop.pipeline as pl
+
+    with open(pl.__file__, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    assert _writes_to_std_streams(tree) == []
+    # the check itself sees what it looks for
+    bad = ast.parse("import sys\nfrom sys import stderr\nprint(1)\nsys.stdout.write('x')\nf(file=sys.stderr)\n")
+    assert len(_writes_to_std_streams(bad)) == 4
+
+
+def test_run_reports_progress_and_results_through_callbacks_and_writes_nothing(capfd) -> None:
+    _model_or_skip()
+    import threading
+
+    from interop.pipeline import FrameResult, run
+
+    progress: list[tuple[int, int | None]] = []
+    results: list[FrameResult] = []
+    threads: set[int] = set()
+
+    def on_result(r: FrameResult) -> None:
+        results.append(r)
+        threads.add(threading.get_ident())
+
+    capfd.readouterr()
+    res = run(frames=4, device="CPU", on_progress=lambda done, total: progress.append((done, total)),
+              on_result=on_result)
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")  # the report and the bar are the CLI's
+    assert progress == [(0, 4), (1, 4), (2, 4), (3, 4), (4, 4)]
+    assert sorted(r.index for r in results) == [0, 1, 2, 3]
+    for r in results:  # the same results the RunResult keeps
+        assert r.to_json() == res.result(r.index).to_json() and r.boxes
+    assert threading.get_ident() not in threads  # made on the result thread, not the caller's

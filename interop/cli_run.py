@@ -1,0 +1,120 @@
+"""``interop run`` on the command line: options checked, the progress bar, the report, ``--save`` and ``--json``.
+
+The run itself is ``interop.pipeline.run``, which returns a RunResult and never writes to stdout/stderr; everything a
+user reads on the terminal is written here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, TextIO
+
+import numpy as np
+
+from .errors import InteropError
+from .pipeline import (
+    _IMAGE_EXT,
+    _VIDEO_EXT,
+    OutputPathError,
+    RunArgumentError,
+    RunResult,
+    check_save_path,
+    run,
+    save_image,
+    save_video,
+)
+
+
+def report(res: RunResult, out: TextIO) -> None:
+    """The human-readable report."""
+    p = lambda *a: print(*a, file=out)  # noqa: E731
+    p(f"interop run: {res.video} ({res.width}x{res.height}) -> {res.model} on {res.device}"
+      + (f", model input {res.input_size[0]}x{res.input_size[1]}" if res.input_size else ""))
+    p(f"  frames        {res.frames}" + (f" of {res.declared_frames} declared" if res.declared_frames > res.frames
+                                            else "") + (f"   ({res.decode_errors} damaged packets skipped)"
+                                                        if res.decode_errors else ""))
+    if len(res.sizes) > 1:
+        p("  sizes         " + ", ".join(f"{w}x{h} from frame {first}" for first, w, h in res.sizes)
+          + "   (results in each frame's own coordinates)")
+    for fmt, to in res.converted.items():
+        p(f"  converted     {fmt} -> {to} on every such frame (allow_copy: counted in copies)")
+    p(f"  fps           {res.fps:.1f}   ({res.frames} frames in {res.wall:.3f} s; model compilation {res.compile:.2f} s excluded)")
+    p(f"  stages (s)    decode {res.decode:.3f}   map {res.map:.3f}   infer (waiting for results) {res.infer:.3f}")
+    p(f"  copies        {res.copies}   bytes copied {res.bytes_copied}   (copy_meter over the run)")
+    for r in res.copy_records[:5]:
+        p(f"                copy by {r.mapper}: {r.bytes} bytes")
+    p(f"  output bytes  {res.output_bytes}   (results read out of the infer requests; not a mapper copy)")
+    if res.boxes:
+        counts = [len(res.boxes.get(i, [])) for i in range(res.frames)]
+        p(f"  text boxes    {sum(counts)} in {res.frames} frames (per frame: min {min(counts)}, "
+          f"mean {np.mean(counts):.1f}, max {max(counts)})")
+        show = sorted({0, res.frames // 2, res.frames - 1})
+        for i in show:
+            bs = res.boxes.get(i, [])
+            p(f"    frame {i:4d}: {len(bs)} boxes " + " ".join(f"[{x0},{y0} {x1 - x0}x{y1 - y0}]" for x0, y0, x1, y1 in
+                                                       (b.bbox for b in bs)))
+    elif res.outputs:
+        for k, v in next(iter(res.outputs.values())).items():
+            p(f"  output {k}: {v}")
+
+
+class _Bar:
+    """A tqdm bar on stderr, made when the run says how many frames to expect (``run``'s ``on_progress``): the
+    bar is the CLI's, the library only counts. Without tqdm, no bar."""
+
+    def __init__(self) -> None:
+        self._bar: Any = None
+
+    def __call__(self, done: int, total: int | None) -> None:  # the run's result thread, after each frame
+        if self._bar is None:
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                return
+            self._bar = tqdm(total=total, unit="frame", file=sys.stderr, leave=False, desc="interop run")
+        if done > self._bar.n:
+            self._bar.update(done - self._bar.n)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def main(args: argparse.Namespace) -> int:
+    """``interop run``: args has video, model, device, frames, save, json, precision, no_progress, allow_copy."""
+    as_json = bool(getattr(args, "json", False))
+    out = sys.stderr if as_json else sys.stdout
+    frames = getattr(args, "frames", None)
+    if frames is not None and frames <= 0:
+        raise RunArgumentError(f"--frames must be a positive number of frames, not {frames} (leave it out for all)")
+    input_size = getattr(args, "input_size", None)
+    if input_size is not None and min(input_size) <= 0:
+        raise RunArgumentError(f"--input-size W H must be positive, not {' '.join(map(str, input_size))}")
+    save = getattr(args, "save", None)
+    ext = check_save_path(save) if save else ""
+    bar = _Bar() if not getattr(args, "no_progress", False) and sys.stderr.isatty() else None
+    try:
+        res = run(getattr(args, "video", None), getattr(args, "model", None), getattr(args, "device", None), frames,
+                  getattr(args, "precision", None), keep_last=bool(save) and ext in _IMAGE_EXT,
+                  input_size=tuple(input_size) if input_size else None,  # type: ignore[arg-type]
+                  allow_copy=bool(getattr(args, "allow_copy", False)), on_progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    report(res, out)
+    try:
+        if save and ext in _VIDEO_EXT:
+            print(f"  saved         {save_video(res, save)} ({res.frames} frames with their boxes"
+                  + (", scaled to the first frame's size" if len(res.sizes) > 1 else "") + ")", file=out)
+        elif save:
+            print(f"  saved         {save_image(res, save)} (last frame with its boxes)", file=out)
+    except OSError as e:  # the folder went away or filled up while the video ran
+        if isinstance(e, InteropError):
+            raise
+        raise OutputPathError(f"could not write --save {save!r}: {e.strerror or e}") from e
+    if as_json:
+        out.flush()
+        print(json.dumps(res.to_json()), file=sys.stdout, flush=True)
+    return 0
