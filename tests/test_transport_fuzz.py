@@ -6,6 +6,11 @@ buffer, shapes agreeing with width/height and format; a writer's commit() lands 
 InteropError subclass: never another exception, a crash or a hang; the process's fd count stays flat. DONE messages
 (each field, the length, fds attached) are mutated and sent to a FrameSender: it returns a frame only for a valid DONE
 of a frame in flight, keeps running, and keeps no fd.
+
+SLOTS messages (the same fields, plus each buffer reference's slot index, flags and generation, and the fds that
+come with them) go to a receiver whose slot table holds the buffers they name: each builds a valid frame over the
+buffers of its slots or raises an InteropError; the receiver's fds change only by the slots it installed or let go.
+FORGET messages (each field, the length, fds attached) forget the slot they name exactly, or raise a ProtocolError.
 """
 
 from __future__ import annotations
@@ -36,14 +41,18 @@ from interop.transport import (
     _FRAME,
     _HEAD,
     _PLANE,
+    _REF,
     MAGIC,
     MSG_DONE,
     NO_MARKER,
+    REF_FD,
     VERSION,
     FrameReceiver,
     FrameSender,
     TransportTimeoutError,
     _encode_frame,
+    _encode_slots,
+    _forget_message,
     commit,
     seqpacket_pair,
 )
@@ -312,3 +321,170 @@ def test_mutated_done_messages_never_return_a_wrong_frame_or_keep_an_fd(sender, 
     assert tx.in_flight == (0 if valid else 1)
     assert tx.alive
     assert _fd_count() == n - n_fds, "the sender kept an fd a consumer attached"
+
+
+# ---- SLOTS and FORGET ----------------------------------------------------------------------------------
+
+REF_FIELDS = [("index", 0, "I"), ("flags", 4, "I"), ("generation", 8, "Q")]
+assert max(o + struct.calcsize(c) for _, o, c in REF_FIELDS) == _REF.size
+
+
+class _SlotBases(_Bases):
+    """The same frames as SLOTS messages: installs (fds attached) and references to the installed slots."""
+
+    INSTALLED = {0: 1, 1: 1, 2: 1, 3: 1}  # slot -> generation the receiver holds before each example
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.installs = []
+        self.slot_messages = []
+        frames = ((self.pool_frame, self.pool.commit(self.pool_frame), self.pool.marker_offset, [0]),
+                  (self.two_fd, 0, NO_MARKER, [1, 2]), (self.i420, 0, NO_MARKER, [3]))
+        for fr, s, m, idx in frames:
+            bufs = buffers_of(fr)
+            fds = [b.fd for b in bufs]
+            n = len(fr.tensors)
+            self.installs.append((_encode_slots(7, fr, bufs, s, m, [(i, REF_FD, 1) for i in idx]), fds))
+            self.slot_messages.append((_encode_slots(7, fr, bufs, s, m, [(i, 0, 1) for i in idx]), [], n, len(idx)))
+            # a new generation of the same slots, with the fds (replaces what the receiver holds)
+            self.slot_messages.append((_encode_slots(7, fr, bufs, s, m, [(i, REF_FD, 2) for i in idx]), fds, n,
+                                       len(idx)))
+            # fresh slots, with the fds
+            self.slot_messages.append((_encode_slots(7, fr, bufs, s, m, [(i + 100, REF_FD, 1) for i in idx]), fds, n,
+                                       len(idx)))
+
+
+@pytest.fixture(scope="module")
+def slot_rig():
+    bases = _SlotBases()
+    a, b = seqpacket_pair()
+    rx = FrameReceiver(b)
+    rx._done.start()
+    yield bases, a, rx
+    rx.close()
+    a.close()
+    bases.close()
+
+
+def _reset_slots(bases: _SlotBases, a: socket.socket, rx: FrameReceiver) -> None:
+    """Put the receiver's slot table back to the installed state (an earlier example may have replaced slots)."""
+    table = rx._table
+    if {i: e.gen for i, e in table.entries.items()} == _SlotBases.INSTALLED:
+        return
+    table.close()
+    for msg, fds in bases.installs:
+        a.sendmsg([msg], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+        rx.recv(timeout=5).release()
+    _drain(a)
+    assert {i: e.gen for i, e in table.entries.items()} == _SlotBases.INSTALLED
+
+
+@st.composite
+def _slot_mutation(draw, n_planes: int, n_refs: int):
+    """(absolute offset, struct code, new value) for one field of a SLOTS message, reference fields included."""
+    if draw(st.integers(0, 2)) == 0:
+        name, off, code = draw(st.sampled_from(REF_FIELDS))
+        at = _HEAD.size + _FRAME.size + _PLANE.size * n_planes + _REF.size * draw(st.integers(0, n_refs - 1)) + off
+        if name == "index":
+            value = draw(st.one_of(st.sampled_from([0, 1, 2, 3, 100, 101, 103, 255, 256, 1 << 31]), _int_values(code)))
+        elif name == "generation":
+            value = draw(st.one_of(st.sampled_from([0, 1, 2, 3, 1 << 63]), _int_values(code)))
+        else:
+            value = draw(st.one_of(st.sampled_from([0, REF_FD, 2, 3]), _int_values(code)))
+        return at, code, value
+    return draw(_field_mutation(n_planes))
+
+
+@SETTINGS
+@given(data=st.data())
+def test_mutated_slot_messages_build_valid_frames_or_raise_interop_errors(slot_rig, data):
+    bases, a, rx = slot_rig
+    _reset_slots(bases, a, rx)
+    msg0, fds0, n_planes, n_refs = data.draw(st.sampled_from(bases.slot_messages))
+    msg = bytearray(msg0)
+    kinds = data.draw(st.sampled_from(["fields"] * 8 + ["length", "fds", "fields+fds"]))
+    if "fields" in kinds:
+        for at, code, value in data.draw(st.lists(_slot_mutation(n_planes, n_refs), min_size=1, max_size=3)):
+            _patch(msg, at, code, value)
+    if kinds == "length":
+        cut = data.draw(st.one_of(st.integers(0, len(msg) - 1), st.integers(len(msg) + 1, len(msg) + 64)))
+        msg = msg[:cut] if cut < len(msg) else msg + bytes(cut - len(msg))
+    fds = list(fds0)
+    to_close: list[int] = []
+    if "fds" in kinds:
+        op = data.draw(st.sampled_from(["drop", "add_own", "pipe", "unsealed", "small", "big"]))
+        if op == "drop" and fds:
+            fds.pop()
+        elif op == "add_own":
+            fds.append(bases.installs[0][1][0])
+        elif op != "drop":
+            fd, close = _extra_fd(op)
+            to_close += close
+            fds.insert(data.draw(st.integers(0, len(fds))), fd)
+    n = _fd_count()
+    held = len(rx._table.entries)
+    a.sendmsg([bytes(msg)], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else [])
+    for fd in to_close:
+        os.close(fd)
+    torn = rx.torn
+    t = time.monotonic()
+    try:
+        frame = rx.recv(timeout=0)
+    except TransportTimeoutError:
+        assert rx.torn == torn + 1, "recv found nothing although a message was queued"
+        frame = None
+    except InteropError:
+        frame = None
+    assert time.monotonic() - t < 2
+    if frame is not None:
+        _check_frame(frame, False)
+        slot_bufs = {id(e.buf) for e in rx._table.entries.values()}
+        assert all(id(t.buffer) in slot_bufs for t in frame.tensors), "a frame over a buffer of no slot"
+        frame.release()
+    _drain(a)
+    installed = len(rx._table.entries) - held  # replaced slots close their old fd: only new slots add one
+    assert _fd_count() == n - len(to_close) + installed, "a received fd was kept beyond the slots installed"
+    assert not rx.closed
+
+
+@SETTINGS
+@given(data=st.data())
+def test_mutated_forget_messages_forget_exactly_their_slot_or_raise(slot_rig, data):
+    bases, a, rx = slot_rig
+    _reset_slots(bases, a, rx)
+    index = data.draw(st.sampled_from([0, 1, 2, 3, 7]))
+    msg = bytearray(_forget_message(index, 1))
+    for _ in range(data.draw(st.integers(0, 2))):
+        if data.draw(st.booleans()):
+            name, off, code = data.draw(st.sampled_from(HEAD_FIELDS))
+        else:
+            name, off, code = data.draw(st.sampled_from(REF_FIELDS))
+            off += _HEAD.size
+        if off + struct.calcsize(code) <= len(msg):
+            _patch(msg, off, code, data.draw(_bytes_values(code) if code.endswith("s") else _int_values(code)))
+    cut = data.draw(st.one_of(st.none(), st.integers(0, len(msg) - 1), st.integers(len(msg) + 1, len(msg) + 64)))
+    if cut is not None:
+        msg = msg[:cut] if cut < len(msg) else msg + bytes(cut - len(msg))
+    extra = [nd.memfd_alloc(64) for _ in range(data.draw(st.integers(0, 2)))]
+    before = {i: e.gen for i, e in rx._table.entries.items()}
+    n = _fd_count()
+    a.sendmsg([bytes(msg)], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", extra))] if extra else [])
+    for fd in extra:
+        os.close(fd)
+    try:
+        rx.recv(timeout=0)
+        raise AssertionError("a FORGET message gave a frame")
+    except TransportTimeoutError:
+        pass
+    except InteropError:
+        pass
+    after = {i: e.gen for i, e in rx._table.entries.items()}
+    gone = set(before) - set(after)
+    expect: set[int] = set()
+    if not extra and len(msg) == _HEAD.size + _REF.size:
+        i, _, g = _REF.unpack_from(msg, _HEAD.size)
+        if bytes(msg) == _forget_message(i, g) and before.get(i) == g:  # a valid FORGET, maybe of another slot
+            expect = {i}
+    assert gone == expect, "a FORGET let go of a slot it does not name, or kept the one it names"
+    assert _fd_count() == n - len(extra) - len(gone)
+    assert not rx.closed
