@@ -228,3 +228,28 @@ def test_doctor_reports_ffmpeg() -> None:
 
     rows = [r for r in run_probes() if r.name == "FFmpeg"]
     assert rows and rows[0].installed and "PyAV" in (rows[0].version or "")
+
+
+def test_openvino_request_inputs_are_reused_per_buffer_and_bounded() -> None:
+    """Inference's per-buffer request inputs (PlaneInputs): one ov.Tensor per (address, layout), reused, and the
+    cache never grows past its LIMIT (an IdentityCache: it starts again when full)."""
+    need_module("openvino")
+    import openvino as ov
+
+    from interop._cache import IdentityCache
+    from interop.inference._inputs import PlaneInputs, frame_inputs
+
+    class Small(PlaneInputs):
+        LIMIT = 4
+
+    pi = Small(ov)
+    assert isinstance(pi._cache, IdentityCache) and pi._cache.maxsize == 4
+    vfs = [av.VideoFrame(64, 48, "yuv420p") for _ in range(3)]  # 9 planes, 9 addresses
+    mapped = [interop.map(interop.wrap(vf), MemoryType.OPENVINO) for vf in vfs]
+    first, _ = frame_inputs(ov, pi, mapped[0])
+    again, shapes = frame_inputs(ov, pi, mapped[0])
+    assert all(a is b for a, b in zip(first, again)) and pi.made == 3
+    assert shapes[0][:2] == (1, 48) and len(shapes) == 3
+    for m in mapped[1:]:
+        frame_inputs(ov, pi, m)
+    assert len(pi._cache) <= 4 and pi.made == 9

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from .._cache import IdentityCache
 from ..errors import InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError
 from ..frame import Frame
 from ..meter import record_copy
@@ -58,7 +59,8 @@ class PlaneInputs:
 
     def __init__(self, ov: Any):
         self._tensor = ov.Tensor
-        self._cache: dict[tuple[int, Any], Any] = {}
+        self._cache: IdentityCache[tuple[int, Any], Any] = IdentityCache(self.LIMIT)
+        self._hit = self._cache.get  # bound once: read for every plane of every frame
         self.made = 0
 
     def get(self, t: Any) -> Any:
@@ -66,12 +68,10 @@ class PlaneInputs:
         spec = t._spec
         addr = t._host_address()
         key = (addr, spec)
-        nat = self._cache.get(key)
+        nat = self._hit(key)
         if nat is None:
-            nat = self._tensor(np.asarray(Ownerless(addr, spec.full.nbytes)), spec.shape, spec.type)
-            if len(self._cache) >= self.LIMIT:
-                self._cache.clear()
-            self._cache[key] = nat
+            nat = self._cache.put(key, self._tensor(np.asarray(Ownerless(addr, spec.full.nbytes)), spec.shape,
+                                                    spec.type))
             self.made += 1
         return nat
 
