@@ -164,7 +164,8 @@ def detector() -> interop.Inference:
                              rgb=False, config={"INFERENCE_PRECISION_HINT": "f32"})
 
 
-@pytest.mark.parametrize("fmt", ["yuv420p", "nv12", "nv21", "gray", "p010le", "rgb24", "bgra", "rgb0"])
+@pytest.mark.parametrize("fmt", ["yuv420p", "nv12", "nv21", "gray", "p010le", "rgb24", "bgra", "rgb0", "yuv422p",
+                                 "yuvj444p", "yuv420p10le", "yuv422p10le", "yuv444p10le", "yuv420p12le", "gray10le"])
 def test_same_detections_as_naive(tmp_path: Path, fmt: str, detector: interop.Inference) -> None:
     import cv2
 
