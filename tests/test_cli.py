@@ -133,3 +133,20 @@ def test_routes_graph_marks_every_edge_touching_a_missing_backend():
 def test_run_help_names_the_gstreamer_input() -> None:
     out = cli("run", "--help")
     assert out.returncode == 0 and "gst:PIPELINE" in out.stdout
+
+
+# `interop run`'s progress bar is the CLI's (interop/cli_run.py), fed by pipeline.run's on_progress (issue 16)
+
+
+def test_run_progress_bar_is_drawn_by_the_cli_from_the_runs_counts(capsys):
+    pytest.importorskip("tqdm")
+    from interop.cli_run import _Bar
+
+    bar = _Bar()
+    for done in range(4):  # run() calls on_progress(0, total) first, then once per frame's result
+        bar(done, 3)
+    assert (bar._bar.n, bar._bar.total) == (3, 3)  # drawn at most every 0.1 s: the count is the bar's own
+    bar.close()
+    out, err = capsys.readouterr()
+    assert out == ""  # the bar never touches stdout (--json keeps it for the one JSON line)
+    assert "interop run:   0%|" in err and "0/3" in err
