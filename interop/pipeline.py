@@ -371,11 +371,11 @@ def _converted(vf: Any) -> Any:
 
 
 class _ResultWorker:
-    """Turns outputs into results (text boxes, the progress bar) on a thread of its own. OpenVINO calls a request's
-    callback on the thread of the inference stream that ran it, and that stream takes no new request until the
-    callback returns: a callback that only queues the outputs gives the stream back at once, where making boxes
-    there held it ~1.5-2 ms a frame, longer while waiting for the GIL the other callbacks and the decode loop want.
-    ``close()`` waits for every queued result and re-raises the first error."""
+    """Turns outputs into results (text boxes, the caller's on_result/on_progress) on a thread of its own. OpenVINO
+    calls a request's callback on the thread of the inference stream that ran it, and that stream takes no new
+    request until the callback returns: a callback that only queues the outputs gives the stream back at once, where
+    making boxes there would hold it for the post-processing and for the GIL the other callbacks and the decode loop
+    want. ``close()`` waits for every queued result and re-raises the first error."""
 
     BACKLOG = 64  # outputs queued at most
 
@@ -417,8 +417,7 @@ class _ResultWorker:
 def _opencv_single_threaded(on: bool) -> Iterator[None]:
     """OpenCV without its thread pool for the block (then as it was). The run's parallelism is OpenVINO's streams;
     the text-box post-processing makes a few small OpenCV calls per frame, and OpenCV's pool threads spin after
-    each one: on the 16-core Xeon a call took 4.4-4.7 ms of CPU for 1.5 ms of wall time (1.5 ms single-threaded),
-    spinning on cores the inference streams need."""
+    each one, on cores the inference streams need, without making the calls faster."""
     if not on:
         yield
         return
