@@ -96,17 +96,6 @@ class CallbackReentryError(InteropError, RuntimeError):
     its own completion callbacks, where it could only wait for itself. ``infer_async`` is allowed there."""
 
 
-class CompileError(InteropError, ValueError):
-    """OpenVINO refused the model with the arguments given: a device name, a ``config`` key or value, or an
-    ``input_size`` the model cannot be reshaped to. Also a ValueError (the arguments are wrong, not the call);
-    the message carries OpenVINO's own text, and ``__cause__`` its exception."""
-
-
-class CallbackReentryError(InteropError, RuntimeError):
-    """A call that waits for an Inference's requests (``infer``, ``wait_all``, ``close``) was made from one of
-    its own completion callbacks, where it could only wait for itself. ``infer_async`` is allowed there."""
-
-
 class RequestFailedError(InteropError, RuntimeError):
     """An inference request failed inside OpenVINO while it ran (not its arguments: those are refused before a
     request starts). The message carries OpenVINO's text, ``__cause__`` its exception when there is one."""
