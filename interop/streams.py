@@ -1,0 +1,647 @@
+"""``interop run`` over several inputs: one decode worker process per stream, one inference process for all.
+
+Each input (a file, or ``gst:PIPELINE``) is decoded in a worker process of its own, so decoders never wait on the
+GIL of the process that runs inference. A worker writes each decoded frame into a buffer of its own ``FramePool`` and
+hands it over by slot reference (``interop.dma``: the buffer's fd crosses once, then each frame is a small message).
+PyAV cannot decode into a foreign buffer, so that write is one copy per frame: counted (``copies``,
+``bytes_copied``) and reported per stream. The inference process (this one) owns one ``Inference`` and keeps its
+whole request pool busy with frames of every stream: it maps each received frame to the model's memory type (zero
+copy, the pool buffer itself) and starts a request; the buffer goes back to the worker's pool when the request is
+done. Results are kept per stream, in frame order.
+
+Back-pressure: a worker's pool is bounded; when inference falls behind, the frames it holds are the pool's buffers,
+and the worker waits for one to come back before decoding on. Nothing queues without bound.
+
+Faults: a worker that dies (killed, crashed, an unreadable input) ends its stream with an error (``error`` in that
+stream's entry) and the others go on. When this process dies, each worker notices its socket closing and exits.
+Ctrl-C (SIGINT, which the workers ignore) stops the run: sockets close, workers exit, every fd is released.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import logging
+import os
+import queue
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import textdet
+from .errors import InteropError
+from .pipeline import FrameResult, RunArgumentError, RunResult, _summary
+
+log = logging.getLogger(__name__)
+
+#: buffers in each worker's pool: enough for the frames in requests, one the worker fills and one a stream keeps
+POOL_SIZE = 6
+#: seconds a worker may take to open its input and say so
+START_TIMEOUT = 60.0
+
+
+class StreamError(InteropError, RuntimeError):
+    """A stream of a multi-stream run failed (its worker died, or its input cannot be read); the others go on."""
+
+
+@dataclass
+class StreamResult:
+    """One stream of a multi-stream run: the single-stream RunResult (results per frame, sizes, warnings) plus what
+    the decode worker reports (its decode time and the copy into the pool) and the error that ended it, if any."""
+
+    index: int
+    run: RunResult
+    error: str | None = None
+    error_type: str | None = None
+    worker_copies: int = 0
+    worker_bytes: int = 0
+    decode_s: float = 0.0
+    exit_status: int | None = None
+    wall: float = 0.0  # from the run's start to this stream's last result
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = dict(self.run.to_json()["streams"][0])
+        d.update({"index": self.index, "error": None if self.error is None else
+                  {"type": self.error_type or "StreamError", "message": self.error},
+                  "fps": round(self.run.frames / self.wall, 3) if self.wall > 0 else 0.0,
+                  "copies": self.worker_copies, "bytes_copied": self.worker_bytes,
+                  "copy": "decoded frame written into the worker's pool buffer (PyAV cannot decode into it)"
+                  if self.worker_copies else None,
+                  "decode_s": round(self.decode_s, 6)})
+        return d
+
+
+@dataclass
+class MultiRunResult:
+    """A run over several streams: each stream's result, and the run as a whole (aggregate fps over the wall time,
+    copies over every process)."""
+
+    streams: list[StreamResult]
+    model: str = ""
+    device: str = ""
+    input_size: tuple[int, int] | None = None
+    wall: float = 0.0
+    compile: float = 0.0
+    map: float = 0.0
+    infer: float = 0.0
+    copies: int = 0  # in this process (mapping received frames: 0)
+    bytes_copied: int = 0
+    output_bytes: int = 0
+    interrupted: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def frames(self) -> int:
+        return sum(s.run.frames for s in self.streams)
+
+    @property
+    def fps(self) -> float:
+        return self.frames / self.wall if self.wall > 0 else 0.0
+
+    @property
+    def total_copies(self) -> int:
+        return self.copies + sum(s.worker_copies for s in self.streams)
+
+    @property
+    def total_bytes_copied(self) -> int:
+        return self.bytes_copied + sum(s.worker_bytes for s in self.streams)
+
+    def to_json(self) -> dict[str, Any]:
+        first = self.streams[0].run if self.streams else None
+        return {
+            "frames": self.frames, "fps": round(self.fps, 3), "copies": self.total_copies,
+            "bytes_copied": self.total_bytes_copied, "output_bytes": self.output_bytes, "device": self.device,
+            "model": self.model,
+            "stages": {"decode": round(sum(s.decode_s for s in self.streams), 6), "map": round(self.map, 6),
+                       "infer": round(self.infer, 6)},
+            "wall_s": round(self.wall, 6), "compile_s": round(self.compile, 6),
+            "video": [s.run.video for s in self.streams],
+            "size": [first.width, first.height] if first else None,
+            "input_size": list(self.input_size) if self.input_size else None,
+            "warnings": list(self.warnings), "interrupted": self.interrupted,
+            "streams": [s.to_json() for s in self.streams],
+        }
+
+
+# ---- the decode worker (its own process) ----------------------------------------------------------------
+
+
+def _die_with_parent() -> None:
+    """Ask the kernel for SIGTERM when the parent dies (a second way out, beside the socket closing)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _say(obj: dict[str, Any]) -> None:
+    try:
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
+    except (BrokenPipeError, OSError):  # the inference process is gone: nobody to tell
+        pass
+
+
+def worker_main(sock_fd: int, video: str, pool_size: int, frames: int | None) -> int:
+    """Decode ``video`` into pool frames and send them over the socket ``sock_fd``. Status lines (JSON) on stdout:
+    ``{"hello": ...}`` once the input is open, then ``{"done": ...}`` or ``{"error": ...}``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the inference process's to handle: it closes our socket
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    _die_with_parent()
+    import interop
+    from interop import AccessMode, MemoryType
+    from interop.meter import copy_meter, record_copy
+    from interop.pipeline import _Input
+
+    from .dma import FramePool, FrameSender, PeerClosedError
+
+    try:
+        src = _Input(video)
+    except InteropError as e:
+        _say({"error": {"type": type(e).__name__, "message": str(e)}})
+        return 1
+    _say({"hello": {"width": src.width, "height": src.height, "declared": src.declared}})
+    tx = FrameSender(socket.socket(fileno=sock_fd))
+    pool: Any = None
+    sent = 0
+    decode_s = 0.0
+    perf = time.perf_counter
+    try:
+        with copy_meter() as meter:
+            it = iter(src.it)
+            while frames is None or sent < frames:
+                t0 = perf()
+                try:
+                    vf = next(it)
+                except StopIteration:
+                    break
+                decode_s += perf() - t0
+                with interop.map(vf, MemoryType.CPU) as cpu:  # views of the decoder's planes (no copy)
+                    assert isinstance(cpu, interop.Frame)
+                    if pool is None or (pool.format, pool.width, pool.height) != (cpu.format, cpu.width, cpu.height):
+                        if pool is not None:
+                            pool.close()
+                        pool = FramePool(cpu.format, cpu.width, cpu.height, pool_size)
+                    f = pool.acquire()  # waits while inference holds the whole pool: the back-pressure
+                    nbytes = 0
+                    with interop.map(f, MemoryType.CPU, mode=AccessMode.WRITE) as dst:
+                        assert isinstance(dst, interop.Frame)
+                        for s, d in zip(cpu.tensors, dst.tensors):
+                            a = np.asarray(s)
+                            np.copyto(np.asarray(d), a)
+                            nbytes += a.nbytes
+                    record_copy("decode worker: decoded frame -> pool buffer", nbytes)
+                f.pts, f.time_base = vf.pts, src.time_base
+                f.colorspace, f.color_range = cpu.colorspace, cpu.color_range
+                tx.send(f)
+                f.release()
+                sent += 1
+        # frames still held by the inference process stay valid there (it owns its fds): no need to wait for them
+        _say({"done": {"frames": sent, "decode_errors": src.errors, "copies": meter.copies, "bytes": meter.bytes,
+                       "decode_s": decode_s}})
+        return 0
+    except PeerClosedError:  # the inference process stopped (Ctrl-C, killed, done with us): a clean exit
+        return 0
+    except InteropError as e:
+        _say({"error": {"type": type(e).__name__, "message": str(e)}})
+        return 1
+    finally:
+        tx.close()
+        if pool is not None:
+            pool.close()
+        src.close()
+
+
+# ---- the inference process ------------------------------------------------------------------------------
+
+
+class _Worker:
+    """A decode worker process and our ends of its socket (frames) and stdout (status lines)."""
+
+    def __init__(self, index: int, video: str, pool_size: int, frames: int | None):
+        from .dma import FrameReceiver, seqpacket_pair
+
+        self.index = index
+        self.video = video
+        ours, theirs = seqpacket_pair()
+        args = [sys.executable, "-m", "interop.streams", "--worker", str(theirs.fileno()), video, str(pool_size),
+                str(frames or 0)]
+        try:
+            self.proc = subprocess.Popen(args, pass_fds=[theirs.fileno()], stdout=subprocess.PIPE,
+                                         stdin=subprocess.DEVNULL, start_new_session=False)
+        finally:
+            theirs.close()
+        self.rx = FrameReceiver(ours)
+        self.status: dict[str, Any] = {}
+        self.eof = False  # no more frames (the worker closed its socket)
+        self.status_eof = False
+        self._buf = b""
+
+    def read_status(self) -> list[dict[str, Any]]:
+        """Status lines available now (call when stdout is readable)."""
+        assert self.proc.stdout is not None
+        data = os.read(self.proc.stdout.fileno(), 65536)
+        if not data:
+            self.status_eof = True
+            return []
+        self._buf += data
+        lines, _, self._buf = self._buf.rpartition(b"\n")
+        out = []
+        for line in lines.split(b"\n"):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    log.warning("stream %d: a worker status line that is not JSON: %r", self.index, line[:200])
+        return out
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.rx.close()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+class _Results:
+    """Outputs -> results (text boxes or an output summary) on a thread of its own, per stream; the caller's
+    callbacks after each. Bounded queue: a slow consumer of results holds inference back, not memory."""
+
+    def __init__(self, streams: list[StreamResult], is_textdet: bool, on_result: Callable[[int, FrameResult], None] | None,
+                 on_progress: Callable[[int, int, int | None], None] | None, t0: float):
+        self.streams = streams
+        self.is_textdet = is_textdet
+        self.on_result = on_result
+        self.on_progress = on_progress
+        self.done = [0] * len(streams)
+        self.t0 = t0
+        self.error: BaseException | None = None
+        self._q: queue.Queue[tuple[Any, tuple[int, int]] | None] = queue.Queue(maxsize=64)
+        self._t = threading.Thread(target=self._loop, name="interop-streams-results", daemon=True)
+        self._t.start()
+
+    def put(self, outputs: Any, key: tuple[int, int]) -> None:  # OpenVINO's thread: queue, nothing more
+        self._q.put((outputs, key))
+
+    def _loop(self) -> None:
+        while (item := self._q.get()) is not None:
+            if self.error is not None:
+                continue
+            outputs, (k, i) = item
+            try:
+                s = self.streams[k]
+                res = s.run
+                if self.is_textdet:
+                    _, _, fw, fh = res.frame_info[i]
+                    res.boxes[i] = textdet.boxes_from_map(next(iter(outputs.values())), fw, fh)
+                else:
+                    res.outputs[i] = _summary(outputs)
+                self.done[k] += 1
+                s.wall = time.perf_counter() - self.t0
+                if self.on_result is not None:
+                    self.on_result(k, res.result(i))
+                if self.on_progress is not None:
+                    self.on_progress(k, self.done[k], res.declared_frames or None)
+            except BaseException as e:  # noqa: B036 - re-raised on the caller's thread by close()
+                self.error = e
+
+    def close(self) -> None:
+        self._q.put(None)
+        self._t.join()
+        if self.error is not None:
+            raise self.error
+
+
+def _check(inputs: Sequence[str], pool_size: int, frames: int | None) -> None:
+    if not inputs:
+        raise RunArgumentError("run_streams needs at least one input")
+    if frames is not None and frames <= 0:
+        raise RunArgumentError(f"--frames must be a positive number of frames, not {frames} (leave it out for all)")
+    if pool_size < 3:
+        raise RunArgumentError(f"pool_size must be at least 3 (a frame in a request, one kept, one being written), "
+                               f"not {pool_size}")
+
+
+def run_streams(inputs: Sequence[str], model: str | None = None, device: str | None = None, frames: int | None = None,
+                precision: str | None = None, input_size: tuple[int, int] | None = None, *,
+                pool_size: int = POOL_SIZE, keep_last: bool = False,
+                on_progress: Callable[[int, int, int | None], None] | None = None,
+                on_result: Callable[[int, FrameResult], None] | None = None,
+                on_stream_end: Callable[[StreamResult], None] | None = None) -> MultiRunResult:
+    """Decode each of ``inputs`` in a worker process and run them all through one ``Inference``; returns a
+    MultiRunResult (one StreamResult per input, in the order given). ``frames`` caps each stream.
+
+    A stream whose worker fails ends with its ``error`` set; the run goes on with the others and raises nothing for
+    it. KeyboardInterrupt stops every worker and re-raises after cleaning up (``interrupted`` on the result is for
+    callers that catch it: the partial result is attached as ``e.result``). ``keep_last``: each stream's last frame as
+    a BGR image (``run.last_image``, for ``--save``). Callbacks run on the result thread: ``on_progress(stream, done,
+    total)``, ``on_result(stream, FrameResult)``; ``on_stream_end(StreamResult)`` on the caller's thread."""
+    import interop
+    from interop.meter import copy_meter
+    from interop.pipeline import _make_inference
+
+    from .dma import ProtocolError, TransportTimeoutError
+
+    _check(inputs, pool_size, frames)
+    workers = [_Worker(k, v, pool_size, frames) for k, v in enumerate(inputs)]
+    streams: list[StreamResult] = []
+    last: dict[int, Any] = {}
+    inf: Any = None
+    results: _Results | None = None
+    out = MultiRunResult(streams)
+    sel = selectors.DefaultSelector()
+    f: Any = None
+    mapped: Any = None
+    try:
+        hello = _await_hello(workers)
+        for w in workers:
+            h = hello.get(w.index, {})
+            r = RunResult(w.video, "", "", int(h.get("width", 0)), int(h.get("height", 0)), input_size,
+                          declared_frames=int(h.get("declared", 0)))
+            s = StreamResult(w.index, r)
+            if "error" in h:
+                s.error, s.error_type = h["error"].get("message"), h["error"].get("type")
+            streams.append(s)
+        live = [w for w in workers if streams[w.index].error is None]
+        if not live:
+            raise StreamError("no input could be opened: " + "; ".join(f"{s.run.video}: {s.error}" for s in streams))
+        first = streams[live[0].index].run
+        inf, model_name, size = _make_inference(model, device, precision, input_size, first.width, first.height)
+        out.model, out.device, out.input_size = model_name, inf.device, size
+        for s in streams:
+            s.run.model, s.run.device, s.run.input_size = model_name, inf.device, size
+        for w in workers:
+            if streams[w.index].error is not None:
+                w.stop()
+                continue
+            sel.register(w.rx._sock, selectors.EVENT_READ, ("frame", w))
+            assert w.proc.stdout is not None
+            sel.register(w.proc.stdout, selectors.EVENT_READ, ("status", w))
+        t0 = time.perf_counter()
+        results = _Results(streams, model is None, on_result, on_progress, t0)
+        layouts: set[tuple[Any, ...]] = set()
+        perf = time.perf_counter
+        open_streams = {w.index for w in live}
+        with copy_meter() as meter:
+            while open_streams:
+                for key, _ in sel.select(timeout=1.0):
+                    kind, w = key.data
+                    s = streams[w.index]
+                    if kind == "status":
+                        for msg in w.read_status():
+                            _on_status(s, msg)
+                        if w.status_eof:
+                            sel.unregister(key.fileobj)
+                    else:
+                        try:
+                            f = w.rx.recv(timeout=0)
+                        except TransportTimeoutError:  # a slot message (FORGET) or a dropped frame: nothing to run
+                            continue
+                        except ProtocolError as e:
+                            s.error, s.error_type = f"the decode worker sent a bad message: {e}", "ProtocolError"
+                            f = None
+                        if f is None:
+                            w.eof = True
+                            sel.unregister(key.fileobj)
+                            continue
+                        i = s.run.frames
+                        tb = f.time_base
+                        s.run.frame_info[i] = (f.pts, float(f.pts * tb) if f.pts is not None and tb else None,
+                                               f.width, f.height)
+                        if not s.run.sizes or s.run.sizes[-1][1:] != (f.width, f.height):
+                            s.run.sizes.append((i, f.width, f.height))
+                        s.run.frames = i + 1
+                        t1 = perf()
+                        mapped = interop.map(f, inf.memory_type)
+                        lay = (f.format, f.width, f.height, tuple(t.info.strides for t in f.tensors))
+                        if lay not in layouts:
+                            t2 = perf()
+                            inf.compile_for(mapped)
+                            layouts.add(lay)
+                            out.compile += perf() - t2
+                        t2 = perf()
+                        inf.infer_async(mapped, results.put, (w.index, i))
+                        out.map += t2 - t1
+                        out.infer += perf() - t2
+                        if keep_last:
+                            last[w.index] = f  # the newest frame stays held (one buffer of the pool)
+                        f = mapped = None
+                for w in live:
+                    if w.index in open_streams and w.eof and (w.status_eof or w.proc.poll() is not None):
+                        open_streams.discard(w.index)
+                        _end_stream(streams[w.index], w)
+                        if on_stream_end is not None:
+                            on_stream_end(streams[w.index])
+            t3 = perf()
+            inf.wait_all()
+            results.close()
+            results = None
+            out.infer += perf() - t3
+        out.wall = perf() - t0 - out.compile
+        out.copies, out.bytes_copied = meter.copies, meter.bytes
+        out.output_bytes = inf.output_bytes
+        if keep_last:
+            from .pipeline import gst_bgr
+
+            for k, f in last.items():
+                streams[k].run.last_image = gst_bgr(f)
+        return out
+    except KeyboardInterrupt as e:
+        out.interrupted = True
+        e.result = out  # type: ignore[attr-defined]
+        # the calls it interrupted may hold a received frame in their locals, which the traceback keeps: drop them
+        # so that every fd is closed by the time the caller sees the exception
+        if e.__traceback__ is not None:
+            traceback.clear_frames(e.__traceback__.tb_next)
+        raise
+    finally:
+        # an exception's traceback keeps this frame's locals: a received frame there would keep its buffer's fd
+        f = mapped = None
+        sel.close()
+        for w in workers:
+            w.stop()
+        if inf is not None:
+            with contextlib.suppress(Exception):
+                inf.wait_all()
+        if results is not None:
+            with contextlib.suppress(BaseException):
+                results.close()
+        for f in last.values():
+            f.release()
+        last.clear()
+        if inf is not None:
+            inf.close()
+
+
+def _await_hello(workers: list[_Worker]) -> dict[int, dict[str, Any]]:
+    """Each worker's first status line: its input's size (or why it could not open it)."""
+    got: dict[int, dict[str, Any]] = {}
+    deadline = time.monotonic() + START_TIMEOUT
+    with selectors.DefaultSelector() as sel:
+        for w in workers:
+            assert w.proc.stdout is not None
+            sel.register(w.proc.stdout, selectors.EVENT_READ, w)
+        while len(got) < len(workers):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                for w in workers:
+                    if w.index not in got:
+                        got[w.index] = {"error": {"type": "StreamError",
+                                                  "message": f"the decode worker did not open {w.video!r} within "
+                                                             f"{START_TIMEOUT:.0f} s"}}
+                break
+            for key, _ in sel.select(timeout=left):
+                w = key.data
+                msgs = w.read_status()
+                if w.status_eof and not msgs:
+                    code = w.proc.wait()
+                    got[w.index] = {"error": {"type": "StreamError", "message": _died(w.video, code, 0)}}
+                    sel.unregister(key.fileobj)
+                for m in msgs:
+                    if "hello" in m:
+                        got[w.index] = m["hello"]
+                    elif "error" in m:
+                        got[w.index] = {"error": m["error"]}
+                    if w.index in got:
+                        sel.unregister(key.fileobj)
+                        break
+    return got
+
+
+def _on_status(s: StreamResult, msg: dict[str, Any]) -> None:
+    if "done" in msg:
+        d = msg["done"]
+        s.worker_copies, s.worker_bytes = int(d.get("copies", 0)), int(d.get("bytes", 0))
+        s.decode_s = float(d.get("decode_s", 0.0))
+        s.run.decode_errors = int(d.get("decode_errors", 0))
+        s.run.decode = s.decode_s
+    elif "error" in msg and s.error is None:
+        s.error, s.error_type = msg["error"].get("message"), msg["error"].get("type")
+
+
+def _died(video: str, code: int, frames: int) -> str:
+    how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+    return f"the decode worker of {video!r} {how} after {frames} frames: the stream ends here"
+
+
+def _end_stream(s: StreamResult, w: _Worker) -> None:
+    """The worker closed its socket: note how it ended (status line, exit status)."""
+    try:
+        code = w.proc.wait(5)
+    except subprocess.TimeoutExpired:
+        code = None
+    s.exit_status = code
+    if s.error is None and code not in (0, None):
+        s.error, s.error_type = _died(w.video, code, s.run.frames), "StreamError"
+    if s.error is not None:
+        log.warning("stream %d (%s): %s", s.index, s.run.video, s.error)
+        s.run.warnings.append(s.error)
+
+
+def save_path(path: str, k: int, n: int) -> str:
+    """``--save`` for stream ``k`` of ``n``: ``out.png`` -> ``out-0.png``, ``out-1.png`` ... (one stream: as given)."""
+    if n == 1:
+        return path
+    stem, ext = os.path.splitext(path)
+    return f"{stem}-{k}{ext}"
+
+
+# ---- the command line (``interop run A B ...``) ----------------------------------------------------------
+
+
+def cli_main(args: Any) -> int:
+    """``interop run`` with several inputs: a line per stream as it goes (stderr), a report, --json, --save."""
+    from .pipeline import _IMAGE_EXT, _VIDEO_EXT, check_save_path, save_image, save_video
+
+    inputs = list(args.video)
+    as_json = bool(getattr(args, "json", False))
+    out = sys.stderr if as_json else sys.stdout
+    save = getattr(args, "save", None)
+    ext = check_save_path(save) if save else ""
+    if getattr(args, "allow_copy", False):
+        raise RunArgumentError("--allow-copy applies to one input; with several, each worker writes its frames into "
+                               "the pool as they are decoded (pixel formats the model cannot take are refused)")
+    input_size = getattr(args, "input_size", None)
+    if input_size is not None and min(input_size) <= 0:
+        raise RunArgumentError(f"--input-size W H must be positive, not {' '.join(map(str, input_size))}")
+    show = not getattr(args, "no_progress", False)
+    last_line = [0.0] * len(inputs)
+    lock = threading.Lock()
+
+    def progress(k: int, done: int, total: int | None) -> None:  # a line per stream, at most one a second each
+        now = time.monotonic()
+        if show and (now - last_line[k] >= 1.0 or done == total):
+            last_line[k] = now
+            with lock:
+                print(f"[stream {k}] {inputs[k]}: {done}" + (f"/{total}" if total else "") + " frames",
+                      file=sys.stderr, flush=True)
+
+    def ended(s: StreamResult) -> None:
+        if show:
+            state = f"error: {s.error}" if s.error else "done"
+            print(f"[stream {s.index}] {s.run.video}: {s.run.frames} frames, {state}", file=sys.stderr, flush=True)
+
+    try:
+        res = run_streams(inputs, getattr(args, "model", None), getattr(args, "device", None),
+                          getattr(args, "frames", None), getattr(args, "precision", None),
+                          tuple(input_size) if input_size else None,  # type: ignore[arg-type]
+                          keep_last=bool(save) and ext in _IMAGE_EXT, on_progress=progress, on_stream_end=ended)
+    except KeyboardInterrupt:
+        print("interop run: interrupted (every worker stopped)", file=sys.stderr, flush=True)
+        return 130
+    report(res, out)
+    if save:
+        for s in res.streams:
+            if s.error is not None or not s.run.frames:
+                continue
+            p = save_path(save, s.index, len(res.streams))
+            if ext in _VIDEO_EXT:
+                print(f"  saved         {save_video(s.run, p)} (stream {s.index})", file=out)
+            else:
+                print(f"  saved         {save_image(s.run, p)} (stream {s.index}, last frame with its boxes)", file=out)
+    if as_json:
+        out.flush()
+        print(json.dumps(res.to_json()), file=sys.stdout, flush=True)
+    return 1 if any(s.error for s in res.streams) else 0
+
+
+def report(res: MultiRunResult, out: Any) -> None:
+    p = lambda *a: print(*a, file=out)  # noqa: E731
+    p(f"interop run: {len(res.streams)} streams -> {res.model} on {res.device}"
+      + (f", model input {res.input_size[0]}x{res.input_size[1]}" if res.input_size else ""))
+    p(f"  frames        {res.frames}   fps {res.fps:.1f} aggregate ({res.wall:.3f} s; model compilation "
+      f"{res.compile:.2f} s excluded)")
+    p(f"  copies        {res.total_copies}   bytes copied {res.total_bytes_copied}   (each decoded frame written "
+      f"into its worker's pool: PyAV cannot decode into it; {res.copies} in the inference process)")
+    p(f"  output bytes  {res.output_bytes}   (results read out of the infer requests; not a mapper copy)")
+    for s in res.streams:
+        r = s.run
+        line = (f"  stream {s.index}      {r.video} ({r.width}x{r.height}): {r.frames} frames, "
+                f"{r.frames / s.wall if s.wall > 0 else 0:.1f} fps, copies {s.worker_copies}")
+        if r.boxes:
+            line += f", text boxes {sum(len(b) for b in r.boxes.values())}"
+        if s.error:
+            line += f"   ERROR {s.error_type}: {s.error}"
+        p(line)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 6 and sys.argv[1] == "--worker":
+        raise SystemExit(worker_main(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]) or None))
+    raise SystemExit("usage: python -m interop.streams --worker SOCKET_FD INPUT POOL_SIZE FRAMES (started by "
+                     "interop run with several inputs)")

@@ -1,0 +1,212 @@
+"""`interop run` over several inputs: decode workers in processes, one Inference, results per stream in order.
+
+Faults: a decode worker killed mid-frame ends its stream with an error and the others complete; the inference
+process killed makes every worker exit; SIGINT stops the run with no fd or process left behind. Back-pressure: a
+worker whose pool is held by the inference side decodes nothing more until a buffer comes back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import interop  # noqa: F401 - before openvino: interop sets up the runtime first
+
+pytest.importorskip("av")
+pytest.importorskip("cv2")
+pytest.importorskip("openvino")
+
+from interop.dma import TransportTimeoutError  # noqa: E402
+from interop.pipeline import RunArgumentError  # noqa: E402
+from interop.streams import _Worker, run_streams, save_path  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def clip() -> str:
+    from interop import textdet
+    from interop.clip import default_clip
+    from interop.errors import BackendUnavailableError
+
+    try:
+        textdet.model_path()
+    except BackendUnavailableError as e:
+        pytest.skip(f"needs the PP-OCRv4 model: {e}")
+    return default_clip()
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _children(pid: int, name: str = "interop.streams") -> list[int]:
+    """Live processes whose parent is ``pid`` and whose command line names ``name``."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == pid and fields[0] != "Z" and name in cmd:
+            out.append(int(d))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_streams_give_per_stream_results_in_order_same_as_one_stream(clip):
+    from interop.pipeline import run
+
+    n = 12
+    single = run(clip, device="CPU", frames=n)
+    fds = _fds()
+    res = run_streams([clip, clip], device="CPU", frames=n)
+    assert _fds() == fds, "the run left an fd open"
+    assert not _children(os.getpid()), "a decode worker is still running"
+    assert res.frames == 2 * n and res.fps > 0
+    d = res.to_json()
+    assert [s["index"] for s in d["streams"]] == [0, 1]
+    frame_bytes = 640 * 480 * 3 // 2
+    for s in d["streams"]:
+        assert s["error"] is None and s["frames"] == n
+        assert [r["index"] for r in s["results"]] == list(range(n))  # every frame, in order
+        assert [r["pts"] for r in s["results"]] == [r.pts for r in single.results()]
+        assert [[b["points"] for b in r["boxes"]] for r in s["results"]] == \
+            [[[list(map(int, p)) for p in b.points] for b in single.boxes[i]] for i in range(n)]
+        assert s["copies"] == n and s["bytes_copied"] == n * frame_bytes  # the one copy: decoded frame -> pool
+    assert d["copies"] == 2 * n and d["bytes_copied"] == 2 * n * frame_bytes
+    assert res.copies == 0  # nothing copied in the inference process: received frames are mapped in place
+
+
+def test_an_input_that_cannot_be_read_ends_its_stream_others_go_on(clip, tmp_path):
+    bad = tmp_path / "notes.txt"
+    bad.write_text("not a video\n")
+    res = run_streams([str(bad), clip], device="CPU", frames=5)
+    s0, s1 = res.streams
+    assert s0.error_type == "VideoInputError" and "text file" in (s0.error or "") and s0.run.frames == 0
+    assert s1.error is None and s1.run.frames == 5
+
+
+def test_arguments_are_checked():
+    with pytest.raises(RunArgumentError, match="at least one input"):
+        run_streams([])
+    with pytest.raises(RunArgumentError, match="positive"):
+        run_streams(["a.mp4"], frames=0)
+    with pytest.raises(RunArgumentError, match="pool_size"):
+        run_streams(["a.mp4"], pool_size=2)
+    assert save_path("out/x.png", 1, 3) == "out/x-1.png" and save_path("x.png", 0, 1) == "x.png"
+
+
+def test_worker_stops_decoding_while_its_pool_is_held(clip):
+    w = _Worker(0, clip, 3, None)
+    try:
+        held = [w.rx.recv(timeout=30) for _ in range(3)]
+        assert all(f is not None for f in held)
+        with pytest.raises(TransportTimeoutError):
+            w.rx.recv(timeout=1.0)  # the worker waits for a buffer: nothing more is decoded or sent
+        held.pop(0).release()
+        f = w.rx.recv(timeout=10)  # one came back: one more frame
+        assert f is not None
+        held.append(f)
+        with pytest.raises(TransportTimeoutError):
+            w.rx.recv(timeout=0.5)
+        for f in held:
+            f.release()
+    finally:
+        w.stop()
+    assert not _alive(w.proc.pid)
+
+
+def test_worker_killed_mid_frame_ends_its_stream_with_an_error_others_complete(clip):
+    killed: list[int] = []
+
+    def progress(k: int, done: int, total: int | None) -> None:
+        if done == 5 and not killed:  # one worker, mid-stream (it is decoding or writing its next frames)
+            pid = _children(os.getpid())[0]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    fds = _fds()
+    res = run_streams([clip, clip], device="CPU", frames=60, on_progress=progress)
+    assert killed
+    dead = [s for s in res.streams if s.error is not None]
+    done = [s for s in res.streams if s.error is None]
+    assert len(dead) == 1 and len(done) == 1
+    assert "signal 9" in (dead[0].error or "") and dead[0].run.frames < 60
+    assert [r.index for r in dead[0].run.results()] == list(range(dead[0].run.frames))  # whole frames, in order
+    assert done[0].run.frames == 60
+    assert _fds() == fds and not _children(os.getpid())
+
+
+_CHILD = textwrap.dedent("""
+    import json, os, sys, time
+    import interop
+    from interop.streams import run_streams
+    clip = sys.argv[1]
+    before = len(os.listdir("/proc/self/fd"))
+    print(json.dumps({"ready": os.getpid()}), flush=True)
+    try:
+        run_streams([clip, clip], device="CPU", on_progress=lambda k, d, t: d == 3 and k == 0 and print(
+            json.dumps({"running": True}), flush=True))
+        print(json.dumps({"finished": True}), flush=True)
+    except KeyboardInterrupt:
+        time.sleep(0.2)
+        print(json.dumps({"interrupted": True, "fds_before": before,
+                          "fds_after": len(os.listdir("/proc/self/fd"))}), flush=True)
+        sys.exit(130)
+""")
+
+
+def _start_child(clip: str) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-c", _CHILD, clip], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert p.stdout is not None
+    assert "ready" in p.stdout.readline()
+    assert "running" in p.stdout.readline()
+    return p
+
+
+def test_sigint_stops_every_worker_and_leaks_no_fd(clip):
+    p = _start_child(clip)
+    workers = _children(p.pid)
+    assert len(workers) == 2
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 130
+    last = json.loads(out.strip().splitlines()[-1])
+    assert last["interrupted"] and last["fds_after"] == last["fds_before"]
+    deadline = time.monotonic() + 10
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(w) for w in workers)
+
+
+def test_inference_process_killed_every_worker_exits(clip):
+    p = _start_child(clip)
+    workers = _children(p.pid)
+    assert len(workers) == 2
+    p.kill()
+    p.wait(10)
+    deadline = time.monotonic() + 15
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(w) for w in workers), "a decode worker outlived the inference process"
