@@ -239,8 +239,8 @@ def _tiny_inference(allow_copy: bool = False) -> interop.Inference:
                              config={"INFERENCE_PRECISION_HINT": "f32"})
 
 
-def _yuv410p(tmp_path: Path) -> object:
-    return _decode(_clip(tmp_path, "yuv410p", W, H, frames=1))[0]
+def _yuv410p(tmp_path: Path, width: int = W, height: int = H) -> object:
+    return _decode(_clip(tmp_path, "yuv410p", width, height, frames=1))[0]
 
 
 def test_inference_refuses_an_unsupported_pixel_format_in_one_line_naming_allow_copy(tmp_path: Path) -> None:
@@ -285,3 +285,17 @@ def test_inference_allow_copy_must_be_a_bool() -> None:
     with pytest.raises(interop.InteropError, match="allow_copy must be True or False") as e:
         _tiny_inference(allow_copy="yes")  # type: ignore[arg-type]
     assert isinstance(e.value, TypeError)
+
+
+def test_inference_allow_copy_counts_the_bytes_written_not_the_padding(tmp_path: Path) -> None:
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    x = ops.parameter([1, 3, -1, -1], np.float32, name="image")
+    y = ops.reduce_mean(x, ops.constant(np.array([2, 3], np.int64)), keep_dims=False)
+    inf = interop.Inference(ov.Model([y], [x], "means"), "CPU", allow_copy=True)
+    vf = _yuv410p(tmp_path, 100, 50)  # yuv420p at 100 wide: rows padded to an aligned pitch
+    assert vf.reformat(format="yuv420p").planes[0].line_size > 100
+    with interop.copy_meter() as m:
+        inf.infer(vf)
+    assert m.copies == 1 and m.bytes == 100 * 50 + 2 * 50 * 25, m.records

@@ -11,6 +11,7 @@ import numpy as np
 from .._cache import IdentityCache
 from ..errors import InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError
 from ..frame import Frame
+from ..info import plane_infos
 from ..meter import record_copy
 from ..tensor import Tensor
 from ..types import FrameFormat, MemoryType
@@ -218,8 +219,9 @@ def convert_frame(x: Any) -> tuple[Any, str, str]:
         for attr in ("pts", "time_base"):
             with contextlib.suppress(AttributeError, TypeError, ValueError):  # older PyAV: read-only there
                 setattr(out, attr, getattr(vf, attr))
+        # bytes written, padding excluded, as every copy is counted
         record_copy(f"reformat {name}->{CONVERT_TO} (Inference allow_copy)",
-                    sum(p.buffer_size for p in out.planes))
+                    sum(i.nbytes for i in plane_infos(FrameFormat.I420, out.width, out.height)))
         return out, name, CONVERT_TO
     if isinstance(x, Frame) and x.format in NUMPY_CONVERSIONS:
         from ..api import map as imap
