@@ -202,6 +202,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ImportError:
         _err("`interop run` is not available in this build (interop.cli_run is missing)")
         return 2
+    videos = args.video if isinstance(args.video, list) else [args.video] if args.video else []
+    if len(videos) > 1:  # several inputs: decode workers + one Inference (docs/streams.md)
+        from .streams import cli_main
+
+        return int(cli_main(args) or 0)
+    args.video = videos[0] if videos else None
     return int(run_main(args) or 0)
 
 
@@ -270,9 +276,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.set_defaults(fn=cmd_models)
 
     r = sub.add_parser("run", help="decode -> map -> infer on a video (default: the bundled clip)")
-    r.add_argument("video", nargs="?", default=None,
+    r.add_argument("video", nargs="*", default=None,
                    help="video file (default: the clip bundled with interop), or gst:PIPELINE to decode with "
-                        "GStreamer (a pipeline ending in appsink)")
+                        "GStreamer (a pipeline ending in appsink); several inputs run as streams in worker processes "
+                        "into one model (docs/streams.md)")
     r.add_argument("--model", default=None, help="OpenVINO model (IR/ONNX/TFLite); default: PP-OCRv4 text detection (`interop models install` brings it)")
     r.add_argument("--device", default=None, help="OpenVINO device (NPU, CPU, GPU); default: NPU if present, else CPU")
     r.add_argument("--frames", type=int, default=None, help="stop after N frames")
