@@ -25,7 +25,7 @@ from interop import (
     TensorInfo,
     UnsupportedTypeError,
 )
-from interop.info import plane_layout
+from interop.info import plane_layout, stacked_height
 from interop.tensors.cpu import CPUTensor, frame_from_array
 
 U8 = np.uint8
@@ -38,7 +38,15 @@ PACKED = [f for f in FrameFormat if len(plane_layout(f)) == 1]
 
 def _planar_base(fmt: FrameFormat, w: int = 8, h: int = 4) -> np.ndarray:
     dt = plane_layout(fmt)[0].dtype
-    return np.arange(h * 3 // 2 * w, dtype=dt).reshape(h * 3 // 2, w)
+    rows = next(r for r in range(h, 4 * h) if _stacks(fmt, r) == h)  # the planes one after another at the pitch
+    return np.arange(rows * w, dtype=dt).reshape(rows, w)
+
+
+def _stacks(fmt: FrameFormat, rows: int) -> int | None:
+    try:
+        return stacked_height(fmt, rows)
+    except InvalidTensorError:
+        return None
 
 
 def _packed_base(fmt: FrameFormat, w: int = 8, h: int = 4) -> np.ndarray:

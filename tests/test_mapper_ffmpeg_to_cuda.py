@@ -62,7 +62,7 @@ def test_p010_planes_are_uint16():
 
 def test_unsupported_sw_format_and_software_frames_are_refused():
     with pytest.raises(UnsupportedFormatError, match="nv12 and p010le"):
-        from_video_frame(fake_hw_frame(sw="yuv444p"))
+        from_video_frame(fake_hw_frame(sw="yuv410p"))
     sw = SimpleNamespace(format=SimpleNamespace(name="yuv420p"))
     with pytest.raises(InvalidTensorError, match="HWAccel"):
         from_video_frame(sw)
@@ -99,7 +99,7 @@ def test_one_step_map_gives_what_the_general_path_gives(sw):
         fast[0].__dlpack__(stream=1)  # a released plane exports nothing
     ft = FFmpegToCUDA()
     assert ft.map_native(vf, AccessMode.READ_WRITE, True) is None  # the general path refuses writes
-    assert ft.map_native(fake_hw_frame(sw="yuv444p"), AccessMode.READ, False) is None  # and names the formats
+    assert ft.map_native(fake_hw_frame(sw="yuv410p"), AccessMode.READ, False) is None  # and names the formats
     assert ft.map_native(SimpleNamespace(format=SimpleNamespace(name="yuv420p")), AccessMode.READ, False) is None
 
 
@@ -107,7 +107,7 @@ def test_torch_views_of_frames_it_cannot_take_say_what_to_do():
     from interop.cuda import torch_views
 
     with pytest.raises(UnsupportedFormatError, match="nv12 and p010le"):
-        torch_views(fake_hw_frame(sw="yuv444p"))
+        torch_views(fake_hw_frame(sw="yuv410p"))
     with pytest.raises(UnsupportedTypeError, match="NVDEC-decoded av.VideoFrame"):
         torch_views(object())
     av = need_module("av")

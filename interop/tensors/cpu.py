@@ -11,7 +11,7 @@ from ..backends import Backend, BackendReport, Wrapper, class_in, register_backe
 from ..context import CPU_CONTEXT, Context
 from ..errors import InteropBufferError, InvalidTensorError, UnsupportedTypeError
 from ..frame import Frame
-from ..info import TensorInfo, as_int, packed_offsets, plane_infos, plane_layout
+from ..info import TensorInfo, as_int, packed_offsets, plane_infos, plane_layout, stacked_height
 from ..tensor import Tensor, _ArrayExport
 from ..types import FrameFormat, MemoryType, check_bool
 
@@ -152,9 +152,9 @@ def frame_from_array(arr: np.ndarray, format: FrameFormat, width: int | None = N
         if arr.ndim != 2:
             raise InvalidTensorError(f"a {format.name} buffer must be 2-D (H*3/2, W), got shape {arr.shape}; or give width and height")
         width, rows = arr.shape[1], arr.shape[0]
-        height = rows * 2 // 3
-        if height * 3 // 2 != rows or arr.dtype != specs[0].dtype:
-            raise InvalidTensorError(f"a {format.name} buffer of shape {arr.shape} {arr.dtype} is not (H*3/2, W) of {specs[0].dtype}")
+        if arr.dtype != specs[0].dtype:
+            raise InvalidTensorError(f"a {format.name} buffer must be of {specs[0].dtype}, got {arr.dtype}")
+        height = stacked_height(format, rows)  # InvalidTensorError when no height stacks to exactly `rows`
         pitch = arr.strides[0]
         item = arr.dtype.itemsize
         # The chroma planes sit after the luma rows at the array's row pitch: that only describes the array's own
