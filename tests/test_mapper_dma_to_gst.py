@@ -86,3 +86,49 @@ def test_a_pipeline_consumes_pool_frames():
         gc.collect()
         assert pool.free_count == 3
     assert [b[0] for b in got] == [100 + i for i in range(6)]
+
+
+_EXIT_PROBE = """
+import atexit, os, sys
+state = {}
+def check():  # registered before interop is imported: runs after interop's exit handlers and pending finalisers
+    os.fstat(state["fd"])  # GStreamer's dup of the DMA fd is still open (OSError, printed, if it was closed)
+    if ng.live_mappings() != state["mappings"]:
+        print("a GST -> CPU mapping was unmapped at exit while a thread read it", file=sys.stderr, flush=True)
+atexit.register(check)
+import threading
+import numpy as np
+import interop
+from interop import FrameFormat, MemoryType
+from interop.native import gst as ng
+f = interop.Context.default(MemoryType.DMA).alloc_frame(FrameFormat.NV12, 64, 48)
+g = interop.map(f, MemoryType.GST)  # fd memory over a dup, held by GStreamer until the process ends
+a = np.zeros((48, 64), np.uint8)
+h = interop.map(interop.Frame([interop.wrap(a)], FrameFormat.GRAY8), MemoryType.GST)  # host memory wrapped
+view = interop.map(g, MemoryType.CPU)  # a live GST -> CPU mapping of the fd memory
+state["fd"] = ng.fd_of_memory(ng.peek_memory(ng.pointer_of(g.buffer, "Gst.Buffer"), 0))
+state["mappings"] = ng.live_mappings()
+KEEP = [f, g, h, view]
+cycle = [KEEP]
+cycle.append(cycle)  # only the collector at exit frees these
+y = np.asarray(view[0])
+def read():
+    while True:
+        int(y.sum())
+threading.Thread(target=read, daemon=True).start()  # reading the mapping while the interpreter exits
+print("LIVE", flush=True)
+"""
+
+
+def test_interpreter_exit_with_gst_memory_alive_is_clean():
+    # exit rule: clean-up at exit never frees what another thread (or GStreamer) may still touch, and prints nothing
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", _EXIT_PROBE], capture_output=True, text=True, timeout=120,
+                             cwd=root, env={**os.environ, "PYTHONPATH": root})
+        assert out.returncode == 0 and "LIVE" in out.stdout, out.stderr[-2000:]
+        noise = [ln for ln in out.stderr.splitlines() if ln.strip() and "Warning" not in ln]
+        assert not noise, noise[:10]

@@ -33,7 +33,10 @@ class _Hold:
         self.tensor = DMATensor(b, TensorInfo((b.size,)), context=t.context, parent=t)
 
     def __del__(self) -> None:
-        self.tensor.release()
+        try:
+            self.tensor.release()
+        except Exception:  # never raise from a finaliser (GStreamer's destroy notify runs it on its thread)
+            pass
 
 
 def _append(buf: int, t: DMATensor) -> None:

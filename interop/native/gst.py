@@ -8,6 +8,7 @@ never called. Struct layouts are GStreamer 1.x's public ABI (GstMapInfo, GstVide
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import ctypes.util
 import itertools
@@ -59,6 +60,27 @@ DESTROY_NOTIFY = _c.CFUNCTYPE(None, _vp)
 
 _lock = threading.Lock()
 _libs: list[tuple[Any, Any]] = []
+
+# ---- interpreter exit ------------------------------------------------------------------------------------------
+# Exit rule: clean-up at interpreter exit never frees memory another thread can still touch. Daemon threads (and
+# GStreamer's streaming threads) run on while atexit handlers and module teardown do, and GStreamer holds raw
+# pointers to what interop keeps alive for it (wrapped numpy arrays, fd dups, callbacks). So from the exit on,
+# nothing is unmapped, closed or dropped here: the OS reclaims it all when the process ends.
+_exiting = [False]
+
+
+def _at_exit() -> None:
+    _exiting[0] = True
+
+
+atexit.register(_at_exit)
+
+
+def _immortal(*objs: object) -> None:
+    """Keep objects alive for the rest of the process, module teardown included: GStreamer holds pointers into them
+    (callbacks it may still call, what wrapped memory points to), and teardown would otherwise free them."""
+    for o in objs:
+        _c.pythonapi.Py_IncRef(_c.py_object(o))
 
 
 def _load(name: str) -> Any:
@@ -257,6 +279,8 @@ class MemoryMapping:
         self.size = int(info.size)
         self.writable = write
         self._fin = weakref.finalize(self, _unmap, mem, info, buf, locked, _live)
+        # Not at interpreter exit: a daemon thread may still read a view; the OS unmaps at exit.
+        self._fin.atexit = False
 
     def close(self) -> None:
         """Unmap now; only safe when no view of the mapping is left (the finaliser does it otherwise)."""
@@ -275,6 +299,9 @@ class BufferMapping:
     """
 
     __slots__ = ("info", "owner", "buf", "address", "size", "_unmap", "__weakref__")
+    # bound now: __del__ may run during module teardown, when this module's globals are already None
+    _freed = _freed.__next__
+    _exiting = _exiting
 
     def __init__(self, owner: Any, buf: int, g: Any):
         info = GstMapInfo()
@@ -287,10 +314,11 @@ class BufferMapping:
 
     def __del__(self) -> None:
         try:
-            self._unmap(self.buf, self.info)
-        except Exception:  # interpreter shutdown: the library may be gone
+            if not self._exiting[0]:  # exit rule: at exit the mapping stays (a thread may read a view)
+                self._unmap(self.buf, self.info)
+            self._freed()
+        except Exception:  # never raise from a finaliser (the library may be gone at teardown)
             pass
-        next(_freed)
 
 
 def mapped() -> None:
@@ -343,20 +371,28 @@ _watchers: dict[int, Callable[[int], None]] = {}
 _watch_lock = threading.RLock()
 
 
-def _on_free(data: int | None, obj: int | None) -> None:
-    # runs on whichever thread frees the object, before its memory is released (ctypes takes the GIL)
-    with _watch_lock:
-        cb = _watchers.pop(int(obj or 0), None)
-    if cb is not None:
-        try:
+def _on_free(data: int | None, obj: int | None, _watchers: dict[int, Callable[[int], None]] = _watchers,
+             _watch_lock: Any = _watch_lock, _exiting: list[bool] = _exiting) -> None:
+    # runs on whichever thread frees the object, before its memory is released (ctypes takes the GIL); globals are
+    # bound as defaults: it may run during module teardown
+    try:
+        with _watch_lock:
+            cb = _watchers.pop(int(obj or 0), None)
+        if cb is not None:
             cb(int(obj or 0))
-        except Exception:  # never raise into GStreamer's thread
-            import logging
+    except Exception:  # never raise into GStreamer's thread
+        if not _exiting[0]:  # at exit the caches' modules may be torn down already: nothing to say
+            _log_failure("interop's cache clean-up failed")
 
-            logging.getLogger("interop").exception("interop's cache clean-up failed")
+
+def _log_failure(what: str) -> None:
+    import logging
+
+    logging.getLogger("interop").exception(what)
 
 
-_on_free_cb = WEAK_NOTIFY(_on_free)  # module-level: GStreamer may call it as long as the process lives
+_on_free_cb = WEAK_NOTIFY(_on_free)  # GStreamer may call it as long as the process lives
+_immortal(_on_free_cb, _on_free, _watchers, _watch_lock)
 _gobject: list[Any] = []
 
 
@@ -465,13 +501,21 @@ _kept: dict[int, object] = {}
 _next_key = [1]
 
 
-def _release_kept(key: int | None) -> None:
-    # GStreamer calls this from whichever thread frees the memory; ctypes takes the GIL for it
+def _release_kept(key: int | None, _kept: dict[int, object] = _kept, _lock: Any = _lock,
+                  _exiting: list[bool] = _exiting) -> None:
+    # GStreamer calls this from whichever thread frees the memory; ctypes takes the GIL for it. Its globals are
+    # bound as defaults: it may run during module teardown. From the exit on it drops nothing (exit rule: what it
+    # would drop may be a pool slot another thread takes, or an fd number it reuses).
+    if _exiting[0]:
+        return
     with _lock:
-        _kept.pop(int(key or 0), None)
+        kept = _kept.pop(int(key or 0), None)
+    del kept  # dropped outside the lock: its finalisers (an fd closed, a pool slot back) may take other locks
 
 
-_release_cb = DESTROY_NOTIFY(_release_kept)  # module-level: GStreamer may call it as long as the process lives
+_release_cb = DESTROY_NOTIFY(_release_kept)  # GStreamer may call it as long as the process lives
+# what GStreamer's memories point into, and the callback that lets go of it: never freed by module teardown
+_immortal(_kept, _release_cb, _release_kept)
 
 
 def live_wrapped() -> int:
@@ -570,17 +614,25 @@ def append_fd_memory(buf: int, fd: int, size: int, keep: object, dmabuf: bool) -
 
 
 class _FdCloser:
-    """Closes the fd it holds when dropped (from GStreamer's destroy notify, on whichever thread frees the memory)."""
+    """Closes the fd it holds when dropped (from GStreamer's destroy notify, on whichever thread frees the memory).
+
+    Never at interpreter exit (exit rule: GStreamer may still use the fd, and a closed number is soon another
+    file's); never raises."""
 
     __slots__ = ("fd",)
+    # bound at class creation: a finaliser may run during module teardown, when this module's globals are None
+    _close = staticmethod(_os.close)
+    _exiting = _exiting
 
     def __init__(self, fd: int):
         self.fd = fd
 
     def __del__(self) -> None:
+        if self._exiting[0]:
+            return
         try:
-            _os.close(self.fd)
-        except OSError:
+            self._close(self.fd)
+        except Exception:  # never raise from a finaliser
             pass
 
 
@@ -605,9 +657,12 @@ _QUERY_TYPE_OFFSET = 64  # GstQuery: a GstMiniObject (64 bytes on LP64), then Gs
 _PROBE_DATA_OFFSET = 16  # GstPadProbeInfo: type (int), id (gulong), then data
 
 
-def _on_query(pad: int | None, info: int | None, user_data: int | None) -> int:
+def _on_query(pad: int | None, info: int | None, user_data: int | None, _exiting: list[bool] = _exiting) -> int:
     # runs on a streaming thread; ctypes holds the GIL for it. Only reads/extends the query (refcount 1 here:
-    # no Python wrapper takes a reference, so the query stays writable)
+    # no Python wrapper takes a reference, so the query stays writable). From the exit on it answers nothing:
+    # the module may be torn down under it
+    if _exiting[0]:
+        return 1  # GST_PAD_PROBE_OK
     try:
         q = _c.c_void_p.from_address(int(info or 0) + _PROBE_DATA_OFFSET).value
         if q and _c.c_int.from_address(q + _QUERY_TYPE_OFFSET).value == GST_QUERY_ALLOCATION:
@@ -616,13 +671,12 @@ def _on_query(pad: int | None, info: int | None, user_data: int | None) -> int:
             if not g.gst_query_find_allocation_meta(q, api, None):
                 g.gst_query_add_allocation_meta(q, api, None)
     except Exception:  # never raise into GStreamer's thread
-        import logging
-
-        logging.getLogger("interop").exception("interop's ALLOCATION query answer failed")
+        _log_failure("interop's ALLOCATION query answer failed")
     return GST_PAD_PROBE_OK
 
 
-_probe_cb = PROBE_CB(_on_query)  # module-level: GStreamer may call it as long as a pipeline lives
+_probe_cb = PROBE_CB(_on_query)  # GStreamer may call it as long as a pipeline lives
+_immortal(_probe_cb, _on_query)
 
 
 def offer_video_meta(element: Any, pad_name: str = "sink") -> None:
