@@ -283,8 +283,9 @@ class _Results:
     callbacks after each. Bounded queue: a slow consumer of results holds inference back, not memory."""
 
     def __init__(self, streams: list[StreamResult], is_textdet: bool, on_result: Callable[[int, FrameResult], None] | None,
-                 on_progress: Callable[[int, int, int | None], None] | None, t0: float):
+                 on_progress: Callable[[int, int, int | None], None] | None, t0: float, frames: int | None):
         self.streams = streams
+        self.frames = frames
         self.is_textdet = is_textdet
         self.on_result = on_result
         self.on_progress = on_progress
@@ -316,7 +317,10 @@ class _Results:
                 if self.on_result is not None:
                     self.on_result(k, res.result(i))
                 if self.on_progress is not None:
-                    self.on_progress(k, self.done[k], res.declared_frames or None)
+                    total = res.declared_frames or None
+                    if self.frames is not None:
+                        total = min(total, self.frames) if total else self.frames
+                    self.on_progress(k, self.done[k], total)
             except BaseException as e:  # noqa: B036 - re-raised on the caller's thread by close()
                 self.error = e
 
@@ -393,7 +397,7 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
             assert w.proc.stdout is not None
             sel.register(w.proc.stdout, selectors.EVENT_READ, ("status", w))
         t0 = time.perf_counter()
-        results = _Results(streams, model is None, on_result, on_progress, t0)
+        results = _Results(streams, model is None, on_result, on_progress, t0, frames)
         layouts: set[tuple[Any, ...]] = set()
         perf = time.perf_counter
         open_streams = {w.index for w in live}

@@ -210,3 +210,21 @@ def test_inference_process_killed_every_worker_exits(clip):
     while any(_alive(w) for w in workers) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(w) for w in workers), "a decode worker outlived the inference process"
+
+
+def test_cli_runs_several_inputs_with_a_json_entry_per_stream(clip, tmp_path):
+    save = tmp_path / "last.png"
+    p = subprocess.run([sys.executable, "-m", "interop", "run", clip, clip, "--frames", "4", "--json", "--save",
+                        str(save)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout.strip().splitlines()[-1])
+    assert d["frames"] == 8 and len(d["streams"]) == 2 and d["copies"] == 8
+    assert all(s["error"] is None and len(s["results"]) == 4 for s in d["streams"])
+    assert "[stream 0]" in p.stderr and "[stream 1]" in p.stderr and "4/4 frames" in p.stderr
+    assert (tmp_path / "last-0.png").stat().st_size > 0 and (tmp_path / "last-1.png").stat().st_size > 0
+    bad = subprocess.run([sys.executable, "-m", "interop", "run", clip, str(tmp_path / "missing.mp4"), "--frames",
+                          "2", "--json"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert bad.returncode == 1  # a stream failed; the other ran
+    d = json.loads(bad.stdout.strip().splitlines()[-1])
+    assert d["streams"][0]["error"] is None and d["streams"][0]["frames"] == 2
+    assert d["streams"][1]["error"]["type"] == "VideoInputError"

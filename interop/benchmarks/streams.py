@@ -1,0 +1,152 @@
+"""N streams on one host: aggregate fps of ``interop run`` over N = 1, 2, 4, 8 copies of the pinned 1080p clip
+(decode workers in processes, one Inference for all), beside (a) N separate ``interop run`` processes and (b) N
+threads in one process each running ``interop.pipeline.run``, and beside the bound min(N decode processes together,
+the plain network fed pre-processed tensors from memory), all measured in the same run on the same clip, frames and
+model input (PP-OCRv4 text detection at 960x544, CPU).
+
+Aggregate fps is every stream's frames over the longest stream's wall time (model compilation excluded): streams
+that end early do not count as running on. The multi-stream run also reports its counted copies (each decoded frame
+written into its worker's pool buffer).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+from . import Result
+
+NAME = "streams"
+SUMMARY = "`interop run` over N streams (decode workers + one Inference) vs N processes, N threads, and the bound"
+REQUIRES: tuple[tuple[str, str], ...] = (("av", "PyAV"), ("openvino", "OpenVINO"), ("cv2", "OpenCV"))
+COUNTS = (1, 2, 4, 8)
+
+
+def _input_size() -> tuple[int, int]:
+    from .pipeline import INPUT_SIZE
+
+    return INPUT_SIZE
+
+
+def interop_streams(path: str, n: int, frames: int, precision: str | None) -> dict[str, Any]:
+    from ..streams import run_streams
+
+    res = run_streams([path] * n, device="CPU", frames=frames, precision=precision, input_size=_input_size())
+    errors = [s.error for s in res.streams if s.error]
+    if errors:
+        raise RuntimeError(f"a stream failed: {errors[0]}")
+    return {"fps": res.fps, "frames": res.frames, "copies": res.total_copies, "bytes_copied": res.total_bytes_copied}
+
+
+def separate_processes(path: str, n: int, frames: int, precision: str | None) -> dict[str, Any]:
+    w, h = _input_size()
+    cmd = [sys.executable, "-m", "interop", "run", path, "--frames", str(frames), "--json", "--no-progress",
+           "--device", "CPU", "--input-size", str(w), str(h)] + (["--precision", precision] if precision else [])
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for _ in range(n)]
+    outs = []
+    for p in procs:
+        out, _ = p.communicate(timeout=3600)
+        if p.returncode != 0:
+            raise RuntimeError(f"interop run exited with {p.returncode}: {out.strip()[-300:]}")
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    total = sum(o["frames"] for o in outs)
+    return {"fps": total / max(o["wall_s"] for o in outs), "frames": total}
+
+
+def threads(path: str, n: int, frames: int, precision: str | None) -> dict[str, Any]:
+    from ..pipeline import run
+
+    results: list[Any] = [None] * n
+    errors: list[BaseException] = []
+
+    def one(k: int) -> None:
+        try:
+            results[k] = run(path, device="CPU", frames=frames, precision=precision, input_size=_input_size())
+        except BaseException as e:  # noqa: B036 - re-raised below on the caller's thread
+            errors.append(e)
+
+    ts = [threading.Thread(target=one, args=(k,)) for k in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
+    total = sum(r.frames for r in results)
+    return {"fps": total / max(r.wall for r in results), "frames": total}
+
+
+_DECODE = "import sys; from interop.benchmarks.pipeline import decode_only; print(decode_only(sys.argv[1], int(sys.argv[2])))"
+
+
+def decode_processes(path: str, n: int, frames: int) -> float:
+    """Aggregate fps of N processes decoding the clip at once (PyAV, as interop run's workers decode it)."""
+    procs = [subprocess.Popen([sys.executable, "-c", _DECODE, path, str(frames)], stdout=subprocess.PIPE, text=True)
+             for _ in range(n)]
+    fps = []
+    for p in procs:
+        out, _ = p.communicate(timeout=3600)
+        fps.append(float(out.strip().splitlines()[-1]))
+    # each ran for frames / fps seconds; all frames over the longest of them
+    return n * frames / max(frames / f for f in fps)
+
+
+def plain_network(path: str, frames: int, precision: str | None) -> float:
+    import interop
+
+    from ..pipeline import open_video
+    from .pipeline import PlainNetwork, _inference
+
+    inf = _inference(precision)
+    container, stream = open_video(path)
+    first = interop.map(interop.wrap(next(iter(container.decode(stream)))), inf.memory_type)
+    container.close()
+    nreq = inf.pool_size(first)
+    del first
+    inf.close()
+    return float(PlainNetwork(precision, nreq, path).infer_only(frames))
+
+
+def run(quick: bool = False, precision: str | None = None) -> list[Result]:
+    from .pipeline import clip_path
+
+    path = clip_path()
+    frames = 20 if quick else 100
+    counts = (1, 2) if quick else COUNTS
+    plain = plain_network(path, 4 * frames, precision)
+    out: list[Result] = [Result(NAME, "plain network, pre-processed tensors in memory", round(plain, 2), "fps",
+                                {"frames": 4 * frames})]
+    for n in counts:
+        common: dict[str, Any] = {"streams": n, "frames_per_stream": frames, "cores": os.cpu_count()}
+        dec = decode_processes(path, n, frames)
+        bound = min(dec, plain)
+        t0 = time.perf_counter()
+        s = interop_streams(path, n, frames, precision)
+        a = separate_processes(path, n, frames, precision)
+        b = threads(path, n, frames, precision)
+        common["seconds"] = round(time.perf_counter() - t0, 1)
+        out += [
+            Result(NAME, f"N={n} decode processes together", round(dec, 2), "fps", common),
+            Result(NAME, f"N={n} bound min(decode, plain network)", round(bound, 2), "fps", common),
+            Result(NAME, f"N={n} interop run (workers + one Inference)", round(s["fps"], 2), "fps",
+                   {**common, "copies": s["copies"], "bytes_copied": s["bytes_copied"],
+                    "x_bound": round(s["fps"] / bound, 3) if bound else None}),
+            Result(NAME, f"N={n} separate interop run processes", round(a["fps"], 2), "fps", common),
+            Result(NAME, f"N={n} threads in one process", round(b["fps"], 2), "fps", common),
+            Result(NAME, f"N={n} interop run / bound (target >= 0.9 on the Xeon)", round(s["fps"] / bound, 3)
+                   if bound else 0.0, "x", common),
+        ]
+    return out
+
+
+def markdown(results: list[Result]) -> str:
+    lines = ["| case | value | unit | details |", "|---|---:|---|---|"]
+    for r in results:
+        d = {k: v for k, v in r.details.items() if k not in ("cores",)}
+        lines.append(f"| {r.case} | {r.value:.4g} | {r.unit} | {', '.join(f'{k} {v}' for k, v in d.items())} |")
+    return "\n".join(lines) + "\n"
