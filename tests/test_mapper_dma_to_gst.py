@@ -8,6 +8,7 @@ import gc
 import os
 
 import numpy as np
+import pytest
 
 import interop
 from interop import AccessMode, FrameFormat, MemoryType
@@ -39,7 +40,7 @@ def test_fd_memory_over_the_same_file_with_offsets_and_pitches():
 
 def test_write_through_both_ways():
     f = interop.Context.default(MemoryType.DMA).alloc_frame(FrameFormat.I420, 64, 48)
-    g = interop.map(f, MemoryType.GST)
+    g = interop.map(f, MemoryType.GST, mode=AccessMode.WRITE)  # writable memory: a READ mapping is read-only
     with interop.map(f, MemoryType.CPU, mode=AccessMode.WRITE) as c:
         np.asarray(c[2])[3, 4] = 99  # DMA -> GStreamer
     with interop.map(g, MemoryType.CPU) as r:
@@ -98,6 +99,7 @@ def check():  # registered before interop is imported: runs after interop's exit
 atexit.register(check)
 import threading
 import numpy as np
+import pytest
 import interop
 from interop import FrameFormat, MemoryType
 from interop.native import gst as ng
@@ -132,3 +134,20 @@ def test_interpreter_exit_with_gst_memory_alive_is_clean():
         assert out.returncode == 0 and "LIVE" in out.stdout, out.stderr[-2000:]
         noise = [ln for ln in out.stderr.splitlines() if ln.strip() and "Warning" not in ln]
         assert not noise, noise[:10]
+
+
+def test_read_mapping_is_read_only_memory():
+    from interop import InvalidTensorError
+
+    f = interop.Context.default(MemoryType.DMA).alloc_frame(FrameFormat.GRAY8, 64, 48)
+    g = interop.map(f, MemoryType.GST)
+    assert not g[0].writable
+    mem = ng.peek_memory(ng.pointer_of(g.buffer, "Gst.Buffer"), 0)
+    assert ng.memory_flags(mem) & ng.GST_MEMORY_FLAG_READONLY
+    with pytest.raises(InvalidTensorError, match="refused to map this memory for writing"):
+        ng.MemoryMapping(mem, True)  # GStreamer itself refuses to write into it
+    for allow_copy in (False, True):
+        with pytest.raises(InvalidTensorError, match="read-only"):
+            interop.map(g, MemoryType.CPU, mode=AccessMode.WRITE, allow_copy=allow_copy)
+    with interop.map(f, MemoryType.CPU) as r:
+        assert not np.asarray(r[0]).any()

@@ -124,3 +124,27 @@ def test_no_fd_leak():
         del buf, d
     gc.collect()
     assert len(os.listdir("/proc/self/fd")) <= start + 2
+
+
+def test_gst_to_dma_is_never_a_later_step():
+    # the GST memory another mapper makes is system memory (cpu_to_gst) or comes from DMA already (dma_to_gst), so
+    # routes never plan through gst_to_dma after another step: by type, by object, and its unknown-input cost refuses
+    from interop.routing import all_paths
+
+    assert GstToDMA.first_only
+    with pytest.raises(WrongMemoryError, match="fd-backed"):
+        GstToDMA().cost(None, AccessMode.READ)
+    edges = tuple(interop.mapper.registered().values())
+    for src in MemoryType:
+        for dst in MemoryType:
+            if src is not dst:
+                for path in all_paths(edges, src, dst):
+                    assert GstToDMA not in path[1:], (src, dst, [c.name for c in path])
+    a = np.zeros((48, 64), np.uint8)
+    for obj in (interop.wrap(a), interop.wrap(a, format=FrameFormat.GRAY8)):
+        for dst in MemoryType:
+            try:
+                chain = interop.route(obj, dst, allow_copy=True)
+            except (interop.NoRouteError, interop.BackendUnavailableError):  # no route, or a step not here
+                continue
+            assert "gst_to_dma" not in [m.name for m in chain.mappers], (dst, chain)

@@ -127,3 +127,19 @@ def test_va_memory_is_refused_by_the_cpu_path_not_downloaded(fake_va: FakeVA, va
             interop.map(sample, MemoryType.CPU)
     sid, _ = ng.va_surface_of(ng.peek_memory(ng.pointer_of(buf, "Gst.Buffer"), 0))
     assert fake_va.info(sid)["images"] == 0  # no image derived: nothing was mapped or downloaded
+
+
+def test_gst_to_vaapi_is_never_a_later_step() -> None:
+    # no mapper makes VA memory in GST (cpu_to_gst: system memory, dma_to_gst: fd memory): routes never plan through
+    # gst_to_vaapi after another step, and its cost for an input of unknown kind refuses
+    from interop.routing import all_paths
+
+    assert GstToVAAPI.first_only
+    with pytest.raises(WrongMemoryError, match="VA memory"):
+        GstToVAAPI().cost(None, AccessMode.READ)
+    edges = tuple(interop.mapper.registered().values())
+    for src in MemoryType:
+        if src is not MemoryType.VAAPI:
+            for path in all_paths(edges, src, MemoryType.VAAPI):
+                assert GstToVAAPI not in path[1:], (src, [c.name for c in path])
+    assert "gst_to_vaapi" not in [m.name for m in interop.route(MemoryType.CPU, MemoryType.VAAPI, allow_copy=True).mappers]

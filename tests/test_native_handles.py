@@ -246,9 +246,7 @@ def test_native_outlives_source_and_mapping(path: tuple[str, ...]) -> None:
 # ---- 2. READ mappings are read-only ---------------------------------------------------------------------------
 
 # Edges whose mapper files belong to other developers (issue 15 item 14, reported): strict, so a fix shows up.
-KNOWN_WRITABLE = {
-    ("CPU", "GST"): "interop/mappers/cpu_to_gst.py: a READ mapping gets writable=t.writable",
-}
+KNOWN_WRITABLE: dict[tuple[str, ...], str] = {}
 
 
 def _read_only_cases() -> list[Any]:

@@ -86,13 +86,6 @@ CASES = _cases()
 # Steps of a predicted chain (consecutive step names) -> why route() and map() disagree on it today, and what removes
 # it. Delete an entry with its fix.
 KNOWN_DISAGREEMENTS: dict[tuple[str, ...], str] = {
-    ("cpu_to_gst",): "cpu_to_gst (another developer's file) reports zero-copy for every input and refuses "
-                     "column-strided arrays at map time with InvalidTensorError: it needs an input_cost raising "
-                     "WrongMemoryError for them",
-    ("cpu_to_gst", "gst_to_dma"): "gst_to_dma (another developer's file) reports zero-copy for an input it cannot see "
-                                  "(a later step) and refuses system memory at map time: as a later step its input "
-                                  "comes from cpu_to_gst, never fd memory, so input_cost(None) should raise "
-                                  "WrongMemoryError",
     ("cpu_to_opencl", "opencl_to_openvino"): "a later step cannot see its input's layout in advance: "
                                              "opencl_to_openvino refuses a column-strided layout at map time",
 }

@@ -3,8 +3,12 @@
 Each plane becomes one GstMemory over the plane's own bytes (padding rows included); the buffer carries a
 GstVideoMeta with every plane's offset and stride, so padded pitches reach GStreamer as they are. The memory's
 destroy notify drops interop's reference to the numpy view: the arrays stay alive until GStreamer frees the
-buffer, however long a pipeline keeps it. Read-only arrays give read-only memory (GST_MEMORY_FLAG_READONLY).
-Planes must have rows of contiguous pixels (strides ``(pitch, itemsize[, ...])``), as GStreamer describes them.
+buffer, however long a pipeline keeps it. A READ mapping gives read-only memory (GST_MEMORY_FLAG_READONLY: neither
+GStreamer nor a later WRITE mapping writes through it into the arrays); a WRITE mapping, writable memory (read-only
+arrays are refused for WRITE).
+Planes must have rows of contiguous pixels (strides ``(pitch, itemsize[, ...])``), as GStreamer describes them;
+others are WrongMemoryError (``input_cost`` says so before routing picks this edge), so ``interop.map`` takes a
+route that copies them, with ``allow_copy=True``.
 """
 
 from __future__ import annotations
@@ -13,24 +17,42 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidTensorError
+from ..errors import InvalidTensorError, UnsupportedFormatError, WrongMemoryError
 from ..frame import Frame
 from ..info import contiguous_strides
-from ..mapper import MemoryMapper, register
+from ..mapper import Cost, MemoryMapper, register
 from ..native import gst as ng
 from ..tensor import Tensor
 from ..tensors.gst import GST_CPU, GST_FORMAT_NAMES, GstTensor, caps_for, gst, wrap_buffer
 from ..types import AccessMode, MemoryType
 
 
-def _append(buf: int, t: Tensor) -> None:
+def _refuse_layout(obj: Tensor | Frame, name: str) -> None:
+    """Raise what mapping ``obj`` would raise for its layout: WrongMemoryError for planes GStreamer cannot describe
+    without a copy (routing then takes a route that copies, with allow_copy), InvalidTensorError / UnsupportedFormatError
+    for what no route makes good."""
+    if isinstance(obj, Frame):
+        if obj.format not in GST_FORMAT_NAMES:
+            raise UnsupportedFormatError(f"GStreamer has no format for {obj.format.name}; supported: "
+                                         f"{', '.join(f.name for f in GST_FORMAT_NAMES)}")
+        for t in obj.tensors:
+            info = t.info
+            if info.ndim < 2:
+                raise InvalidTensorError(f"plane of shape {info.shape} is not an image plane (H, W[, C])")
+            if info.strides[1:] != contiguous_strides(info.shape, info.itemsize)[1:]:
+                raise WrongMemoryError(
+                    f"{name}: a plane with strides {info.strides} has no contiguous rows; GStreamer describes a plane "
+                    f"by its row stride only. Make it contiguous first (numpy.ascontiguousarray, a copy), or pass "
+                    f"allow_copy=True to interop.map()")
+    elif not obj.info.is_contiguous:
+        raise WrongMemoryError(
+            f"{name}: a tensor with strides {obj.info.strides} is not one contiguous block; map it as a Frame (planes "
+            f"with padded rows), or make it contiguous first (a copy; allow_copy=True to interop.map())")
+
+
+def _append(buf: int, t: Tensor, readonly: bool) -> None:
     arr = np.asarray(t)  # a zero-copy view that keeps the CPU tensor (and its memory) alive
-    info = t.info
-    if info.strides[1:] != contiguous_strides(info.shape, info.itemsize)[1:]:
-        raise InvalidTensorError(f"a plane with strides {info.strides} has no contiguous rows; GStreamer describes a "
-                                 f"plane by its row stride only. Make it contiguous first (numpy.ascontiguousarray, "
-                                 f"a copy)")
-    ng.append_host_memory(buf, t.data_ptr, info.extent, arr, not t.writable)
+    ng.append_host_memory(buf, t.data_ptr, t.info.extent, arr, readonly)
 
 
 @register
@@ -38,23 +60,24 @@ class CPUToGst(MemoryMapper):
     src = MemoryType.CPU
     dst = MemoryType.GST
     zero_copy = True
-    requires = ("gi",)
-    extra = "gst"
-    tier = "A"
+
+    def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
+        # None: an input a previous step makes; the CPU planes mappers make have contiguous rows
+        if obj is not None:
+            _refuse_layout(obj, self.name)
+        return Cost.ZERO_COPY
 
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
         Gst = gst()
-        name = GST_FORMAT_NAMES.get(f.format)
-        caps = caps_for(f.format, f.width, f.height)  # refuses formats GStreamer lacks, with the list
-        assert name is not None
+        _refuse_layout(f, self.name)
+        name = GST_FORMAT_NAMES[f.format]
+        caps = caps_for(f.format, f.width, f.height)
         tensors = f.tensors
         buffer = Gst.Buffer.new()
         buf = ng.pointer_of(buffer, "Gst.Buffer")
         offsets, strides, pos = [], [], 0
         for t in tensors:
-            if t.info.ndim < 2:
-                raise InvalidTensorError(f"plane of shape {t.info.shape} is not an image plane (H, W[, C])")
-            _append(buf, t)
+            _append(buf, t, not mode.writes)
             offsets.append(pos)
             strides.append(t.info.strides[0])
             pos += t.info.extent
@@ -69,11 +92,9 @@ class CPUToGst(MemoryMapper):
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         Gst = gst()
-        if not t.info.is_contiguous:
-            raise InvalidTensorError(f"a tensor with strides {t.info.strides} is not one contiguous block; map it as a "
-                                     f"Frame (planes with padded rows), or make it contiguous first (a copy)")
+        _refuse_layout(t, self.name)
         buffer = Gst.Buffer.new()
         buf = ng.pointer_of(buffer, "Gst.Buffer")
-        ng.append_host_memory(buf, t.data_ptr, t.info.nbytes, np.asarray(t), not t.writable)
+        ng.append_host_memory(buf, t.data_ptr, t.info.nbytes, np.asarray(t), not mode.writes)
         mem: Any = buffer.peek_memory(0)
         return GstTensor(mem, t.info, buffer=buffer, memory_index=0, context=GST_CPU, parent=t)

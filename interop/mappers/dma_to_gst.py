@@ -4,7 +4,8 @@ Each distinct DMA buffer under the planes becomes one GstMemory (``gst_dmabuf_al
 dma-buf, ``gst_fd_allocator_alloc`` for the memfd stand-in) over a dup of its fd, given with DONT_CLOSE: interop
 closes the dup, and lets go of the DMA frame (so a pool gets its slot back), when GStreamer frees the memory. The
 buffer carries a GstVideoMeta with each plane's offset (its memory's place in the buffer + its offset in the fd)
-and pitch. GStreamer maps the fd itself (mmap): the pages are the DMA buffer's.
+and pitch. GStreamer maps the fd itself (mmap): the pages are the DMA buffer's. A READ mapping is read-only memory
+(GST_MEMORY_FLAG_READONLY): neither GStreamer nor a later WRITE mapping writes through it into the DMA buffer.
 """
 
 from __future__ import annotations
@@ -39,12 +40,12 @@ class _Hold:
             pass
 
 
-def _append(buf: int, t: DMATensor) -> None:
+def _append(buf: int, t: DMATensor, readonly: bool) -> None:
     b = t.buffer
     hold = _Hold(t)
     fd = os.dup(b.fd)
     try:
-        ng.append_fd_memory(buf, fd, b.size, hold, b.is_dmabuf)
+        ng.append_fd_memory(buf, fd, b.size, hold, b.is_dmabuf, readonly)
     except BaseException:
         os.close(fd)
         hold.tensor.release()
@@ -56,9 +57,6 @@ class DMAToGst(MemoryMapper):
     src = MemoryType.DMA
     dst = MemoryType.GST
     zero_copy = True
-    requires = ("gi",)
-    extra = "gst"
-    tier = "A"
 
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
         Gst = gst()
@@ -79,7 +77,7 @@ class DMAToGst(MemoryMapper):
                 raise InvalidTensorError(f"plane of shape {t.info.shape} is not an image plane (H, W[, C])")
             b = t.buffer
             if id(b) not in starts:
-                _append(buf, t)
+                _append(buf, t, not mode.writes)
                 starts[id(b)] = pos
                 pos += b.size
             offsets.append(starts[id(b)] + t.offset)
@@ -98,6 +96,6 @@ class DMAToGst(MemoryMapper):
         if not isinstance(t, DMATensor):
             raise InvalidTensorError(f"{self.name} maps DMATensors, not {type(t).__name__}")
         buffer = Gst.Buffer.new()
-        _append(ng.pointer_of(buffer, "Gst.Buffer"), t)
+        _append(ng.pointer_of(buffer, "Gst.Buffer"), t, not mode.writes)
         return GstTensor(buffer.peek_memory(0), t.info, offset=t.offset, buffer=buffer, memory_index=0,
                          context=GST_CPU, parent=t)

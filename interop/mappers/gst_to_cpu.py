@@ -5,6 +5,7 @@ read-only views, WRITE/READ_WRITE as GST_MAP_READ|GST_MAP_WRITE. A mapping lasts
 (numpy, DLPack) and holds a reference on the buffer and its memory, so views outlive the sample and the pipeline.
 WRITE needs a buffer nobody else holds: a shared one (every appsink buffer) raises NotWritableError, or with
 ``allow_copy=True`` maps a deep copy (``Gst.Buffer.copy_deep()``, counted; ``mapped.parent.native`` is the copy).
+A read-only GST tensor (the output of a READ mapping into GST) is refused for WRITE (InvalidTensorError).
 """
 
 from __future__ import annotations
@@ -99,10 +100,8 @@ class GstToCPU(FastMapper):
     src = MemoryType.GST
     dst = MemoryType.CPU
     zero_copy = True  # READ always; WRITE of a shared buffer copies, only with allow_copy
-    refuse_read_only = False  # shared/read-only buffers are refused (NotWritableError) or copied here, counted
-    requires = ("gi",)
-    extra = "gst"
-    tier = "A"
+    # a read-only tensor (a READ mapping's output) is refused for WRITE by the base class; shared buffers of writable
+    # tensors (every appsink buffer) get NotWritableError here, or a counted deep copy with allow_copy
 
     def _wrap_input(self, obj: Any) -> Tensor | Frame | None:
         if _is(obj, "Sample"):
@@ -144,7 +143,8 @@ class GstToCPU(FastMapper):
                 f"{self.name}: this GStreamer buffer is shared (more than one reference, or its memory is read-only; "
                 f"every buffer an appsink hands out is), so writing into it would change what others read. Map it "
                 f"for READ, or pass allow_copy=True to map a writable deep copy ({nbytes} bytes, counted), or write "
-                f"into a buffer you own (Gst.Buffer.new_allocate(), or interop.map(numpy_frame, MemoryType.GST))",
+                f"into a buffer you own (Gst.Buffer.new_allocate(), or interop.map(numpy_frame, MemoryType.GST, "
+                f"mode=AccessMode.WRITE))",
                 step=type(self), src=self.src, dst=self.dst)
         self.copying(nbytes, allow_copy, "the GStreamer buffer is shared: writing needs a deep copy of it")
         return False

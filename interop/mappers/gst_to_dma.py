@@ -24,19 +24,22 @@ class GstToDMA(MemoryMapper):
     src = MemoryType.GST
     dst = MemoryType.DMA
     zero_copy = True
-    requires = ("gi",)
-    extra = "gst"
-    tier = "A"
-    refuse_read_only = False  # shared buffers get NotWritableError here, which says what to do
+    # a read-only tensor is refused for WRITE by the base class; shared buffers get NotWritableError here
+
+    # fd memory comes from GStreamer's own producers (or dma_to_gst, whose input is DMA already); the mapper that
+    # makes GST memory from anything else (cpu_to_gst) makes system memory: never a step after another mapper
+    first_only = True
 
     def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
         # the router asks per input: system memory has no fd, so GST -> DMA -> X is not a route for it (GST -> CPU
         # is); refusing it here keeps map() from trying this chain first and falling back on every frame
-        if obj is not None:
-            for t in (obj.tensors if isinstance(obj, Frame) else [obj]):
-                if isinstance(t, GstTensor) and ng.fd_of_memory(t.memory_ptr) is None:
-                    raise WrongMemoryError(f"{self.name}: this GstMemory has no fd (it is not GstFdMemory or "
-                                           f"GstDmaBufMemory); map it to CPU instead")
+        if obj is None:  # an input of unknown kind: the worst case is system memory, which this edge cannot take
+            raise WrongMemoryError(f"{self.name} takes fd-backed GstMemory only (GstFdMemory, GstDmaBufMemory); an "
+                                   f"input of unknown kind may be system memory")
+        for t in (obj.tensors if isinstance(obj, Frame) else [obj]):
+            if isinstance(t, GstTensor) and ng.fd_of_memory(t.memory_ptr) is None:
+                raise WrongMemoryError(f"{self.name}: this GstMemory has no fd (it is not GstFdMemory or "
+                                       f"GstDmaBufMemory); map it to CPU instead")
         return Cost.ZERO_COPY
 
     def _planes(self, tensors: list[Tensor], mode: AccessMode, code: int) -> list[Tensor]:

@@ -46,14 +46,17 @@ class GstToVAAPI(MemoryMapper):
     dst = MemoryType.VAAPI
     zero_copy = True
     output_contexts = (VAContext,)
-    requires = ("gi",)
-    extra = "gst"
-    tier = "C"
-    refuse_read_only = False  # shared buffers get NotWritableError here, which says what to do
+    # a read-only tensor is refused for WRITE by the base class; shared buffers get NotWritableError here
+
+    # VA memory comes from GStreamer's va elements only; the mappers that make GST memory (cpu_to_gst, dma_to_gst)
+    # make system or fd memory: never a step after another mapper
+    first_only = True
 
     def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
-        if obj is not None:
-            _surface(obj, self.name)  # routing by the object: system memory is no route here
+        if obj is None:  # an input of unknown kind: the worst case is system memory, which has no surface
+            raise WrongMemoryError(f"{self.name} takes VA memory (memory:VAMemory) only; an input of unknown kind may "
+                                   f"be system memory")
+        _surface(obj, self.name)  # routing by the object: system memory is no route here
         return Cost.ZERO_COPY
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:

@@ -189,9 +189,13 @@ def memory_is_type(mem: int, mem_type: str) -> bool:
     return bool(libs()[0].gst_memory_is_type(mem, mem_type.encode()))
 
 
+#: GstMiniObject.flags: after the GType, the refcount and the lockstate
+_MINI_OBJECT_FLAGS_OFFSET = _c.sizeof(_c.c_size_t) + 8
+
+
 def memory_flags(mem: int) -> int:
     """GstMiniObject.flags (GType, refcount, lockstate, then flags)."""
-    return _c.c_uint.from_address(mem + _c.sizeof(_c.c_size_t) + 8).value
+    return _c.c_uint.from_address(mem + _MINI_OBJECT_FLAGS_OFFSET).value
 
 
 def find_memory(buf: int, offset: int, size: int) -> tuple[int, int, int] | None:
@@ -591,8 +595,9 @@ def _allocator(kind: str) -> int:
     return p
 
 
-def append_fd_memory(buf: int, fd: int, size: int, keep: object, dmabuf: bool) -> int:
-    """Append a GstFdMemory (GstDmaBufMemory when ``dmabuf``) over ``fd`` to ``buf`` and return it.
+def append_fd_memory(buf: int, fd: int, size: int, keep: object, dmabuf: bool, readonly: bool = False) -> int:
+    """Append a GstFdMemory (GstDmaBufMemory when ``dmabuf``) over ``fd`` to ``buf`` and return it; ``readonly``
+    flags it GST_MEMORY_FLAG_READONLY (GStreamer then refuses to map it for writing).
 
     ``fd`` must be a dup the caller hands over: GStreamer gets it with DONT_CLOSE and interop closes it (and drops
     ``keep``, e.g. the DMA frame and so its pool slot) when GStreamer frees the memory (a qdata destroy notify)."""
@@ -604,6 +609,8 @@ def append_fd_memory(buf: int, fd: int, size: int, keep: object, dmabuf: bool) -
         mem = a.gst_fd_allocator_alloc(alloc, fd, size, GST_FD_MEMORY_FLAG_DONT_CLOSE)
     if not mem:
         raise InvalidTensorError(f"GStreamer refused to wrap fd {fd} ({size} bytes) as fd memory")
+    if readonly:  # GST_MINI_OBJECT_FLAG_SET is a macro: set the flag in the new memory nobody else holds yet
+        _c.c_uint.from_address(mem + _MINI_OBJECT_FLAGS_OFFSET).value |= GST_MEMORY_FLAG_READONLY
     with _lock:
         key = _next_key[0]
         _next_key[0] += 1

@@ -15,13 +15,15 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from .._dist import pip_hint
 from ..backends import (
+    Backend,
     BackendReport,
     Wrapper,
     class_in,
     lazy_module,
     module_available,
-    register_probe,
+    register_backend,
     register_wrapper,
 )
 from ..context import Context, register_default_context
@@ -55,7 +57,7 @@ _MATRICES = {1: ColorSpace.SRGB, 3: ColorSpace.BT709, 4: ColorSpace.BT601, 6: Co
 _RANGES = {1: ColorRange.FULL, 2: ColorRange.LIMITED}
 NANOSECONDS = Fraction(1, 1_000_000_000)
 
-_import_gi = lazy_module("gi", "GStreamer", "gst")
+_import_gi = lazy_module("gi", "gst", "gst")
 _gst: list[Any] = []
 
 
@@ -70,7 +72,7 @@ def gst() -> Any:
     except (ImportError, ValueError) as e:
         from ..errors import missing_backend
 
-        err = missing_backend("GStreamer", "gi.repository.Gst", "gst")
+        err = missing_backend("gst", "gi.repository.Gst", "gst")
         err.args = (f"{err.args[0]}; GStreamer's introspection data is missing too ({e}): install gir1.2-gstreamer-1.0 "
                     f"(tests/prepare.d/gstreamer.sh prints the apt command)",)
         raise err from e
@@ -638,7 +640,7 @@ APT_COMMAND = ("apt-get update && apt-get install -y gstreamer1.0-plugins-base g
 
 def _probe() -> list[BackendReport]:
     if not module_available("gi"):
-        return [BackendReport("GStreamer", False, reason=f"PyGObject is not installed: pip install 'interop[gst]' "
+        return [BackendReport("GStreamer", False, reason=f"PyGObject is not installed: {pip_hint('gst')} "
                               f"(it builds against libgirepository1.0-dev libcairo2-dev pkg-config); GStreamer itself: "
                               f"{APT_COMMAND}")]
     try:
@@ -658,4 +660,5 @@ def _probe() -> list[BackendReport]:
     return [rep]
 
 
-register_probe(12, _probe)
+BACKEND = register_backend(Backend("gst", "GStreamer", (MemoryType.GST,), tier="A", extra="gst", requires=("gi",),
+                                   probe=_probe))
