@@ -11,7 +11,7 @@ from .errors import BackendUnavailableError, ContextMismatchError, InteropError,
 from .frame import Frame
 from .info import TensorInfo
 from .mapper import MemoryMapper, wrap_native
-from .routing import alternatives, route_object
+from .routing import alternatives, map_object, route_object
 from .tensor import Tensor
 from .types import AccessMode, FrameFormat, MemoryType, check_bool, check_memory_type, check_mode
 
@@ -89,16 +89,14 @@ def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.REA
     src_ctx = obj.context
     if obj.memory_type is dst_type and (dst_ctx is None or src_ctx is None or src_ctx == dst_ctx):
         return obj
-    chain = route_object(obj, dst_ctx if dst_ctx is not None else dst_type, allow_copy=allow_copy, mode=mode)
     try:
-        out = chain.map(obj, mode, allow_copy=allow_copy)
+        out, chain = map_object(obj, dst_type, dst_ctx, mode, allow_copy)
     except (BackendUnavailableError, ContextMismatchError) as first:
-        # A step may not suit this input after all (WrongMemoryError is a ContextMismatchError: a SYCL USM pointer
-        # is no Level Zero memory), or need a backend this machine lacks (the graph is static): take the next route.
+        # Only a step after a copying one can refuse here (routing maps the steps that are zero-copy for their
+        # input while choosing the route, so their refusals never get this far): try the routes after it.
         if dst_ctx is not None:
             raise  # the caller named the destination context: never swap it for another route silently
-        # Every alternative, cheapest first: a later step sees its input only when it runs, so several cheaper
-        # routes may refuse this input (WrongMemoryError) before one takes it.
+        chain = route_object(obj, dst_type, allow_copy=allow_copy, mode=mode)
         for alt in alternatives(chain, allow_copy, None, obj=obj, mode=mode):
             try:
                 out = alt.map(obj, mode, allow_copy=allow_copy)
@@ -106,15 +104,7 @@ def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.REA
                 continue
             log.info("route %r cannot run here (%s); used %r", chain, first, alt)
             return out
-        hint = ""
-        if not allow_copy:
-            copying = alternatives(chain, True, limit=1, obj=obj, mode=mode)
-            if copying:
-                step = next((m for m in copying[0].mappers if not m.zero_copy), copying[0].mappers[0])
-                hint = f"; the next route, {copying[0]!r}, copies at step {step.name}: pass allow_copy=True to try it"
-        if isinstance(first, BackendUnavailableError):
-            raise BackendUnavailableError(f"{first}{hint}", backend=first.backend, extra=first.extra) from first
-        raise type(first)(f"{first}{hint}") from first  # the same class (e.g. WrongMemoryError), with the hint
+        raise
     if native is not None and dst_ctx is None:
         _learn(type(native), dst_type, chain, src_ctx)
     return out

@@ -41,6 +41,7 @@ from .errors import (
     BackendUnavailableError,
     ContextMismatchError,
     CopyRequiredError,
+    InteropError,
     InvalidTensorError,
     UnsupportedTypeError,
     WrongMemoryError,
@@ -335,14 +336,53 @@ class MemoryMapperChain(MemoryMapper):
         return sum(not m.zero_copy for m in self._mappers)
 
     def cost(self, obj: Tensor | Frame | None, mode: AccessMode = AccessMode.READ) -> Cost:
-        """The chain's cost for ``obj`` (the first step sees it; later steps their worst case for ``mode``)."""
+        """The chain's cost for ``obj``: what ``map(obj, mode)`` does (see ``step_costs``)."""
         return Cost.COPY if self.step_costs(obj, mode).count(Cost.COPY) else Cost.ZERO_COPY
 
     def step_costs(self, obj: Any, mode: AccessMode = AccessMode.READ) -> list[Cost]:
-        """Each step's cost for ``obj`` (a native is wrapped first); raises what the first refusing step raises."""
+        """Each step's cost for ``obj`` (a native is wrapped first), each step costed for the input it would really
+        get (``walk``); raises what the first refusing step raises. ``obj=None``: every step's worst case."""
         if obj is not None and not isinstance(obj, (Tensor, Frame)):
             obj = wrap_native(obj)
-        return [m.cost(obj if i == 0 else None, mode) for i, m in enumerate(self._mappers)]
+        costs, held = self.walk(obj, mode)
+        release_outputs(obj, held)
+        return costs
+
+    def walk(self, obj: Tensor | Frame | None, mode: AccessMode,
+             first: Cost | None = None) -> tuple[list[Cost], list[Any]]:
+        """Cost every step for the input it would really get, as ``map(obj, mode)`` runs them.
+
+        A step that is zero-copy for its input is mapped (``allow_copy=False``), so the next step is costed for the
+        very object it gets and a step that refuses its input only at map time (WrongMemoryError,
+        ContextMismatchError, BackendUnavailableError) refuses here. A step that copies is not mapped, and neither
+        is one that raises another error at map time (it is mapped again, with the caller's ``allow_copy``, when the
+        route runs): the steps after it count their worst case for ``mode``. Returns (each step's cost, the outputs
+        mapped, in order, from the first step on: the caller keeps or releases them, see ``release_outputs``).
+        Raises what the first refusing step raises, having released what it mapped. ``first``: the first step's
+        cost for ``obj`` when the caller has it already."""
+        costs: list[Cost] = []
+        held: list[Any] = []
+        cur: Any = obj
+        try:
+            for m in self._mappers:
+                c = first if first is not None and not costs else m.cost(cur, mode)
+                costs.append(c)
+                if cur is None or c is not Cost.ZERO_COPY:
+                    cur = None
+                    continue
+                try:
+                    cur = m.map(cur, mode, allow_copy=False)
+                except (ContextMismatchError, BackendUnavailableError) as e:  # WrongMemoryError is one of the first
+                    e.at_map = True  # type: ignore[union-attr]  # routing tells refusals at map time from costs
+                    raise
+                except InteropError:
+                    cur = None  # not a refusal of this input: the route maps the step again when it runs
+                    continue
+                held.append(cur)
+        except BaseException:
+            release_outputs(obj, held)
+            raise
+        return costs, held
 
     def map(self, obj: Any, mode: AccessMode = AccessMode.READ, *, allow_copy: bool = False) -> Any:
         if type(mode) is not AccessMode:
@@ -375,6 +415,31 @@ class MemoryMapperChain(MemoryMapper):
             n = self.copies
             kind = f"{'may copy: ' if self.may_copy else ''}{n} cop{'y' if n == 1 else 'ies'}"
         return f"<MemoryMapperChain {steps} {kind}>"
+
+
+def _planes(x: Any) -> list[Any]:
+    return list(x._tensors) if isinstance(x, Frame) else [x]
+
+
+def _shares(out: Any, inp: Any) -> bool:
+    """True when ``out`` is ``inp`` or holds one of its plane objects (releasing it would release the input)."""
+    if out is inp:
+        return True
+    mine = {id(t) for t in _planes(inp)}
+    return any(id(t) in mine for t in _planes(out))
+
+
+def release_outputs(obj: Any, outputs: list[Any]) -> None:
+    """Release the outputs ``walk`` mapped from ``obj`` and nobody will use, the last first; an output over its
+    input's own plane objects is left to the garbage collector (releasing it would release that input)."""
+    prev = obj
+    mine = []
+    for out in outputs:
+        if not _shares(out, prev):
+            mine.append(out)
+        prev = out
+    for out in reversed(mine):
+        out.release()
 
 
 def register(cls: type[MemoryMapper]) -> type[MemoryMapper]:

@@ -4,10 +4,14 @@ By type (``route(MemoryType | Context, ...)``): each edge counts at its worst ca
 copies is refused without ``allow_copy``, and steps that copy only for some inputs are marked "may copy". Routes are
 ranked by steps that always copy, then steps, then steps that may copy, then by name.
 
-By object (``route(obj, ...)``, and ``interop.map()``): each route's first step says what it does with this very
-input in this access mode (``MemoryMapper.cost``: zero-copy, a copy, or WrongMemoryError for an input it cannot
-take), later steps their worst case for the mode. A later step cannot see its input in advance, so for ranking it
-counts as a copy: the direct edge, when it takes the input, wins over a longer route that only might be zero-copy.
+By object (``route(obj, ...)``, and ``interop.map()``): every step is costed for the input it would really get
+(``MemoryMapperChain.walk``): the first step sees the object, and each step that is zero-copy for its input is
+mapped while choosing, so the next step is costed for the very object it gets and a step that refuses its input
+only when mapping refuses it here. A step after a copying step counts its worst case for the mode (it is not
+mapped: routing never copies). Routes rank by copies, then steps, then names; they are tried in the order of what
+no input can beat (their steps that always copy, steps, names) until none can beat the best found, so the direct
+edge, when it takes the input without a copy, is the only one tried. ``route(obj, dst)`` releases what it mapped;
+``interop.map()`` keeps the chosen route's outputs and maps the rest: it names and runs the same chain.
 """
 
 from __future__ import annotations
@@ -19,18 +23,19 @@ from typing import Any
 from .context import Context
 from .errors import (
     BackendUnavailableError,
+    ContextMismatchError,
     CopyRequiredError,
     InteropError,
     NoRouteError,
     UnsupportedTypeError,
-    WrongMemoryError,
 )
 from .frame import Frame
-from .mapper import Cost, MemoryMapper, MemoryMapperChain, reachable, registered, wrap_native
+from .mapper import Cost, MemoryMapper, MemoryMapperChain, reachable, registered, release_outputs, wrap_native
 from .tensor import Tensor
 from .types import AccessMode, MemoryType, check_memory_type, check_mode
 
-__all__ = ["all_paths", "alternatives", "forget_cached_routes", "reachable", "route", "route_object", "search"]
+__all__ = ["all_paths", "alternatives", "forget_cached_routes", "map_object", "reachable", "route", "route_object",
+           "search"]
 
 Path = tuple[type[MemoryMapper], ...]
 
@@ -173,19 +178,22 @@ def _route(src: object, dst: object, allow_copy: object) -> MemoryMapperChain:
 
 
 class _Option:
-    """One route for (source, destination, contexts, mode): its chain and what its later steps copy."""
+    """One route for (source, destination, contexts, mode): its chain, its static floor and tail."""
 
-    __slots__ = ("chain", "first", "tail", "rank")
+    __slots__ = ("chain", "first", "tail", "rank", "floor")
 
-    def __init__(self, chain: MemoryMapperChain, tail: int):
+    def __init__(self, chain: MemoryMapperChain, tail: int | None):
         self.chain = chain
         self.first = chain._mappers[0]
-        self.tail = tail
-        self.rank = (len(chain._mappers), tuple(m.name for m in chain._mappers))
+        self.tail = tail  # copies of the later steps at their worst case for the mode (None: one refuses unknown input)
+        names = tuple(m.name for m in chain._mappers)
+        self.rank = (len(chain._mappers), names)
+        # no input makes this route cheaper: its steps that always copy, its length, its names
+        self.floor = (sum(_always(m) for m in chain._mappers), len(chain._mappers), names)
 
 
 def _tail(chain: MemoryMapperChain, mode: AccessMode) -> int | None:
-    """Copies of the steps after the first for an input a previous step makes; None: a step refuses such input."""
+    """Copies of the steps after the first for an input of unknown kind; None: a step refuses such input."""
     n = 0
     for m in chain._mappers[1:]:
         try:
@@ -200,36 +208,23 @@ def _tail(chain: MemoryMapperChain, mode: AccessMode) -> int | None:
 
 def _all_options(s: MemoryType, d: MemoryType, sctx: Context | None, dctx: Context | None,
                  mode: AccessMode) -> list[_Option]:
-    out = []
-    for path in _ranked(s, d):
-        chain = _instantiate(path, sctx, dctx)
-        tail = _tail(chain, mode)
-        if tail is not None:
-            out.append(_Option(chain, tail))
-    out.sort(key=lambda o: (o.rank[0], o.tail, o.rank[1]))
-    return out
-
-
-def _options(s: MemoryType, d: MemoryType, sctx: Context | None, dctx: Context | None,
-             mode: AccessMode) -> list[_Option]:
-    """The cheapest route of each first step, cheapest tail first (a route's first step decides by the object)."""
+    """Every route, the ones no input can make cheaper than another's floor first (cached per ends and mode)."""
     key = (s, d, id(sctx), id(dctx), mode)
     hit = _by_object.get(key)
     if hit is not None and hit[0] is sctx and hit[1] is dctx:
         return hit[2]
-    seen: set[type[MemoryMapper]] = set()
-    groups = []
-    for o in _all_options(s, d, sctx, dctx, mode):
-        if type(o.first) not in seen:
-            seen.add(type(o.first))
-            groups.append(o)
+    out = [_Option(chain, _tail(chain, mode)) for chain in (_instantiate(p, sctx, dctx) for p in _ranked(s, d))]
+    out.sort(key=lambda o: o.floor)
     if len(_by_object) >= 256:
         _by_object.clear()
-    _by_object[key] = (sctx, dctx, groups)
-    return groups
+    _by_object[key] = (sctx, dctx, out)
+    return out
 
 
 _by_object: dict[tuple[Any, ...], tuple[Any, Any, list[_Option]]] = {}
+
+# what a step may raise for an input it cannot take (or cannot run here): routing then tries the next route
+_REFUSALS = (ContextMismatchError, BackendUnavailableError)  # WrongMemoryError is a ContextMismatchError
 
 
 def _first_cost(o: _Option, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
@@ -239,46 +234,111 @@ def _first_cost(o: _Option, obj: Tensor | Frame | None, mode: AccessMode) -> Cos
         return Cost.ZERO_COPY if o.first.zero_copy else Cost.COPY  # map() says why it cannot run here
 
 
-def _choose(options: Sequence[_Option], obj: Tensor | Frame | None, mode: AccessMode) -> tuple[
-        tuple[int, _Option] | None, InteropError | None]:
-    """((predicted copies, cheapest option), the first refusal) for ``obj``.
+def _runs_here(chain: MemoryMapperChain) -> None:
+    """Raise the BackendUnavailableError map() would raise for a step whose modules are not installed (a step
+    after a copy is not mapped while routing, so this is how routing knows it cannot run)."""
+    for m in chain._mappers:
+        if not type(m)._ready and m.missing() is not None:
+            try:
+                m._require()
+            except BackendUnavailableError as e:
+                e.at_map = True  # type: ignore[attr-defined]
+                raise
 
-    A later step of a route cannot see its input in advance (its layout, its kind), so for ranking it counts as a
-    copy: a route whose every step has seen the input wins, so the direct edge, when it takes the input, is taken
-    over a longer route that only might be zero-copy. Copies predicted: the first step's for ``obj``, later steps'
-    worst case for ``mode``.
-    """
-    best: tuple[Any, _Option, int] | None = None
+
+class _Plan:
+    """The route chosen for one object: its option, each step's cost, the outputs mapped while choosing it."""
+
+    __slots__ = ("option", "costs", "held", "copies")
+
+    def __init__(self, option: _Option, costs: list[Cost], held: list[Any]):
+        self.option, self.costs, self.held = option, costs, held
+        self.copies = costs.count(Cost.COPY)
+
+
+def _plan(obj: Tensor | Frame, s: MemoryType, d: MemoryType, dctx: Context | None, mode: AccessMode,
+          allow_copy: bool) -> _Plan:
+    """The cheapest route for ``obj``, each step costed for the input it really gets (``MemoryMapperChain.walk``:
+    the steps that are zero-copy for their input are mapped while choosing, so a later step sees the object the
+    step before makes, and a step that refuses its input at map time shows here). Routes are tried in the order
+    of what no input can beat (steps that always copy, steps, names) until none can beat the best found: the
+    direct edge, when it takes the input without a copy, is the only one tried. route() releases what was mapped;
+    map() keeps the chosen route's outputs and maps its remaining steps. Raises CopyRequiredError when the cheapest
+    route copies and ``allow_copy`` is False, else the first refusal when no route takes the object."""
+    best: _Plan | None = None
+    best_key: tuple[Any, ...] | None = None
     error: InteropError | None = None
-    for o in options:  # sorted by (steps, tail, names): lower bounds only grow
-        n = len(o.chain._mappers)
-        if best is not None and best[0] <= (n - 1, n, o.tail, o.rank[1]):
-            break
-        try:
-            c = _first_cost(o, obj, mode)
-        except WrongMemoryError as e:
-            error = error or e
-            continue
-        except InteropError as e:
-            if n == 1:
-                raise  # the direct edge refuses this input as bad: no other route makes it good
-            error = error or e
-            continue
-        copy = c is Cost.COPY
-        key = (copy + n - 1, n, o.tail + copy, o.rank[1])
-        if best is None or key < best[0]:
-            best = (key, o, o.tail + copy)
-    return ((best[2], best[1]) if best is not None else None), error
+    refused: tuple[InteropError, int] | None = None  # the shortest route refusing the input at map time, its steps
+    try:
+        for o in _all_options(s, d, obj.context, dctx, mode):
+            if best_key is not None and best_key <= o.floor:
+                break
+            n = o.rank[0]
+            try:
+                _runs_here(o.chain)
+                c0 = _first_cost(o, obj, mode)
+                if best_key is not None and (c0 is Cost.COPY) + o.floor[0] > best_key[0]:
+                    continue  # cannot beat the best: not mapped
+                costs, held = o.chain.walk(obj, mode, c0) if c0 is Cost.ZERO_COPY else ([c0], [])
+            except _REFUSALS as e:
+                error = error or e
+                if getattr(e, "at_map", False) and (refused is None or n < refused[1]):
+                    refused = (e, n)
+                continue
+            except InteropError as e:
+                if n == 1:
+                    raise  # the direct edge refuses this input as bad: no other route makes it good
+                error = error or e
+                continue
+            if len(costs) < n:  # the first step copies: the steps after it count their worst case
+                try:
+                    costs += [m.cost(None, mode) for m in o.chain._mappers[1:]]
+                except InteropError as e:
+                    error = error or e
+                    continue
+            plan = _Plan(o, costs, held)
+            key = (plan.copies, n, o.rank[1])
+            if best_key is None or key < best_key:
+                if best is not None:
+                    release_outputs(obj, best.held)
+                best, best_key = plan, key
+            else:
+                release_outputs(obj, held)
+    except BaseException:
+        if best is not None:
+            release_outputs(obj, best.held)
+        raise
+    if best is None:
+        if error is not None:
+            raise error
+        raise _no_route(s, d)
+    if best.copies and not allow_copy:
+        release_outputs(obj, best.held)
+        step = best.option.chain._mappers[best.costs.index(Cost.COPY)]
+        if refused is not None and refused[1] <= best.option.rank[0]:
+            # a route no longer than the copying one took the input by its cost but refused it when mapped (or
+            # cannot run here): that is the news, the copying route the way out
+            error = refused[0]
+            hint = f"; the next route, {best.option.chain!r}, copies at step {step.name}: pass allow_copy=True to try it"
+            if isinstance(error, BackendUnavailableError):
+                raise BackendUnavailableError(f"{error}{hint}", backend=error.backend, extra=error.extra) from error
+            raise type(error)(f"{error}{hint}") from error
+        raise CopyRequiredError(
+            f"the route for this {s.name} {'frame' if isinstance(obj, Frame) else 'tensor'} to {d.name} copies "
+            f"in mode {mode.name}; it copies at step {step.name} ({step.src.name} -> {step.dst.name}): "
+            f"pass allow_copy=True to accept it", step=type(step), src=s, dst=d, reachable=reachable(s))
+    return best
 
 
 def route_object(obj: Any, dst: object, *, allow_copy: bool = False,
                  mode: AccessMode = AccessMode.READ) -> MemoryMapperChain:
-    """The cheapest chain for this very object (a Tensor, Frame, or anything interop.wrap() takes) in ``mode``.
+    """The cheapest chain for this very object (a Tensor, Frame, or anything interop.wrap() takes) in ``mode``:
+    the chain ``interop.map(obj, dst, mode=mode)`` runs.
 
-    Each route's first step reports its cost for ``obj`` (an edge that cannot take it raises WrongMemoryError and
-    the route is left out); later steps count their worst case for ``mode``. Without ``allow_copy`` a chain that
-    copies for this object is refused with CopyRequiredError; when no route can take the object, the first
-    refusal is raised (the error ``interop.map()`` would raise).
+    Each step is costed for the input it would really get (steps that are zero-copy for their input are mapped to
+    find out, then released; see ``_plan``). Without ``allow_copy`` a chain that copies for this object is refused
+    with CopyRequiredError; when no route can take the object, the first refusal is raised (the error
+    ``interop.map()`` would raise).
     """
     if type(mode) is not AccessMode:
         mode = check_mode(mode)
@@ -288,24 +348,21 @@ def route_object(obj: Any, dst: object, *, allow_copy: bool = False,
     d, dctx = _endpoint(dst, "route destination")
     if s is d:
         return _same_type(s, sctx, dctx)
-    options = _options(s, d, sctx, dctx, mode)
-    if not options:
-        if not _ranked(s, d):
-            raise _no_route(s, d)
-    found, error = _choose(options, obj, mode)
-    if found is None:
-        if error is not None:
-            raise error
-        raise _no_route(s, d)
-    copies, best = found
-    if copies and not allow_copy:
-        costs = best.chain.step_costs(obj, mode)
-        step = best.chain._mappers[costs.index(Cost.COPY)]
-        raise CopyRequiredError(
-            f"the route for this {s.name} {'frame' if isinstance(obj, Frame) else 'tensor'} to {d.name} copies "
-            f"in mode {mode.name}; it copies at step {step.name} ({step.src.name} -> {step.dst.name}): "
-            f"pass allow_copy=True to accept it", step=type(step), src=s, dst=d, reachable=reachable(s))
-    return best.chain
+    plan = _plan(obj, s, d, dctx, mode, allow_copy)
+    release_outputs(obj, plan.held)
+    return plan.option.chain
+
+
+def map_object(obj: Tensor | Frame, d: MemoryType, dctx: Context | None, mode: AccessMode,
+               allow_copy: bool) -> tuple[Any, MemoryMapperChain]:
+    """interop.map()'s general path: the route ``route_object`` names, mapped (the steps mapped while choosing it
+    are kept, the rest mapped now), and the chain."""
+    plan = _plan(obj, obj.memory_type, d, dctx, mode, allow_copy)
+    mappers = plan.option.chain._mappers
+    out: Any = plan.held[-1] if plan.held else obj
+    for m in mappers[len(plan.held):]:
+        out = m.map(out, mode, allow_copy=allow_copy)
+    return out, plan.option.chain
 
 
 def alternatives(chain: MemoryMapperChain, allow_copy: bool, limit: int | None = 8, *, obj: Any = None,
@@ -323,7 +380,7 @@ def alternatives(chain: MemoryMapperChain, allow_copy: bool, limit: int | None =
     first = tuple(type(m) for m in chain.mappers)
     ranked: list[tuple[Any, MemoryMapperChain]] = []
     for o in _all_options(s, d, sctx, dctx, mode):
-        if tuple(type(m) for m in o.chain._mappers) == first:
+        if o.tail is None or tuple(type(m) for m in o.chain._mappers) == first:
             continue
         if obj is None:
             c = o.tail + (not o.first.zero_copy)

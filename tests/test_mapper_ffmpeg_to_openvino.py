@@ -198,3 +198,23 @@ def test_a_plane_openvino_cannot_share_takes_the_general_path() -> None:
     vf = av.VideoFrame.from_numpy_buffer(rgb, format="rgb24")
     assert FFmpegToOpenVINO().map_native(vf, AccessMode.READ, False) is None
     assert FFmpegToOpenVINO().map_native(av.VideoFrame(8, 8, "gray"), AccessMode.WRITE, True) is None
+
+
+def test_imported_frame_ending_at_its_last_pixel_is_copied_not_read_past() -> None:
+    """A frame over a CPU array (CPU -> FFMPEG shares it) whose buffer ends at the last visible pixel: PyAV says the
+    plane holds line_size x rows, but OpenVINO sharing it at full pitch would read past the array, so it is copied."""
+    flat = np.arange(47 * 64 + 40, dtype=np.uint32).astype(np.uint8)  # the last row stops at its last pixel
+    gray = np.lib.stride_tricks.as_strided(flat, (48, 40), (64, 1))
+    f = interop.map(gray, MemoryType.FFMPEG)
+    assert f.native.buffer_size == 48 * 64 > flat.nbytes  # what PyAV reports
+    edge = FFmpegToOpenVINO()
+    assert edge.cost(f) is interop.mapper.Cost.COPY
+    with pytest.raises(interop.CopyRequiredError):
+        edge.map(f)
+    with interop.copy_meter() as m:
+        o = edge.map(f, allow_copy=True)
+    assert m.copies == 1 and np.array_equal(np.asarray(o).reshape(48, 40), gray)
+    packed = interop.map(np.zeros((48, 40), np.uint8), MemoryType.FFMPEG)  # no padding to read past: shared
+    with interop.copy_meter() as m:
+        edge.map(packed)
+    assert m.copies == 0

@@ -143,6 +143,20 @@ def _ov_plane(plane: Any, offset: int, spec: _Shared, ctx: OpenVINOContext, pare
     return o  # type: ignore[no-any-return]
 
 
+def _shared_plane(t: Any, spec: _Shared | None) -> _Shared | None:
+    """``spec`` when OpenVINO may share the plane of FFmpegTensor ``t`` at full pitch, else None. PyAV's
+    ``buffer_size`` is line_size x rows: a decoder's buffers hold that much, but a frame over memory interop imported
+    (CPU -> FFMPEG wraps arrays with from_numpy_buffer / from_dlpack) may end at the last visible pixel, so such a
+    plane is shared only when its rows have no padding."""
+    if spec is None or t._offset + spec.full.nbytes > t._native.buffer_size:
+        return None
+    owner = t._parent
+    while isinstance(owner, FFmpegTensor):  # a region of a plane: the plane it is cut from
+        owner = owner._parent
+    imported = isinstance(owner, (Tensor, Frame)) and owner.memory_type is not MemoryType.FFMPEG
+    return spec if not imported or spec.full.nbytes == t._info.extent else None  # no padding to read past
+
+
 @register
 class FFmpegToOpenVINO(FFmpegMapper):
     dst = MemoryType.OPENVINO
@@ -189,8 +203,7 @@ class FFmpegToOpenVINO(FFmpegMapper):
             return Cost.COPY
         ov = ov_module()
         for t in planes:
-            spec = shared_spec(t.info, ov)
-            if spec is None or t.offset + spec.full.nbytes > t.native.buffer_size:  # type: ignore[attr-defined]
+            if _shared_plane(t, shared_spec(t.info, ov)) is None:
                 return Cost.COPY
         return Cost.ZERO_COPY
 
@@ -218,11 +231,9 @@ class FFmpegToOpenVINO(FFmpegMapper):
         if t._hardware:
             raise refuse_hardware("this frame", "OpenVINO host tensors")
         info = t._info
-        spec = shared_spec(info, ov)
-        plane = t._native
-        offset = t._offset
-        if spec is not None and offset + spec.full.nbytes <= plane.buffer_size:
-            return _ov_plane(plane, offset, spec, ctx, t, t._index, t._writable)
+        spec = _shared_plane(t, shared_spec(info, ov))
+        if spec is not None:
+            return _ov_plane(t._native, t._offset, spec, ctx, t, t._index, t._writable)
         self.copying(info.nbytes, allow_copy,
                      f"a plane with pitch {info.strides[0]} bytes is not a whole number of pixels, or its last row's "
                      f"padding lies outside the buffer, so OpenVINO cannot share it")
