@@ -45,8 +45,11 @@ from .pipeline import FrameResult, RunArgumentError, RunResult, _summary
 
 log = logging.getLogger(__name__)
 
-#: buffers in each worker's pool: enough for the frames in requests, one the worker fills and one a stream keeps
+#: buffers in each worker's pool at least; by default a stream's pool holds the model's whole request pool plus
+#: POOL_SPARE (one the worker fills, one the stream keeps, one in the socket), so one stream alone can keep every
+#: request busy
 POOL_SIZE = 6
+POOL_SPARE = 3
 #: seconds a worker may take to open its input and say so
 START_TIMEOUT = 60.0
 
@@ -99,6 +102,7 @@ class MultiRunResult:
     bytes_copied: int = 0
     output_bytes: int = 0
     interrupted: bool = False
+    pool_size: int = 0  # buffers in each worker's pool
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -129,7 +133,7 @@ class MultiRunResult:
             "video": [s.run.video for s in self.streams],
             "size": [first.width, first.height] if first else None,
             "input_size": list(self.input_size) if self.input_size else None,
-            "warnings": list(self.warnings), "interrupted": self.interrupted,
+            "warnings": list(self.warnings), "interrupted": self.interrupted, "pool_size": self.pool_size,
             "streams": [s.to_json() for s in self.streams],
         }
 
@@ -154,9 +158,10 @@ def _say(obj: dict[str, Any]) -> None:
         pass
 
 
-def worker_main(sock_fd: int, video: str, pool_size: int, frames: int | None) -> int:
+def worker_main(sock_fd: int, video: str, frames: int | None) -> int:
     """Decode ``video`` into pool frames and send them over the socket ``sock_fd``. Status lines (JSON) on stdout:
-    ``{"hello": ...}`` once the input is open, then ``{"done": ...}`` or ``{"error": ...}``."""
+    ``{"hello": ...}`` once the input is open, then ``{"done": ...}`` or ``{"error": ...}``. Between the two it reads
+    ``{"pool": N}`` on stdin (the inference process sizes the pools once its model is compiled); EOF there: stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the inference process's to handle: it closes our socket
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     _die_with_parent()
@@ -173,6 +178,13 @@ def worker_main(sock_fd: int, video: str, pool_size: int, frames: int | None) ->
         _say({"error": {"type": type(e).__name__, "message": str(e)}})
         return 1
     _say({"hello": {"width": src.width, "height": src.height, "declared": src.declared}})
+    try:
+        pool_size = int(json.loads(sys.stdin.readline() or "{}").get("pool", 0))
+    except (ValueError, AttributeError, OSError):
+        pool_size = 0
+    if pool_size < 3:  # the inference process is gone, or failed before starting us
+        src.close()
+        return 0
     tx = FrameSender(socket.socket(fileno=sock_fd))
     pool: Any = None
     sent = 0
@@ -230,17 +242,16 @@ def worker_main(sock_fd: int, video: str, pool_size: int, frames: int | None) ->
 class _Worker:
     """A decode worker process and our ends of its socket (frames) and stdout (status lines)."""
 
-    def __init__(self, index: int, video: str, pool_size: int, frames: int | None):
+    def __init__(self, index: int, video: str, frames: int | None):
         from .dma import FrameReceiver, seqpacket_pair
 
         self.index = index
         self.video = video
         ours, theirs = seqpacket_pair()
-        args = [sys.executable, "-m", "interop.streams", "--worker", str(theirs.fileno()), video, str(pool_size),
-                str(frames or 0)]
+        args = [sys.executable, "-m", "interop.streams", "--worker", str(theirs.fileno()), video, str(frames or 0)]
         try:
             self.proc = subprocess.Popen(args, pass_fds=[theirs.fileno()], stdout=subprocess.PIPE,
-                                         stdin=subprocess.DEVNULL, start_new_session=False)
+                                         stdin=subprocess.PIPE, start_new_session=False)
         finally:
             theirs.close()
         self.rx = FrameReceiver(ours)
@@ -267,7 +278,19 @@ class _Worker:
                     log.warning("stream %d: a worker status line that is not JSON: %r", self.index, line[:200])
         return out
 
+    def go(self, pool_size: int) -> None:
+        """Tell the worker its pool size: it starts decoding."""
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps({"pool": pool_size}).encode() + b"\n")
+            self.proc.stdin.close()
+        except OSError:  # it died already: its socket says so
+            pass
+
     def stop(self, timeout: float = 5.0) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()  # a worker still waiting for its pool size stops
         self.rx.close()
         try:
             self.proc.wait(timeout)
@@ -331,19 +354,19 @@ class _Results:
             raise self.error
 
 
-def _check(inputs: Sequence[str], pool_size: int, frames: int | None) -> None:
+def _check(inputs: Sequence[str], pool_size: int | None, frames: int | None) -> None:
     if not inputs:
         raise RunArgumentError("run_streams needs at least one input")
     if frames is not None and frames <= 0:
         raise RunArgumentError(f"--frames must be a positive number of frames, not {frames} (leave it out for all)")
-    if pool_size < 3:
+    if pool_size is not None and pool_size < 3:
         raise RunArgumentError(f"pool_size must be at least 3 (a frame in a request, one kept, one being written), "
                                f"not {pool_size}")
 
 
 def run_streams(inputs: Sequence[str], model: str | None = None, device: str | None = None, frames: int | None = None,
                 precision: str | None = None, input_size: tuple[int, int] | None = None, *,
-                pool_size: int = POOL_SIZE, keep_last: bool = False,
+                pool_size: int | None = None, keep_last: bool = False,
                 on_progress: Callable[[int, int, int | None], None] | None = None,
                 on_result: Callable[[int, FrameResult], None] | None = None,
                 on_stream_end: Callable[[StreamResult], None] | None = None) -> MultiRunResult:
@@ -362,7 +385,7 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
     from .dma import ProtocolError, TransportTimeoutError
 
     _check(inputs, pool_size, frames)
-    workers = [_Worker(k, v, pool_size, frames) for k, v in enumerate(inputs)]
+    workers = [_Worker(k, v, frames) for k, v in enumerate(inputs)]
     streams: list[StreamResult] = []
     last: dict[int, Any] = {}
     inf: Any = None
@@ -389,10 +412,17 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
         out.model, out.device, out.input_size = model_name, inf.device, size
         for s in streams:
             s.run.model, s.run.device, s.run.input_size = model_name, inf.device, size
+        if pool_size is None:
+            try:
+                pool_size = max(POOL_SIZE, int(inf.pool_size()) + POOL_SPARE)
+            except Exception:  # noqa: BLE001 - a model whose raw variant cannot be sized: the default
+                pool_size = POOL_SIZE
+        out.pool_size = pool_size
         for w in workers:
             if streams[w.index].error is not None:
                 w.stop()
                 continue
+            w.go(pool_size)
             sel.register(w.rx._sock, selectors.EVENT_READ, ("frame", w))
             assert w.proc.stdout is not None
             sel.register(w.proc.stdout, selectors.EVENT_READ, ("status", w))
@@ -645,7 +675,7 @@ def report(res: MultiRunResult, out: Any) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 6 and sys.argv[1] == "--worker":
-        raise SystemExit(worker_main(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]) or None))
-    raise SystemExit("usage: python -m interop.streams --worker SOCKET_FD INPUT POOL_SIZE FRAMES (started by "
-                     "interop run with several inputs)")
+    if len(sys.argv) == 5 and sys.argv[1] == "--worker":
+        raise SystemExit(worker_main(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]) or None))
+    raise SystemExit("usage: python -m interop.streams --worker SOCKET_FD INPUT FRAMES (started by interop run with "
+                     "several inputs)")

@@ -118,7 +118,8 @@ def test_arguments_are_checked():
 
 
 def test_worker_stops_decoding_while_its_pool_is_held(clip):
-    w = _Worker(0, clip, 3, None)
+    w = _Worker(0, clip, None)
+    w.go(3)
     try:
         held = [w.rx.recv(timeout=30) for _ in range(3)]
         assert all(f is not None for f in held)
