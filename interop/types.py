@@ -12,6 +12,8 @@ from .errors import InvalidTensorError, UnsupportedTypeError
 class MemoryType(enum.Enum):
     """Where a tensor's bytes live and which framework owns the handle."""
 
+    __hash__ = object.__hash__  # members are singletons compared by identity: routing's dicts hash them per frame
+
     CPU = "cpu"
     FFMPEG = "ffmpeg"
     GST = "gst"
