@@ -29,6 +29,7 @@ from __future__ import annotations
 import array
 import collections
 import errno
+import functools
 import logging
 import math
 import os
@@ -91,6 +92,7 @@ _CR_CODE: dict[ColorRange | None, int] = {None: 0, ColorRange.LIMITED: 1, ColorR
 _CS_OF = {v: k for k, v in _CS_CODE.items()}
 _CR_OF = {v: k for k, v in _CR_CODE.items()}
 _RECV_BYTES = 4096  # larger than any valid FRAME message (MSG_TRUNC tells a longer one)
+_CMSG_BYTES = socket.CMSG_SPACE(MAX_FDS * 4)
 
 
 class PeerClosedError(InteropError, ConnectionError):
@@ -938,7 +940,7 @@ class FrameReceiver:
             if not ready:
                 raise TransportTimeoutError(f"no frame within {timeout} s: the producer sent nothing")
             try:
-                msg, anc, flags, _ = self._sock.recvmsg(_RECV_BYTES, socket.CMSG_SPACE(MAX_FDS * 4),
+                msg, anc, flags, _ = self._sock.recvmsg(_RECV_BYTES, _CMSG_BYTES,
                                                         socket.MSG_CMSG_CLOEXEC | socket.MSG_DONTWAIT)
             except (BlockingIOError, InterruptedError):  # another thread took the message
                 continue
@@ -1093,9 +1095,12 @@ class FrameReceiver:
                 t.release()
             self._done.send(fid)
             raise
-        done = _DoneOnce(self._done, fid, len(entries))
-        for e in entries:
-            e.add(done)
+        if len(entries) == 1:  # the usual pool frame: its one buffer's free is the frame's DONE
+            entries[0].add(functools.partial(self._done.send, fid))
+        else:
+            done = _DoneOnce(self._done, fid, len(entries))
+            for e in entries:
+                e.add(done)
         return frame
 
     @property
