@@ -46,9 +46,15 @@ def _needs_or_skip(p: subprocess.CompletedProcess) -> None:
         pytest.skip(lines[0])
 
 
+# examples tested in a module of their own
+ELSEWHERE = {"gst_infer.py": "test_example_gst_infer.py"}
+
+
 def test_every_example_is_covered() -> None:
-    covered = {"decode_infer.py", "opencl_preprocess.py", "dma_producer.py", "dma_consumer.py", *TIER_B}
+    covered = {"decode_infer.py", "opencl_preprocess.py", "dma_producer.py", "dma_consumer.py", *TIER_B, *ELSEWHERE}
     assert {p.name for p in EXAMPLES.glob("*.py")} == covered  # a new example gets a test here
+    for example, module in ELSEWHERE.items():
+        assert f'"{example}"' in (ROOT / "tests" / module).read_text(), f"tests/{module} does not run {example}"
 
 
 def test_decode_infer_runs() -> None:

@@ -126,8 +126,23 @@ def _source(mt: MemoryType, kind: str, img: np.ndarray) -> Tensor | Frame:
     raise Unavailable(f"no {kind} source of {mt.name} memory in this test: add one")
 
 
+def _gst_fd_source(kind: str, img: np.ndarray) -> Tensor | Frame:
+    """GST memory backed by an fd (GstFdMemory over a memfd): what GST -> DMA takes (system memory has no fd)."""
+    from tests.reliability import backends as B
+
+    try:
+        if kind == "frame":
+            return B.gst_fd_frame(FrameFormat.GRAY8, img.shape[1], img.shape[0], [img])
+        return B.gst_fd_tensor(img)
+    except B.Missing as e:
+        raise Unavailable(str(e)) from e
+
+
 def _map_along(path: tuple[str, ...], kind: str, img: np.ndarray, mode: AccessMode) -> Tensor | Frame:
-    obj: Any = _source(MemoryType[path[0]], kind, img)
+    if path[:2] == ("GST", "DMA"):
+        obj: Any = _gst_fd_source(kind, img)
+    else:
+        obj = _source(MemoryType[path[0]], kind, img)
     for a, b in zip(path, path[1:]):
         mapper = registered()[(MemoryType[a], MemoryType[b])]
         missing = mapper.missing()

@@ -257,6 +257,87 @@ def _dma_memfd(rng: np.random.Generator) -> Made:
     return Made("dma-memfd", t, [a.copy()])
 
 
+# ---- GStreamer memory backed by an fd (what GST -> DMA takes; via:GST makes system memory) ---------------------
+
+
+def _gst(what: str) -> Any:
+    """``Gst``, initialised through interop (which orders the native libraries first)."""
+    need_module("interop.tensors.gst", "the GStreamer backend (interop/tensors/gst.py)")
+    need_module("gi", what)
+    from interop.tensors.gst import gst
+
+    return gst()
+
+
+def gst_fd_memory(payload: bytes) -> Any:
+    """A ``Gst.Memory`` made by GStreamer's own fd allocator (GstFdMemory) over a new memfd holding ``payload``;
+    GStreamer owns the fd and closes it when it frees the memory."""
+    _gst("GStreamer fd memory")
+    import gi
+
+    gi.require_version("GstAllocators", "1.0")
+    from gi.repository import GstAllocators  # type: ignore[import-not-found]
+
+    fd = os.memfd_create("interop-test-gst")
+    try:
+        os.ftruncate(fd, max(len(payload), 1))
+        if payload:
+            os.pwrite(fd, payload, 0)
+        mem = GstAllocators.FdAllocator.alloc(GstAllocators.FdAllocator.new(), fd, max(len(payload), 1),
+                                              GstAllocators.FdMemoryFlags.NONE)
+    except BaseException:
+        os.close(fd)
+        raise
+    if mem is None:
+        os.close(fd)
+        raise AssertionError("GStreamer's fd allocator refused a memfd")
+    return mem
+
+
+def gst_fd_frame(fmt: FrameFormat, w: int, h: int, planes: list[np.ndarray]) -> Frame:
+    """A ``Gst.Buffer`` of one GstFdMemory holding ``planes`` at the layout GStreamer gives ``fmt`` (its default
+    strides), wrapped with its caps. The caller owns the buffer (nobody else holds it), so it is writable in place:
+    an appsink's sample would be shared, and WRITE mappings of it copy."""
+    Gst = _gst("GStreamer fd memory")
+    import gi
+
+    gi.require_version("GstVideo", "1.0")
+    from gi.repository import GstVideo  # type: ignore[import-not-found]
+
+    from interop.tensors.gst import GST_FORMAT_NAMES, wrap_buffer
+
+    caps = Gst.Caps.from_string(f"video/x-raw,format={GST_FORMAT_NAMES[fmt]},width={w},height={h}")
+    vi = GstVideo.VideoInfo.new_from_caps(caps)
+    data = bytearray(vi.size)
+    for plane, off, stride in zip(planes, vi.offset, vi.stride):
+        rows = np.ascontiguousarray(plane).reshape(plane.shape[0], -1).view(np.uint8)
+        for r in range(rows.shape[0]):
+            data[off + r * stride: off + r * stride + rows.shape[1]] = rows[r].tobytes()
+    buf = Gst.Buffer.new()
+    buf.append_memory(gst_fd_memory(bytes(data)))
+    return wrap_buffer(buf, caps)
+
+
+def gst_fd_tensor(a: np.ndarray) -> Tensor:
+    """``a``'s bytes in a GstFdMemory, wrapped as a Tensor of ``a``'s shape and dtype."""
+    t = interop.wrap(gst_fd_memory(np.ascontiguousarray(a).tobytes()), info=TensorInfo(a.shape, a.dtype))
+    assert isinstance(t, Tensor)
+    return t
+
+
+@factory("gst-fd", MemoryType.GST)
+def _gst_fd(rng: np.random.Generator) -> Made:
+    # frames, as GStreamer's fd producers (v4l2src, decoders with dma-buf pools) give them; a lone memory as a
+    # tensor is gst_fd_tensor(). Widths are multiples of 8, so GStreamer's default strides are the rows themselves
+    # and every frame of this kind takes the same routes (tests route one frame of a kind and map others); padded
+    # and odd sizes come from via:GST and the GStreamer tests
+    fmt = FRAME_FORMATS[int(rng.integers(len(FRAME_FORMATS)))]
+    w, h = even_size(rng, 2, 40)
+    w = 8 * max(1, w // 8)
+    _, planes = random_image(rng, fmt, w, h)
+    return Made("gst-fd", gst_fd_frame(fmt, w, h, planes), planes)
+
+
 def _via(dst: MemoryType) -> Factory:
     def make(rng: np.random.Generator) -> Made:
         interop.route(MemoryType.CPU, dst, allow_copy=True)  # no route from the CPU: NoRouteError, a failure
