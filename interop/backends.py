@@ -337,22 +337,7 @@ def run_probes() -> list[BackendReport]:
             rows[b.name] = b.rows()
         except Exception as e:  # a broken backend is a row that says so, not a crash of doctor
             rows[b.name] = [BackendReport(name=b.title, installed=False, tier=b.tier, reason=f"probe failed: {e}")]
-    out = [r for b in _display_order(backends) for r in rows[b.name]]
-    for _, probe in sorted(_legacy_probes, key=lambda p: p[0]):
-        try:
-            out.extend(probe())
-        except Exception as e:
-            out.append(BackendReport(name=getattr(probe, "__module__", "?"), installed=False, reason=f"probe failed: {e}"))
-    return out
-
-
-_legacy_probes: list[tuple[int, Callable[[], list[BackendReport]]]] = []
-
-
-def register_probe(order: int, probe: Callable[[], list[BackendReport]]) -> None:
-    """Deprecated: declare a ``Backend`` with ``probe=`` instead. Rows registered here come after every declared
-    backend's; kept only until the last module moves to ``register_backend``."""
-    _legacy_probes.append((order, probe))
+    return [r for b in _display_order(backends) for r in rows[b.name]]
 
 
 @dataclass(frozen=True)

@@ -124,8 +124,7 @@ def test_no_pip_hint_names_the_foreign_distribution() -> None:
     offenders = [f"{p.relative_to(ROOT)}:{i}" for p in sorted(ROOT.rglob("*.py"))
                  for i, line in enumerate(p.read_text().splitlines(), 1)
                  if "pip install 'interop[" in line or 'pip install "interop[' in line]
-    pending = {"mapper.py", "tensors/gst.py"}  # not this change's files: see the report of issue 16 point 2
-    assert {o.split(":")[0] for o in offenders} <= pending, offenders
+    assert not offenders, offenders
 
 
 @pytest.mark.parametrize("mt", [m for m in MemoryType if m is not MemoryType.CPU], ids=lambda m: m.value)
