@@ -62,7 +62,7 @@ def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.REA
     if allow_copy is not False and allow_copy is not True:
         allow_copy = check_bool(allow_copy, "allow_copy")
     if type(to) is MemoryType and context is None:  # a decoded frame, mapped in one step: this runs per frame
-        one_step = _one_step.get((type(obj), to._value_))  # the value's str hash is cached; an Enum's is not
+        one_step = _one_step.get((type(obj), to))
         if one_step is not None:
             out = one_step(obj, mode, allow_copy)  # None (e.g. not READ, a hardware frame): the general path
             if out is not None:
@@ -115,7 +115,7 @@ def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.REA
 # route is one mapper with a map_native and no destination context, that gives the same result in one step.
 # map_native returns None for any input whose wrapped context would not be this route's source (a hardware
 # frame beside software ones), which then takes the general path.
-_one_step: dict[tuple[type, str], Any] = {}  # keyed by the MemoryType's value
+_one_step: dict[tuple[type, MemoryType], Any] = {}
 
 
 def _learn(cls: type, dst: MemoryType, chain: Any, src_ctx: Context | None) -> None:
@@ -124,4 +124,4 @@ def _learn(cls: type, dst: MemoryType, chain: Any, src_ctx: Context | None) -> N
         m = mappers[0]
         if type(m).map_native is not MemoryMapper.map_native and m.output_context is None and \
                 m.input_context in (None, src_ctx):
-            _one_step[(cls, dst._value_)] = m.map_native
+            _one_step[(cls, dst)] = m.map_native

@@ -93,6 +93,28 @@ class Tensor:
         t._writable = writable
         return t
 
+    @classmethod
+    def _unchecked_planes(cls, infos: Any, planes: Any, context: Context | None, parent: Any) -> list[Any]:
+        """One read-only ``cls`` per plane of a frame, in one call (it runs once per frame, so its per-plane work is
+        the constructor's): tensor ``i`` views ``planes[i]`` (``_plane``; ``_index`` = i) with ``infos[i]``, and its
+        ``native`` is made on first use (``_native`` None). The state is ``_unchecked``'s, stored in the same order
+        (instances of one class then share one attribute layout)."""
+        new = _new
+        out = []
+        i = 0
+        for p, info in zip(planes, infos):
+            t: Any = new(cls)
+            t._native = None
+            t._info = info
+            t._context = context
+            t._parent = parent
+            t._writable = False
+            t._plane = p
+            t._index = i
+            out.append(t)
+            i += 1
+        return out
+
     # -- lifetime -------------------------------------------------------------------------------------
     def on_release(self, hook: Callable[[], None]) -> None:
         """Run ``hook`` once at release (or when garbage-collected). It must not refer to the tensor itself."""

@@ -253,3 +253,20 @@ def test_openvino_request_inputs_are_reused_per_buffer_and_bounded() -> None:
     for m in mapped[1:]:
         frame_inputs(ov, pi, m)
     assert len(pi._cache) <= 4 and pi.made == 9
+
+
+def test_unchecked_planes_match_unchecked_and_the_public_constructor() -> None:
+    """Tensor._unchecked_planes (one call per frame) builds per plane what _unchecked builds, read-only, native
+    made on first use, in the same attribute order (instances of a class then share one attribute layout)."""
+    from interop.mappers.ffmpeg_to_cpu import PlaneView
+    from interop.tensors.cpu import CPUTensor
+
+    vf = av.VideoFrame(16, 16, "yuv420p")
+    infos = [t.info for t in wrap_video_frame(vf)]
+    views = PlaneView._unchecked_planes(infos, vf.planes, None, "src")
+    one = PlaneView._unchecked(None, infos[0], None, "src", False)
+    one._plane, one._index = vf.planes[0], 0
+    assert [list(vars(v)) for v in views] == [list(vars(one))] * 3
+    assert [(v._info, v._index, v._writable, v._native, v._parent) for v in views] == \
+        [(i, n, False, None, "src") for n, i in enumerate(infos)]
+    assert not _missing(views[0], CPUTensor(np.zeros((4, 4), np.uint8))) and views[0].released is False

@@ -43,22 +43,14 @@ class FFmpegToCPU(FFmpegMapper):
     def map_native(self, vf: Any, mode: AccessMode, allow_copy: bool) -> Frame | None:
         """interop.map(vf, CPU) in one step for a software av.VideoFrame in READ mode; None: take the general
         path (WRITE copies, hardware frames and their advice live there)."""
-        if mode is not AccessMode.READ:
+        if mode is not READ:
             return None
         found = software_planes(vf)
         if found is None:
             return None
         planes, lay = found
         src = DecodedSource(vf, planes, lay)
-        views = []
-        i = 0
-        make = PlaneView._unchecked  # bound once: this runs for every plane of every frame
-        for p, info in zip(planes, lay.infos):  # _plane_view(src, p, 0, i, info, False), one call less per plane
-            v = make(None, info, CPU_CONTEXT, src, False)
-            v._plane, v._index = p, i
-            views.append(v)
-            i += 1
-        return sourced_frame(src, views, CPU_CONTEXT)
+        return sourced_frame(src, _views(lay.infos, planes, CPU_CONTEXT, src), CPU_CONTEXT)
 
     def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
         if obj is None:
@@ -126,7 +118,7 @@ class PlaneView(SourcedTensor, CPUView):
 
 def _plane_view(parent: Any, plane: Any, offset: int, index: int, info: Any, writable: bool) -> CPUView:
     v = PlaneView._unchecked(None, info, CPU_CONTEXT, parent, writable)
-    v._plane, v._offset, v._index = plane, offset, index
+    v._plane, v._index, v._offset = plane, index, offset  # _unchecked_planes' order, then the offset
     return v  # type: ignore[no-any-return]
 
 
@@ -140,3 +132,5 @@ def _view(t: Any) -> CPUView:  # an FFmpegTensor
 
 
 ndarray = np.ndarray
+READ = AccessMode.READ
+_views = PlaneView._unchecked_planes  # bound once: map_native runs once per decoded frame

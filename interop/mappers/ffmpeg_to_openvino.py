@@ -75,10 +75,20 @@ def shared_spec(info: TensorInfo, ov: Any) -> _Shared | None:
     return out
 
 
-_specs: dict[int, tuple[Any, tuple[_Shared, ...] | None]] = {}
+class _LayoutSpecs:
+    """How OpenVINO shares every plane of one frame layout: each plane's _Shared and its full-pitch TensorInfo."""
+
+    __slots__ = ("specs", "infos")
+
+    def __init__(self, specs: tuple[_Shared, ...]):
+        self.specs = specs
+        self.infos = tuple(s.full for s in specs)
 
 
-def _layout_specs(lay: Any, planes: Any) -> tuple[_Shared, ...] | None:
+_specs: dict[int, tuple[Any, _LayoutSpecs | None]] = {}
+
+
+def _layout_specs(lay: Any, planes: Any) -> _LayoutSpecs | None:
     """shared_spec of every plane of a frame layout (cached per layout), or None if one cannot be shared: a
     pitch that is not whole pixels, or a full-pitch plane longer than its buffer (PyAV's ``buffer_size`` is
     line_size x plane rows, both fixed by the layout, so ``planes`` of any frame of the layout decide it)."""
@@ -88,12 +98,13 @@ def _layout_specs(lay: Any, planes: Any) -> tuple[_Shared, ...] | None:
     ov = ov_module()
     specs = [shared_spec(info, ov) for info in lay.infos]
     found = tuple(s for s in specs if s is not None)
-    if len(found) != len(specs) or any(s.full.nbytes > p.buffer_size for s, p in zip(found, planes)):
-        found = None  # type: ignore[assignment]
+    out = None
+    if len(found) == len(specs) and all(s.full.nbytes <= p.buffer_size for s, p in zip(found, planes)):
+        out = _LayoutSpecs(found)
     if len(_specs) > 256:
         _specs.clear()
-    _specs[id(lay)] = (lay, found)
-    return found
+    _specs[id(lay)] = (lay, out)
+    return out
 
 
 class PlaneTensor(SourcedTensor, OpenVINOTensor):
@@ -139,7 +150,7 @@ def _ov_plane(plane: Any, offset: int, spec: _Shared, ctx: OpenVINOContext, pare
     # ov.Tensor(array, shape, type) shares the array's memory as it is (read-only arrays too: OpenVINO never
     # writes its inputs) and does NOT check that the shape fits the array: the caller checked the buffer size.
     o = PlaneTensor._unchecked(None, spec.full, ctx, parent, writable)
-    o._index, o._plane, o._offset, o._spec = index, plane, offset, spec
+    o._plane, o._index, o._spec, o._offset = plane, index, spec, offset  # _unchecked_planes' order, then the rest
     return o  # type: ignore[no-any-return]
 
 
@@ -168,25 +179,20 @@ class FFmpegToOpenVINO(FFmpegMapper):
     def map_native(self, vf: Any, mode: AccessMode, allow_copy: bool) -> Frame | None:
         """interop.map(vf, OPENVINO) in one step for a software av.VideoFrame in READ mode whose planes OpenVINO
         can share; None: take the general path (copies, hardware frames and their advice live there)."""
-        if mode is not AccessMode.READ:
+        if mode is not READ:
             return None
         found = software_planes(vf)
         if found is None:
             return None
         planes, lay = found
-        specs = _layout_specs(lay, planes)
-        if specs is None:
+        shared = _layout_specs(lay, planes)
+        if shared is None:
             return None
         ctx = self._context()
         src = DecodedSource(vf, planes, lay)
-        tensors = []
-        i = 0
-        make = PlaneTensor._unchecked  # bound once: this runs for every plane of every frame
-        for p, spec in zip(planes, specs):  # _ov_plane(p, 0, spec, ctx, src, i, False), one call less per plane
-            o = make(None, spec.full, ctx, src, False)
-            o._index, o._plane, o._spec = i, p, spec
-            tensors.append(o)
-            i += 1
+        tensors = _planes(shared.infos, planes, ctx, src)
+        for o, spec in zip(tensors, shared.specs):
+            o._spec = spec
         return sourced_frame(src, tensors, ctx)
 
     def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
@@ -254,6 +260,8 @@ class FFmpegToOpenVINO(FFmpegMapper):
 
 frombuffer = np.frombuffer
 uint8 = np.uint8
+READ = AccessMode.READ
+_planes = PlaneTensor._unchecked_planes  # bound once: map_native runs once per decoded frame
 
 
 def plane_shapes(f: Frame) -> list[tuple[int, ...]]:
