@@ -29,7 +29,7 @@ from .errors import (  # noqa: E402
 )
 from .frame import Frame  # noqa: E402
 from .info import TensorInfo  # noqa: E402
-from .mapper import MemoryMapper, MemoryMapperChain  # noqa: E402
+from .mapper import Cost, MemoryMapper, MemoryMapperChain  # noqa: E402
 from .meter import copy_meter  # noqa: E402
 from .routing import route  # noqa: E402
 from .tensor import Tensor  # noqa: E402
@@ -52,7 +52,7 @@ def __getattr__(name: str):  # Inference pulls in nothing heavy at import, but k
 
 __all__ = [
     "__version__", "MemoryType", "AccessMode", "FrameFormat", "ColorSpace", "ColorRange", "TensorInfo",
-    "Tensor", "Frame", "Context", "MemoryMapper", "MemoryMapperChain", "wrap", "map", "route", "copy_meter",
+    "Tensor", "Frame", "Context", "MemoryMapper", "MemoryMapperChain", "Cost", "wrap", "map", "route", "copy_meter",
     "Inference", "InteropError", "NoRouteError", "CopyRequiredError", "BackendUnavailableError",
     "InvalidTensorError", "UnsupportedTypeError", "ContextMismatchError", "UnsupportedFormatError", "WrongMemoryError",
     "ResourceError", "InteropTimeoutError", "InteropBufferError", "empty", "empty_frame", "CompileError", "CallbackReentryError",

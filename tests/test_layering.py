@@ -32,7 +32,7 @@ ROOT = Path(interop.__file__).parent
 CORE = frozenset({"errors", "types", "info", "tensor", "frame", "context", "mapper", "routing", "meter", "backends", "_cache",
                   "api", "_runtime", "_dist", "__init__"})
 APP = frozenset({"inference", "pipeline", "cli", "__main__", "benchmarks", "clip", "textdet", "cuda", "dma", "alloc",
-                 "transport", "elements", "nvdec_warm", "cli_run"})
+                 "transport", "elements", "nvdec_warm", "cli_run", "streams"})
 LAYERS = {"native": 1, "tensors": 2, "mappers": 3}
 NAMES = ("core", "native", "tensors", "mappers", "app")
 
@@ -159,14 +159,6 @@ KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {}
 
 # The members of each import cycle (a strongly connected component) -> why, and who removes it.
 KNOWN_CYCLES: dict[frozenset[str], str] = {}
-
-
-def _fill_known_cycles() -> None:
-    KNOWN_CYCLES[frozenset({"interop.tensors.opencl", "interop.tensors.usm"})] = \
-        "C3: shared_context_report <-> shared_with_opencl; the report belongs in a doctor module"
-
-
-_fill_known_cycles()
 
 
 def _allowed(e: Edge) -> bool:

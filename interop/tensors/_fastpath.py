@@ -13,7 +13,6 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ..api import register_exact_wrap
 from ..context import CPU_CONTEXT, Context
 from ..frame import Frame
 from ..info import TensorInfo
@@ -109,6 +108,3 @@ class FastMapper(MemoryMapper):
                 obj = wrapped
         return super().map(obj, mode, allow_copy=allow_copy)
 
-
-# wrap(ndarray) builds a CPUTensor directly (what the numpy.ndarray Wrapper of tensors/cpu gives for no arguments)
-register_exact_wrap(np.ndarray, CPUTensor)

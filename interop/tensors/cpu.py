@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..api import register_exact_wrap
 from ..backends import Backend, BackendReport, Wrapper, class_in, register_backend, register_wrapper
 from ..context import CPU_CONTEXT, Context
 from ..errors import InteropBufferError, InvalidTensorError, UnsupportedTypeError
@@ -188,6 +189,8 @@ def _has_buffer(cls: type) -> bool:
 
 
 register_wrapper(Wrapper("numpy.ndarray", lambda c: issubclass(c, np.ndarray), wrap_cpu, priority=0))
+# wrap(ndarray) with no other argument builds a CPUTensor directly (what the Wrapper above gives): once per frame
+register_exact_wrap(np.ndarray, CPUTensor)
 register_wrapper(Wrapper("CPU DLPack producers", _is_cpu_dlpack, wrap_cpu, priority=-10))
 register_wrapper(Wrapper("buffer-protocol objects", _has_buffer, wrap_cpu, priority=-20))
 

@@ -451,11 +451,9 @@ def shared_context_report() -> dict[str, Any]:
     except ImportError:
         pass
     try:
-        from .usm import SYCLContext
-
-        sy = Context.default(MemoryType.USM)
-        if isinstance(sy, SYCLContext) and sy.cl_context is not None:
-            handles["dpctl"] = sy.cl_context
+        sy = Context.default(MemoryType.USM)  # a SYCLContext has the cl_context dpctl runs on (by name: no import)
+        if getattr(sy, "cl_context", None) is not None:
+            handles["dpctl"] = sy.cl_context  # type: ignore[attr-defined]
     except ImportError:
         pass
     except InteropError as e:

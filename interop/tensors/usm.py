@@ -111,13 +111,12 @@ class SYCLContext(Context):
     @property
     def shared_with_opencl(self) -> bool:
         """True when this SYCL context is the default OpenCL context (one cl_context for OpenCV, pyopencl, dpctl)."""
-        from .opencl import OpenCLContext
-
         try:
             ocl = Context.default(MemoryType.OPENCL)
         except InteropError:
             return False
-        return isinstance(ocl, OpenCLContext) and self.cl_context == ocl.cl_context
+        # an OpenCLContext, read by its attribute: tensors/opencl and tensors/usm never import each other
+        return self.cl_context is not None and self.cl_context == getattr(ocl, "cl_context", None)
 
     def allocate(self, nbytes: int, usm_type: str = "shared") -> Any:
         """A new dpctl USM allocation of ``nbytes`` on this queue."""
