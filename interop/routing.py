@@ -275,7 +275,6 @@ def _plan(obj: Tensor | Frame, s: MemoryType, d: MemoryType, dctx: Context | Non
                 break
             n = o.rank[0]
             try:
-                _runs_here(o.chain)
                 c0 = _first_cost(o, obj, mode)
                 if best_key is not None and (c0 is Cost.COPY) + o.floor[0] > best_key[0]:
                     continue  # cannot beat the best: not mapped
@@ -290,12 +289,17 @@ def _plan(obj: Tensor | Frame, s: MemoryType, d: MemoryType, dctx: Context | Non
                     raise  # the direct edge refuses this input as bad: no other route makes it good
                 error = error or e
                 continue
-            if len(costs) < n:  # the first step copies: the steps after it count their worst case
-                try:
+            try:
+                if len(costs) < n:  # the first step copies: the steps after it count their worst case
                     costs += [m.cost(None, mode) for m in o.chain._mappers[1:]]
-                except InteropError as e:
-                    error = error or e
-                    continue
+                if allow_copy or Cost.COPY not in costs:  # a copy refused anyway is reported as such
+                    _runs_here(o.chain)
+            except InteropError as e:
+                release_outputs(obj, held)
+                error = error or e
+                if getattr(e, "at_map", False) and (refused is None or n < refused[1]):
+                    refused = (e, n)
+                continue
             plan = _Plan(o, costs, held)
             key = (plan.copies, n, o.rank[1])
             if best_key is None or key < best_key:
