@@ -94,16 +94,31 @@ class Tensor:
         return t
 
     @classmethod
-    def _unchecked_planes(cls, infos: Any, planes: Any, context: Context | None, parent: Any) -> list[Any]:
+    def _unchecked_planes(cls, infos: Any, planes: Any, context: Context | None, parent: Any,
+                          specs: Any = None) -> list[Any]:
         """One read-only ``cls`` per plane of a frame, in one call (it runs once per frame, so its per-plane work is
         the constructor's): tensor ``i`` views ``planes[i]`` (``_plane``; ``_index`` = i) with ``infos[i]``, and its
-        ``native`` is made on first use (``_native`` None). The state is ``_unchecked``'s, stored in the same order
-        (instances of one class then share one attribute layout)."""
+        ``native`` is made on first use (``_native`` None); ``specs[i]``, when given, is how the class shares the
+        plane (``_spec``: e.g. OpenVINO's full-pitch shape and element type). The state is ``_unchecked``'s, stored
+        in the same order (instances of one class then share one attribute layout)."""
         new = _new
         out = []
         i = 0
-        for p, info in zip(planes, infos):
-            t: Any = new(cls)
+        if specs is None:
+            for p, info in zip(planes, infos):
+                t: Any = new(cls)
+                t._native = None
+                t._info = info
+                t._context = context
+                t._parent = parent
+                t._writable = False
+                t._plane = p
+                t._index = i
+                out.append(t)
+                i += 1
+            return out
+        for p, info, spec in zip(planes, infos, specs):
+            t = new(cls)
             t._native = None
             t._info = info
             t._context = context
@@ -111,6 +126,7 @@ class Tensor:
             t._writable = False
             t._plane = p
             t._index = i
+            t._spec = spec
             out.append(t)
             i += 1
         return out

@@ -190,10 +190,7 @@ class FFmpegToOpenVINO(FFmpegMapper):
             return None
         ctx = self._context()
         src = DecodedSource(vf, planes, lay)
-        tensors = _planes(shared.infos, planes, ctx, src)
-        for o, spec in zip(tensors, shared.specs):
-            o._spec = spec
-        return sourced_frame(src, tensors, ctx)
+        return sourced_frame(src, _planes(shared.infos, planes, ctx, src, shared.specs), ctx)
 
     def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
         if obj is None:
