@@ -380,7 +380,7 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
     total)``, ``on_result(stream, FrameResult)``; ``on_stream_end(StreamResult)`` on the caller's thread."""
     import interop
     from interop.meter import copy_meter
-    from interop.pipeline import _make_inference
+    from interop.pipeline import _make_inference, _opencv_single_threaded
 
     from .dma import ProtocolError, TransportTimeoutError
 
@@ -431,7 +431,9 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
         layouts: set[tuple[Any, ...]] = set()
         perf = time.perf_counter
         open_streams = {w.index for w in live}
-        with copy_meter() as meter:
+        # OpenCV's pool threads spin after each small post-processing call, on the cores inference needs (as in
+        # pipeline.run): off for the run
+        with copy_meter() as meter, _opencv_single_threaded(model is None):
             while open_streams:
                 for key, _ in sel.select(timeout=1.0):
                     kind, w = key.data
