@@ -261,6 +261,17 @@ def is_gst_input(video: str | None) -> bool:
     return isinstance(video, str) and video.startswith(GST_PREFIX)
 
 
+#: threads of the run's PyAV decoder at most. The decoder shares the cores with the inference streams: FFmpeg's own
+#: default (one thread per core) spends CPU the streams need, and a few threads decode a 1080p stream faster than
+#: the model takes its frames.
+DECODE_THREADS = 4
+
+
+def run_decoder_threads(stream: Any) -> None:
+    """Give ``stream``'s decoder the threads ``interop run`` decodes with (before its first packet)."""
+    stream.codec_context.thread_count = max(1, min(DECODE_THREADS, os.cpu_count() or 1))
+
+
 class _Input:
     """A run's frames: PyAV's decoder over a file, or a GStreamer pipeline (``gst:...``). The loop reads frames
     through ``it`` and their ``format.name``, ``width``, ``height`` and ``pts`` (in ``time_base`` units), which PyAV's
@@ -277,6 +288,7 @@ class _Input:
             self._open_gst(video[len(GST_PREFIX):])
         else:
             self.container, self.stream = open_video(video)
+            run_decoder_threads(self.stream)
             cc = self.stream.codec_context
             self.width, self.height, self.declared = cc.width, cc.height, int(self.stream.frames or 0)
             self.time_base = self.stream.time_base
@@ -371,22 +383,29 @@ def _converted(vf: Any) -> Any:
 
 
 class _ResultWorker:
-    """Turns outputs into results (text boxes, the caller's on_result/on_progress) on a thread of its own. OpenVINO
+    """Turns outputs into results (text boxes, the caller's on_result/on_progress) on threads of their own. OpenVINO
     calls a request's callback on the thread of the inference stream that ran it, and that stream takes no new
     request until the callback returns: a callback that only queues the outputs gives the stream back at once, where
     making boxes there would hold it for the post-processing and for the GIL the other callbacks and the decode loop
-    want. ``close()`` waits for every queued result and re-raises the first error."""
+    want. Several threads take from one queue: most of a frame's post-processing runs in OpenCV and numpy with the
+    GIL released, so while one thread waits for the GIL another computes, and the results keep up with a fast
+    device. ``close()`` waits for every queued result and re-raises the first error."""
 
     BACKLOG = 64  # outputs queued at most
+    THREADS = 3  # at most; never more than the machine's CPUs
 
-    def __init__(self, work: Any):
+    def __init__(self, work: Any, threads: int | None = None):
         self._work = work
         # bounded: a worker slower than the device (a fast NPU) makes the callbacks wait, not memory grow
         self._queue: queue.Queue[tuple[Any, int] | None] = queue.Queue(maxsize=self.BACKLOG)
         self._error: BaseException | None = None
+        self._error_lock = threading.Lock()
         self._closed = False
-        self._thread = threading.Thread(target=self._loop, name="interop-run-results", daemon=True)
-        self._thread.start()
+        n = threads or max(1, min(self.THREADS, os.cpu_count() or 1))
+        self._threads = [threading.Thread(target=self._loop, name=f"interop-run-results-{k}", daemon=True)
+                         for k in range(n)]
+        for t in self._threads:
+            t.start()
 
     def put(self, outputs: Any, i: int) -> None:
         if not self._closed:  # requests still running after a failed run are dropped, never left waiting
@@ -401,13 +420,17 @@ class _ResultWorker:
                 try:
                     self._work(*item)
                 except BaseException as e:  # noqa: B036 - re-raised by close() on the caller's thread
-                    self._error = e
+                    with self._error_lock:
+                        if self._error is None:
+                            self._error = e
 
     def close(self, raise_error: bool = True) -> None:
         self._closed = True
-        if self._thread.is_alive():
+        alive = [t for t in self._threads if t.is_alive()]
+        for _ in alive:  # one stop mark per thread: each takes one and ends
             self._queue.put(None)
-            self._thread.join()
+        for t in alive:
+            t.join()
         err, self._error = self._error, None
         if err is not None and raise_error:
             raise err
@@ -523,8 +546,10 @@ def _result_handler(res: RunResult, is_textdet: bool, postprocess: bool,
         return None
     info = res.frame_info
     done = 0
+    # the result worker runs several threads: the caller's callbacks run one at a time, ``done`` counts up by one
+    callbacks = threading.Lock()
 
-    def handle(outputs: dict[Any, np.ndarray], i: int) -> None:  # the result worker's thread
+    def handle(outputs: dict[Any, np.ndarray], i: int) -> None:  # a result worker's thread
         nonlocal done
         if not postprocess:
             pass
@@ -533,11 +558,14 @@ def _result_handler(res: RunResult, is_textdet: bool, postprocess: bool,
             res.boxes[i] = textdet.boxes_from_map(next(iter(outputs.values())), fw, fh)
         else:
             res.outputs[i] = _summary(outputs)
-        if on_result is not None:
-            on_result(res.result(i))
-        if on_progress is not None:
-            done += 1
-            on_progress(done, total)
+        if on_result is None and on_progress is None:
+            return
+        with callbacks:
+            if on_result is not None:
+                on_result(res.result(i))
+            if on_progress is not None:
+                done += 1
+                on_progress(done, total)
 
     return handle
 

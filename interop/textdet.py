@@ -11,6 +11,7 @@ and returns a text-probability map (N, 1, H, W) in [0, 1]. ``boxes_from_map`` tu
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -94,11 +95,13 @@ class TextBox:
 
 def _order(pts: np.ndarray) -> np.ndarray:
     """Corners clockwise from top-left."""
-    xs = pts[np.argsort(pts[:, 0], kind="stable")]
-    left, right = xs[:2], xs[2:]
-    tl, bl = left[np.argsort(left[:, 1], kind="stable")]
-    tr, br = right[np.argsort(right[:, 1], kind="stable")]
+    xs = sorted(pts.tolist(), key=lambda q: q[0])  # sorted() is stable, as argsort(kind="stable") is
+    tl, bl = sorted(xs[:2], key=lambda q: q[1])
+    tr, br = sorted(xs[2:], key=lambda q: q[1])
     return np.array([tl, tr, br, bl], dtype=np.float32)
+
+
+_DILATE = np.ones((2, 2), np.uint8)
 
 
 def boxes_from_map(prob: Any, frame_width: int, frame_height: int, *, thresh: float = THRESH,
@@ -114,18 +117,20 @@ def boxes_from_map(prob: Any, frame_width: int, frame_height: int, *, thresh: fl
     p = np.asarray(prob, dtype=np.float32)
     p = p.reshape(p.shape[-2], p.shape[-1])
     h, w = p.shape
-    mask = cv2.dilate((p > thresh).astype(np.uint8), np.ones((2, 2), np.uint8))
+    # the boolean mask read as 0/1 bytes in place (a bool is one byte): no second pass over the map to convert it.
+    # This runs once per frame on the result thread, which holds the GIL for every step numpy does not release.
+    mask = cv2.dilate((p > thresh).view(np.uint8), _DILATE)
     contours, _ = cv2.findContours(mask, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)
     sx, sy = frame_width / w, frame_height / h
-    out: list[TextBox] = []
+    keyed: list[tuple[tuple[int, int], TextBox]] = []
     for c in contours[:max_candidates]:
         (cx, cy), (rw, rh), ang = cv2.minAreaRect(c)
         if min(rw, rh) < MIN_SIZE:
             continue
         pts = cv2.boxPoints(((cx, cy), (rw, rh), ang))
         # mean probability inside the box ("fast" score)
-        x0, y0 = np.clip(np.floor(pts.min(axis=0)).astype(int), 0, [w - 1, h - 1])
-        x1, y1 = np.clip(np.ceil(pts.max(axis=0)).astype(int), 0, [w - 1, h - 1])
+        x0, y0 = np.clip(np.floor(pts.min(axis=0)).astype(int), 0, [w - 1, h - 1]).tolist()
+        x1, y1 = np.clip(np.ceil(pts.max(axis=0)).astype(int), 0, [w - 1, h - 1]).tolist()
         roi = np.zeros((y1 - y0 + 1, x1 - x0 + 1), np.uint8)
         cv2.fillPoly(roi, [np.round(pts - [x0, y0]).astype(np.int32)], 1)
         score = float(cv2.mean(p[y0:y1 + 1, x0:x1 + 1], roi)[0])
@@ -139,11 +144,14 @@ def boxes_from_map(prob: Any, frame_width: int, frame_height: int, *, thresh: fl
         pts[:, 0] = np.clip(np.round(pts[:, 0] * sx), 0, frame_width - 1)
         pts[:, 1] = np.clip(np.round(pts[:, 1] * sy), 0, frame_height - 1)
         pts = _order(pts)
-        if np.linalg.norm(pts[0] - pts[1]) <= 3 or np.linalg.norm(pts[0] - pts[3]) <= 3:
+        (ax, ay), (bx, by), _c, (dx, dy) = pts.tolist()
+        if math.hypot(ax - bx, ay - by) <= 3 or math.hypot(ax - dx, ay - dy) <= 3:
             continue
-        out.append(TextBox(pts, score))
-    out.sort(key=lambda b: (b.bbox[1], b.bbox[0]))
-    return out
+        box = TextBox(pts, score)
+        bb = box.bbox
+        keyed.append(((bb[1], bb[0]), box))  # the sort key made once per box, not once per comparison
+    keyed.sort(key=lambda kb: kb[0])
+    return [b for _, b in keyed]
 
 
 def iou(a: TextBox, b: TextBox) -> float:

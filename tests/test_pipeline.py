@@ -101,7 +101,7 @@ def test_result_worker_does_every_item_in_order_and_waits_at_close() -> None:
 
     done: list[int] = []
     threads: set[int] = set()
-    w = _ResultWorker(lambda out, i: (done.append(i), threads.add(threading.get_ident())))
+    w = _ResultWorker(lambda out, i: (done.append(i), threads.add(threading.get_ident())), threads=1)
     for i in range(3 * _ResultWorker.BACKLOG):  # more than the queue holds: put waits for the worker
         w.put({"x": i}, i)
     w.close()
@@ -119,7 +119,7 @@ def test_result_worker_reraises_the_first_error_once() -> None:
             raise ValueError(f"bad output {i}")
         done.append(i)
 
-    w = _ResultWorker(work)
+    w = _ResultWorker(work, threads=1)  # one thread: "after the first error" is well defined
     for i in range(6):
         w.put({}, i)
     with pytest.raises(ValueError, match="bad output 2"):
@@ -131,6 +131,38 @@ def test_result_worker_reraises_the_first_error_once() -> None:
     quiet.close(raise_error=False)  # a run failing on its own stops the worker without a second error
     for i in range(2 * _ResultWorker.BACKLOG):
         quiet.put({}, i)  # requests finishing after the run failed: dropped, the callback never waits
+
+
+def test_result_worker_threads_work_at_once_and_callbacks_run_one_at_a_time() -> None:
+    import threading
+
+    from interop.pipeline import RunResult, _result_handler, _ResultWorker
+
+    # two items in flight at once on two threads (one thread would time the barrier out: BrokenBarrierError)
+    both = threading.Barrier(2, timeout=10)
+    done: list[int] = []
+    w = _ResultWorker(lambda out, i: (both.wait(), done.append(i)), threads=2)
+    w.put({}, 0)
+    w.put({}, 1)
+    w.close()
+    assert sorted(done) == [0, 1]
+    # the caller's callbacks are serialised: on_progress counts 1, 2, ... n however many threads make results
+    res = RunResult("v", "m", "CPU", 8, 8, None)
+    inside, seen, overlap = [0], [], []
+
+    def progress(n: int, total: int | None) -> None:
+        inside[0] += 1
+        overlap.append(inside[0])
+        threading.Event().wait(0.001)
+        seen.append(n)
+        inside[0] -= 1
+
+    handle = _result_handler(res, False, False, progress, None, 200)
+    w = _ResultWorker(handle, threads=4)
+    for i in range(200):
+        w.put({}, i)
+    w.close()
+    assert seen == list(range(1, 201)) and max(overlap) == 1
 
 
 def test_run_leaves_opencv_threads_as_they_were() -> None:
