@@ -117,6 +117,8 @@ def test_handoff_latency_machinery_returns_one_sample_per_timed_frame():
     n = 5
     lat = handoff._latency_interop(64, 48, n, 0.002, False)
     assert len(lat) == n + handoff.WARMUP and all(0 < x < 5e9 for x in lat)
+    lat = handoff._latency_interop(64, 48, n, 0.002, False, slots=0)
+    assert len(lat) == n + handoff.WARMUP and all(0 < x < 5e9 for x in lat)
     lat = handoff._latency_pipe(64, 48, n, 0.002)
     assert len(lat) == n + handoff.WARMUP and all(0 < x < 5e9 for x in lat)
 
@@ -129,7 +131,7 @@ def test_handoff_iceoryx2_machinery_returns_one_sample_per_timed_frame():
 
 def test_handoff_without_iceoryx2_skips_its_parts_with_the_reason(monkeypatch):
     monkeypatch.setattr(handoff, "iceoryx2_missing", lambda: "needs iceoryx2 (pip install 'interop-video[bench]')")
-    monkeypatch.setattr(handoff, "_latency_interop", lambda *a: [1000] * 20)
+    monkeypatch.setattr(handoff, "_latency_interop", lambda *a, **k: [1000] * 20)
     monkeypatch.setattr(handoff, "_latency_pipe", lambda *a: [2000] * 20)
     res = handoff.latency(quick=True)
     skipped = [r for r in res if r.skipped]

@@ -36,7 +36,7 @@ import numpy as np
 from . import Result, median, skipped
 
 NAME = "handoff"
-SUMMARY = "frame hand-off between processes: interop against iceoryx2 and a pipe (latency, 1 -> N throughput)"
+SUMMARY = "frame hand-off between processes: interop (slot references, fds per frame) against iceoryx2 and a pipe"
 REQUIRES: tuple[tuple[str, str], ...] = ()
 
 SIZES = {"1080p": (1920, 1080), "4K": (3840, 2160)}
@@ -252,14 +252,15 @@ def _stamp(y: np.ndarray, t: int) -> None:
     y[0, :8] = np.frombuffer(int(t).to_bytes(8, "little"), np.uint8)
 
 
-def _latency_interop(w: int, h: int, n: int, interval: float, poll: bool) -> list[int]:
+def _latency_interop(w: int, h: int, n: int, interval: float, poll: bool, slots: int | None = None) -> list[int]:
+    """``slots=0``: every frame carries its buffer's fd (FRAME messages); None: slot references (the default)."""
     from interop.transport import FrameSender, seqpacket_pair
 
     pool, frames, ys = _interop_pool(w, h, 4)
     a, b = seqpacket_pair()
     peer = _Peer(["interop", str(b.fileno()), "poll" if poll else "block"], [b.fileno()])
     b.close()
-    tx = FrameSender(a)
+    tx = FrameSender(a) if slots is None else FrameSender(a, slots=slots)
     peer.reply()
     k = [0]
 
@@ -353,6 +354,8 @@ def latency(quick: bool = False) -> list[Result]:
         interval = 0.004 if label == "1080p" else 0.012  # above the slowest hand-off (the pipe) at that size
         out.append(_lat_result(f"interop blocking {label}", _latency_interop(w, h, n, interval, False), label, {}))
         out.append(_lat_result(f"interop busy-poll {label}", _latency_interop(w, h, n, interval, True), label, {}))
+        out.append(_lat_result(f"interop blocking, fd with every frame {label}",
+                               _latency_interop(w, h, n, interval, False, slots=0), label, {}))
         for poll, how in ((False, "blocking (Listener)"), (True, "busy-poll")):
             case = f"iceoryx2 {how} {label}"
             if missing:
