@@ -231,7 +231,7 @@ def test_fault_in_last_step_of_a_route_leaks_nothing(monkeypatch):
     return to where they were once the source is gone, and the route works again once the fault is gone.
 
     Each object is routed itself: the route map() takes depends on the object, not only on its kind (a cv2.Mat
-    of uint8 reaches FFMPEG through cpu_to_ffmpeg, one of float32 through cpu_to_dma -> dma_to_ffmpeg), so
+    of uint8 is routed to FFMPEG through cpu_to_ffmpeg, one of float32 through cpu_to_dma -> dma_to_ffmpeg), so
     patching the last step of another object's route could leave this object's route untouched."""
     routes = _multi_step_routes()
     assert routes, "no multi-step route can run here (tier A backends are all present: there must be one)"
