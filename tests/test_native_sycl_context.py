@@ -64,11 +64,21 @@ def test_fallback_is_a_separate_context_with_counted_copies(monkeypatch):
     assert sep.cl_context != ocl.cl_context and not sep.shared_with_opencl
     t = usm.allocate(TensorInfo((4, 8), np.float32), "shared", sep)
     np.asarray(t)[:] = 2.5
+    # The direct edge cannot hand a USM pointer of another context to OpenCL: it copies, counted, only if allowed.
+    from interop.mappers.usm_to_opencl import USMToOpenCL
+
     with pytest.raises(CopyRequiredError):
-        interop.map(t, MemoryType.OPENCL)
+        USMToOpenCL().map(t, interop.AccessMode.READ)
     with interop.copy_meter() as m:
-        o = interop.map(t, MemoryType.OPENCL, allow_copy=True)
+        o = USMToOpenCL().map(t, interop.AccessMode.READ, allow_copy=True)
     assert m.copies == 1 and m.bytes == 4 * 8 * 4 and m.records[0].mapper == "usm_to_opencl"
     assert o.context == ocl and o.usm_pointer is None
     with interop.map(o, MemoryType.CPU) as h:
         assert (h.numpy() == 2.5).all()
+    # Shared USM is host memory, which OpenCL's CPU device uses in place: routed by the object, USM -> CPU -> OPENCL
+    # shares it with no copy (the router finds what the direct edge cannot do).
+    with interop.copy_meter() as m:
+        z = interop.map(t, MemoryType.OPENCL)
+        with interop.map(z, MemoryType.CPU) as h:
+            assert (h.numpy() == 2.5).all() and h.data_ptr == t.pointer
+    assert m.copies == 0
