@@ -387,12 +387,13 @@ class _ResultWorker:
     calls a request's callback on the thread of the inference stream that ran it, and that stream takes no new
     request until the callback returns: a callback that only queues the outputs gives the stream back at once, where
     making boxes there would hold it for the post-processing and for the GIL the other callbacks and the decode loop
-    want. Several threads take from one queue: most of a frame's post-processing runs in OpenCV and numpy with the
-    GIL released, so while one thread waits for the GIL another computes, and the results keep up with a fast
-    device. ``close()`` waits for every queued result and re-raises the first error."""
+    want. ``threads`` threads may take from the one queue, but the run uses one: every OpenCV call of the
+    post-processing releases the GIL and takes it back, and with more threads wanting it those hand-overs slow the
+    decode loop and the other workers more than the parallel work gains (``bench/xeon_pipeline.sh`` measured it).
+    ``close()`` waits for every queued result and re-raises the first error."""
 
     BACKLOG = 64  # outputs queued at most
-    THREADS = 3  # at most; never more than the machine's CPUs
+    THREADS = 1  # the default number of threads; never more than the machine's CPUs
 
     def __init__(self, work: Any, threads: int | None = None):
         self._work = work
@@ -546,7 +547,7 @@ def _result_handler(res: RunResult, is_textdet: bool, postprocess: bool,
         return None
     info = res.frame_info
     done = 0
-    # the result worker runs several threads: the caller's callbacks run one at a time, ``done`` counts up by one
+    # the result worker may run several threads: the caller's callbacks run one at a time, ``done`` counts up by one
     callbacks = threading.Lock()
 
     def handle(outputs: dict[Any, np.ndarray], i: int) -> None:  # a result worker's thread
