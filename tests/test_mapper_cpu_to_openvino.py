@@ -89,6 +89,7 @@ def test_frames_get_planes_shaped_like_ffmpegs() -> None:
 def test_decoded_frame_through_cpu_stays_zero_copy() -> None:
     av = need_module("av")
     vf = av.VideoFrame(854, 480, "yuv420p")
+    vf.pict_type = 1  # a decoder's frame (an I frame): FFmpeg's buffers hold every padded row
     c = interop.map(vf, MemoryType.CPU)
     with interop.copy_meter() as m:
         o = interop.map(c, MemoryType.OPENVINO)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -270,3 +271,74 @@ def test_unchecked_planes_match_unchecked_and_the_public_constructor() -> None:
     assert [(v._info, v._index, v._writable, v._native, v._parent) for v in views] == \
         [(i, n, False, None, "src") for n, i in enumerate(infos)]
     assert not _missing(views[0], CPUTensor(np.zeros((4, 4), np.uint8))) and views[0].released is False
+
+
+# ---- frames over foreign memory: PyAV's buffer_size (line_size x rows) overstates it (issue 15) ----------------
+
+
+def _unpadded_last_row() -> tuple[np.ndarray, np.ndarray]:
+    """(buffer, a 24x32 RGB array over it at a 120-byte pitch whose last row ends at the buffer's last byte)."""
+    buf = np.arange(23 * 120 + 32 * 3, dtype=np.uint8)
+    return buf, np.ndarray((24, 32, 3), np.uint8, buffer=buf, strides=(120, 3, 1))
+
+
+def _inside(buf: np.ndarray, addr: int, nbytes: int) -> bool:
+    lo = buf.__array_interface__["data"][0]
+    return lo <= addr and addr + nbytes <= lo + buf.nbytes
+
+
+def _ov_reads(buf: np.ndarray, out: interop.Frame | interop.Tensor) -> list[tuple[int, int]]:
+    """(address, bytes) OpenVINO reads for each plane of ``out``, checked to lie inside ``buf`` or wholly outside it
+    (a copy): a plane that starts in the array and ends past it is the bug."""
+    reads = []
+    lo, hi = buf.__array_interface__["data"][0], buf.__array_interface__["data"][0] + buf.nbytes
+    for t in out.tensors if isinstance(out, interop.Frame) else [out]:
+        data = t.native.data
+        addr, n = data.__array_interface__["data"][0], t.native.byte_size
+        assert _inside(buf, addr, n) or addr + n <= lo or addr >= hi, \
+            f"OpenVINO reads {n} bytes at +{addr - lo}: past the end of the {buf.nbytes}-byte array"
+        reads.append((addr, n))
+    return reads
+
+
+def test_a_users_frame_over_an_array_declares_only_the_array() -> None:
+    pytest.importorskip("openvino")
+    buf, a = _unpadded_last_row()
+    vf = av.VideoFrame.from_numpy_buffer(a, format="rgb24")
+    assert vf.planes[0].buffer_size > buf.nbytes  # PyAV's own figure: line_size x rows
+    f = interop.wrap(vf)
+    assert f[0].buffer_size <= buf.nbytes and _inside(buf, f[0].data_ptr, f[0].buffer_size)
+    assert (np.asarray(f[0]) == a).all()
+    # one step (map_native), the general path (a wrapped frame), and through the CPU
+    for src in (vf, interop.wrap(vf), interop.map(vf, MemoryType.CPU)):
+        with pytest.raises(interop.CopyRequiredError):
+            interop.map(src, MemoryType.OPENVINO)
+        out = interop.map(src, MemoryType.OPENVINO, allow_copy=True)
+        _ov_reads(buf, out)
+        assert (np.asarray(out[0]).reshape(a.shape) == a).all()
+
+
+def test_interop_frames_over_arrays_declare_the_arrays_extent() -> None:
+    """CPU -> FFMPEG over an array whose last row is unpadded, then to OpenVINO in one step or through the CPU."""
+    pytest.importorskip("openvino")
+    buf, a = _unpadded_last_row()
+    f = interop.map(a, MemoryType.FFMPEG)
+    assert f.buffer_size <= buf.nbytes and _inside(buf, f.data_ptr, f.buffer_size)
+    for src in (f, interop.map(f, MemoryType.CPU)):
+        out = interop.map(src, MemoryType.OPENVINO, allow_copy=True)
+        _ov_reads(buf, out)
+    # an array with room for the last row's padding in its buffer is still shared at full pitch, zero-copy
+    big = np.zeros((24, 40, 3), np.uint8)
+    g = interop.map(big[:, :32], MemoryType.FFMPEG)
+    assert g.buffer_size == big.nbytes
+    with interop.copy_meter() as m:
+        out = interop.map(interop.map(g, MemoryType.CPU), MemoryType.OPENVINO)
+    assert m.copies == 0 and _inside(big, out.native.data.__array_interface__["data"][0], out.native.byte_size)
+
+
+def test_decoded_frames_keep_pyavs_buffer_size() -> None:
+    vf = decode(Path(interop.__file__).parent / "data" / "text.mp4")[0]
+    assert vf.pict_type != 0  # a decoder's frame: FFmpeg allocated line_size x rows and more
+    f = interop.wrap(vf)
+    assert [t.buffer_size for t in f.tensors] == [p.buffer_size for p in vf.planes]
+    assert all(type(t.native).__name__ == "VideoPlane" for t in f.tensors)

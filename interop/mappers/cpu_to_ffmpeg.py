@@ -4,7 +4,8 @@ Nothing is copied: packed and single-plane formats (RGB, BGR, RGBA, BGRA, GRAY8)
 ``VideoFrame.from_numpy_buffer`` with the array's row pitch; I420, NV12, P010 and GRAY16 through
 ``VideoFrame.from_dlpack``, each plane with its own pitch. The VideoFrame keeps the arrays alive. A single CPU
 tensor becomes plane 0 of a GRAY8/GRAY16/RGB/RGBA frame, by its shape. Rows must be contiguous (a
-column-strided array is refused, or copied with ``allow_copy=True``).
+column-strided array is refused, or copied with ``allow_copy=True``). The FFmpeg planes know the arrays' true
+size (PyAV would claim line_size x rows, past an array whose last row ends at its last pixel).
 
 A READ mapping is read-only through interop: ``numpy.asarray`` and ``np.from_dlpack`` of its planes give
 read-only arrays and a WRITE mapping of it is refused. The ``av.VideoFrame``/``av.VideoPlane`` in ``.native``
@@ -27,6 +28,7 @@ from ..tensor import Tensor, _ArrayExport
 from ..tensors._fastpath import FastMapper
 from ..tensors.ffmpeg import video_frame_from_planes, wrap_video_frame
 from ..types import AccessMode, ColorRange, ColorSpace, FrameFormat, MemoryType
+from .cpu_to_openvino import buffer_bounds
 
 _AV_COLORSPACE = {ColorSpace.BT709: 1, ColorSpace.BT601: 6, ColorSpace.BT2020: 9, ColorSpace.SRGB: 0}
 _AV_RANGE = {ColorRange.LIMITED: 1, ColorRange.FULL: 2}
@@ -55,7 +57,7 @@ class CPUToFFmpeg(FastMapper):
         self._check_shared(vf, arrays)
         _stamp(vf, f)
         writable = mode.writes and all(t.writable for t in f.tensors)  # a READ mapping is read-only
-        out = wrap_video_frame(vf, writable=writable, parent=f)
+        out = wrap_video_frame(vf, writable=writable, parent=f, sizes=[_memory_size(a) for a in arrays])
         out.colorspace, out.color_range, out.pts, out.time_base = f.colorspace, f.color_range, f.pts, f.time_base
         out.metadata.update(f.metadata)
         if copies and mode.writes:
@@ -68,7 +70,7 @@ class CPUToFFmpeg(FastMapper):
         arr = self._array(t, mode, allow_copy, copies)
         vf = video_frame_from_planes([arr], fmt, arr.shape[1], arr.shape[0])
         self._check_shared(vf, [arr])
-        out = wrap_video_frame(vf, writable=mode.writes and t.writable, parent=t)[0]
+        out = wrap_video_frame(vf, writable=mode.writes and t.writable, parent=t, sizes=[_memory_size(arr)])[0]
         if copies and mode.writes:
             out.on_release(_write_back(self.name, copies))
         return out
@@ -95,6 +97,16 @@ class CPUToFFmpeg(FastMapper):
             if p.buffer_ptr != a.__array_interface__["data"][0]:  # PyAV copied after all: say so
                 raise InvalidTensorError("PyAV copied a plane instead of sharing it; this PyAV version does not "
                                          "support zero-copy import of this layout")
+
+
+def _memory_size(arr: np.ndarray) -> int:
+    """Bytes of memory from the array's first element to the end of the buffer under it (the array's own extent
+    when that buffer cannot be found)."""
+    start = int(arr.__array_interface__["data"][0])
+    bounds = buffer_bounds(arr)
+    if bounds is not None and bounds[0] <= start < bounds[1]:
+        return bounds[1] - start
+    return TensorInfo(arr.shape, arr.dtype, arr.strides).extent
 
 
 def _rows_shared(arr: np.ndarray) -> bool:

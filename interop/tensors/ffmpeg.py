@@ -5,6 +5,15 @@ so plane strides are ``(line_size, 1)`` and nothing is repacked. Decoded frames 
 frames: their planes are wrapped read-only unless the caller says otherwise (``writable=True``, e.g. after
 ``VideoFrame.make_writable()``). Hardware frames (format ``cuda``) are described with their ``sw_format``;
 their planes are not reachable from the CPU (``_host_address()`` is None).
+
+PyAV reports a plane's ``buffer_size`` as line_size x rows. FFmpeg's own buffers (a decoder's frames, frames
+FFmpeg allocates) hold that much and more, but a frame over memory FFmpeg did not allocate
+(``VideoFrame.from_numpy_buffer`` / ``from_dlpack`` over an array whose last row ends at its last pixel) does not:
+there, reading line_size x rows reads past the array. So a plane's memory is known by its true size
+(``FFmpegTensor.buffer_size``): PyAV's figure for a decoder's frame (``pict_type`` set) or one FFmpeg allocated, the
+arrays' own for frames interop builds over arrays, and for any other frame only its visible extent. Where that is
+less than PyAV's figure the plane is read through a ``ForeignPlane`` (exactly those bytes, with the plane's
+attributes), so every consumer, numpy's bounds checks included, sees the true size.
 """
 
 from __future__ import annotations
@@ -100,11 +109,39 @@ def ffmpeg_context(device: str) -> FFmpegContext:
     return ctx
 
 
+class ForeignPlane(np.ndarray):
+    """The bytes really behind one plane of an av.VideoFrame over memory FFmpeg did not allocate: a uint8 array of
+    exactly those bytes (numpy views of it are bounds-checked against them) that also answers the av.VideoPlane's
+    attributes, ``buffer_size`` being the true size. ``plane`` is the av.VideoPlane (kept alive by this array)."""
+
+    plane: Any
+    buffer_ptr: int
+    buffer_size: int
+    line_size: int
+    width: int
+    height: int
+
+
+def foreign_plane(plane: Any, size: int) -> ForeignPlane:
+    """``plane``'s first ``size`` bytes as a ForeignPlane (``size`` at most PyAV's ``buffer_size``)."""
+    # a memoryview of the true size ends the array's base chain: code that looks for the buffer under a view
+    # (cpu_to_openvino's buffer_bounds) finds this size, not PyAV's
+    out = np.frombuffer(memoryview(plane)[:size], np.uint8).view(ForeignPlane)
+    out.plane, out.buffer_ptr, out.buffer_size = plane, int(plane.buffer_ptr), size
+    out.line_size, out.width, out.height = plane.line_size, plane.width, plane.height
+    return out
+
+
+def _is_plane(obj: Any) -> bool:
+    return type(obj) is ForeignPlane or class_in(type(obj), "av", "VideoPlane")
+
+
 class FFmpegTensor(Tensor):
     """One plane of an ``av.VideoFrame``. ``native`` is the ``av.VideoPlane``; ``offset`` is in bytes.
 
     The plane (and through it the frame and its AVBuffer) stays alive as long as this tensor or any numpy view
-    of it does, so views outlive the decoder moving on.
+    of it does, so views outlive the decoder moving on. ``buffer_size`` is the memory really behind the plane (see
+    the module's docstring); layouts and views never reach past it.
 
     ``writable=False`` (decoded frames, and every READ mapping) makes numpy and DLPack views of it read-only.
     The ``av.VideoPlane`` in ``native`` cannot be made read-only: PyAV exposes its buffer as writeable, and a
@@ -117,7 +154,7 @@ class FFmpegTensor(Tensor):
     def __init__(self, plane: Any, info: TensorInfo, *, offset: int = 0, hardware: bool = False,
                  context: Context | None = None, parent: Any = None, writable: bool = False,
                  video_frame: Any = None, index: int = -1):
-        if not class_in(type(plane), "av", "VideoPlane"):
+        if not _is_plane(plane):
             raise UnsupportedTypeError(f"FFmpegTensor wraps an av.VideoPlane, not {type(plane).__name__}")
         if not isinstance(info, TensorInfo):
             raise InvalidTensorError(f"info must be an interop.TensorInfo, not {type(info).__name__}")
@@ -151,9 +188,23 @@ class FFmpegTensor(Tensor):
         return self._index
 
     @property
+    def native(self) -> Any:
+        """The av.VideoPlane."""
+        self._check()
+        n = self._native
+        return n.plane if type(n) is ForeignPlane else n
+
+    @property
     def plane(self) -> Any:
         """The av.VideoPlane (same as ``native``)."""
         return self.native
+
+    @property
+    def buffer_size(self) -> int:
+        """Bytes of memory behind the plane from element 0 (``buffer_ptr``) on: PyAV's ``buffer_size`` for FFmpeg's
+        own buffers, the true size for a frame over foreign memory (see the module's docstring)."""
+        self._check()
+        return int(self._native.buffer_size) - self._offset
 
     @property
     def offset(self) -> int:
@@ -208,6 +259,8 @@ class _Layout:
     format: FrameFormat
     implied_range: ColorRange | None
     infos: tuple[TensorInfo, ...]
+    #: each plane's true size where it is less than PyAV's buffer_size (its planes are then ForeignPlanes), else None
+    sizes: tuple[int, ...] | None = None
 
 
 # Bounded: a process that sees many distinct sizes must not grow without end.
@@ -247,6 +300,39 @@ def _layout(fmt_name: str, vf: Any, planes: Any) -> _Layout:
     return _layouts.put(key, _Layout(fmt, implied, tuple(infos)))
 
 
+_sized_layouts: IdentityCache[tuple[int, tuple[int, ...]], _Layout] = IdentityCache(256)
+
+
+def _true_planes(vf: Any, planes: Any, lay: _Layout, sizes: Any) -> tuple[Any, _Layout]:
+    """(planes, layout) of a software frame with each plane's memory at its true size (see the module's docstring).
+
+    ``sizes``: the bytes behind each plane from its first byte, as the caller knows them; None: PyAV's figure for a
+    decoder's frame (``pict_type`` set: FFmpeg allocated it), else only the visible extent. A plane whose size is
+    less than PyAV's ``buffer_size`` becomes a ForeignPlane, and the frame gets a layout of its own (consumers
+    cache what they may do per layout)."""
+    if sizes is None:
+        if vf.pict_type:  # a decoder's frame: FFmpeg's buffers hold line_size x rows and more
+            return planes, lay
+        sizes = [info.extent for info in lay.infos]
+    cut = False
+    for p, n in zip(planes, sizes):
+        if n < p.buffer_size:
+            cut = True
+            break
+    if not cut:
+        return planes, lay
+    true = tuple([min(int(n), int(p.buffer_size)) for p, n in zip(planes, sizes)])
+    key = (id(lay), true)
+    sized = _sized_layouts.get(key)
+    if sized is None:
+        for spec_info, n in zip(lay.infos, true):
+            if spec_info.extent > n:
+                raise InvalidTensorError(f"a {lay.format.name} plane of {vf.width}x{vf.height} spans {spec_info.extent} "
+                                         f"bytes, but only {n} bytes of memory lie behind it")
+        sized = _sized_layouts.put(key, _Layout(lay.format, lay.implied_range, lay.infos, true), lay)
+    return [foreign_plane(p, n) if n < p.buffer_size else p for p, n in zip(planes, true)], sized
+
+
 _frame_classes: set[type] = set()
 
 
@@ -260,12 +346,16 @@ def is_video_frame(obj: object) -> bool:
     return False
 
 
-def wrap_video_frame(vf: Any, *, writable: bool = False, parent: Any = None) -> Frame:
+def wrap_video_frame(vf: Any, *, writable: bool = False, parent: Any = None, sizes: Any = None,
+                     allocated: bool = False) -> Frame:
     """An av.VideoFrame as a Frame of FFmpegTensors (zero-copy), with format, colour and timing from the frame.
 
     ``writable=False`` (the default) makes every plane read-only: decoded frames are reference frames, and a
     write would corrupt the frames decoded after them. Pass True only for frames you own (made writable
     with ``make_writable()``, or built from your own arrays). Hardware frames use their ``sw_format``.
+    ``sizes``: the bytes of memory behind each plane from its first byte, for a frame over memory the caller knows
+    (arrays); ``allocated=True``: FFmpeg allocated the frame (``av.VideoFrame(w, h, format)``), so PyAV's
+    ``buffer_size`` holds. Otherwise a frame that no decoder made is trusted only for its visible extent.
     """
     if not is_video_frame(vf):
         raise UnsupportedTypeError(f"wrap_video_frame() takes an av.VideoFrame, not {type(vf).__name__}")
@@ -280,6 +370,8 @@ def wrap_video_frame(vf: Any, *, writable: bool = False, parent: Any = None) -> 
         ctx = ffmpeg_context(f"{vf.format.name}:{int(getattr(vf, '_device_id', 0) or 0)}")
     planes = vf.planes
     lay = _layout(fmt_name, vf, planes)
+    if not hardware and not allocated:
+        planes, lay = _true_planes(vf, planes, lay, sizes)
     return _wrap_planes(vf, planes, lay, ctx, hardware, bool(writable), parent)
 
 
@@ -305,12 +397,16 @@ def _wrap_planes(vf: Any, planes: Any, lay: _Layout, ctx: Context, hardware: boo
 
 def software_planes(vf: Any) -> tuple[Any, _Layout] | None:
     """(planes, layout) of a software av.VideoFrame, or None for a hardware frame (the general path refuses
-    those with the right advice). An unsupported pixel format or a bad pitch raises as wrap() does."""
+    those with the right advice). An unsupported pixel format or a bad pitch raises as wrap() does. A plane over
+    memory smaller than PyAV's ``buffer_size`` is a ForeignPlane (see the module's docstring)."""
     fmt_name = vf.format.name
     if fmt_name in HARDWARE_FORMATS:
         return None
     planes = vf.planes
-    return planes, _layout(fmt_name, vf, planes)
+    lay = _layout(fmt_name, vf, planes)
+    if vf.pict_type:  # a decoder's frame (the per-frame path): PyAV's buffer_size holds
+        return planes, lay
+    return _true_planes(vf, planes, lay, None)
 
 
 def hardware_planes(vf: Any, hw_name: str) -> tuple[Any, _Layout] | None:
@@ -457,7 +553,7 @@ def writable_frame(f: Frame, mapper: Any, allow_copy: bool) -> Frame:
             setattr(new, attr, getattr(vf, attr))
         except (AttributeError, TypeError, ValueError):  # older PyAV: read-only there; Frame carries them anyway
             pass
-    out = wrap_video_frame(new, writable=True, parent=f)
+    out = wrap_video_frame(new, writable=True, parent=f, allocated=True)
     planes: list[Any] = out.tensors  # FFmpegTensors
     for src, dst in zip(tensors, planes):
         np.copyto(dst.as_array(None, True), src.as_array())
