@@ -11,6 +11,7 @@ import pytest
 
 import interop
 from interop import AccessMode, CopyRequiredError, FrameFormat, InteropError, MemoryType
+from interop.mapper import Cost
 from interop.mappers.gst_to_cpu import GstToCPU
 from interop.native import gst as ng
 from interop.tensors.gst import NotWritableError, gst, wrap_buffer
@@ -70,10 +71,21 @@ def test_read_write_tensor_of_a_memory():
 
 def test_write_of_a_shared_buffer_is_refused_then_copied_only_when_allowed():
     p, (sample,) = pull_samples(videotest(), 1)
+    # the mapper's own refusal: NotWritableError, a CopyRequiredError and a BufferError
     with pytest.raises(NotWritableError, match="allow_copy=True") as e:
-        interop.map(sample, MemoryType.CPU, mode=AccessMode.WRITE)
+        GstToCPU().map(interop.wrap(sample), AccessMode.WRITE)
     assert isinstance(e.value, CopyRequiredError) and isinstance(e.value, BufferError)
     assert isinstance(e.value, InteropError)
+    # routing knows the step copies for this input (input_cost) and refuses the route before mapping
+    assert interop.route(sample, MemoryType.CPU, mode=AccessMode.WRITE, allow_copy=True).cost(
+        sample, AccessMode.WRITE) is Cost.COPY
+    assert interop.route(sample, MemoryType.CPU).cost(sample) is Cost.ZERO_COPY
+    with pytest.raises(CopyRequiredError, match="allow_copy=True") as e2:
+        interop.route(sample, MemoryType.CPU, mode=AccessMode.WRITE)
+    assert e2.value.step is GstToCPU
+    with pytest.raises(CopyRequiredError, match="allow_copy=True") as e2:
+        interop.map(sample, MemoryType.CPU, mode=AccessMode.WRITE)
+    assert e2.value.step is GstToCPU
     before = bytes(np.asarray(interop.map(sample, MemoryType.CPU)[0])[0])
     with interop.copy_meter() as meter:
         c = interop.map(sample, MemoryType.CPU, mode=AccessMode.WRITE, allow_copy=True)
@@ -88,8 +100,10 @@ def test_read_only_memory_is_refused_for_write():
     buf, caps = own_buffer(FrameFormat.GRAY8, 8, 8)
     other = Gst.Buffer.new()
     other.append_memory(buf.peek_memory(0))  # now the memory is shared by two buffers
-    with pytest.raises(NotWritableError):
+    with pytest.raises(CopyRequiredError):  # routing refuses the copying step before mapping
         interop.map(wrap_buffer(buf, caps), MemoryType.CPU, mode=AccessMode.WRITE)
+    with pytest.raises(NotWritableError):
+        GstToCPU().map(wrap_buffer(buf, caps), AccessMode.WRITE)
     with pytest.raises(NotWritableError):
         GstToCPU().map(buf.peek_memory(0), AccessMode.WRITE)
 

@@ -130,9 +130,6 @@ ROUTES = _routes()
 # Steps of a predicted chain (consecutive step names) -> why route() and map() disagree on it today, and what removes
 # it. Delete an entry with its fix.
 KNOWN_DISAGREEMENTS: dict[tuple[str, ...], str] = {
-    ("gst_to_cpu",): "gst_to_cpu (another developer's file) declares zero_copy and reports zero-copy for WRITE of a "
-                     "shared buffer (every appsink sample), then copies or raises NotWritableError: it needs "
-                     "may_copy and an input_cost saying COPY when not every plane is writable_now()",
     ("cpu_to_opencl", "opencl_to_opencv_umat"): "cpu_to_opencl (another developer's file) copies a column-strided "
                                                 "array keeping its strides, which opencl_to_opencv_umat cannot copy "
                                                 "(InvalidTensorError); a step after a copy is costed for its worst "

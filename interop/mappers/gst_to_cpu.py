@@ -1,10 +1,14 @@
-"""GST -> CPU: numpy views of a Gst.Buffer's memories, mapped in place with ``gst_memory_map``. Zero-copy.
+"""GST -> CPU: numpy views of a Gst.Buffer's memories, mapped in place with ``gst_memory_map``. Zero-copy, but for
+WRITE of a shared buffer (may copy).
 
 Each memory is mapped once per frame (planes sharing a memory share its mapping), READ as GST_MAP_READ with
 read-only views, WRITE/READ_WRITE as GST_MAP_READ|GST_MAP_WRITE. A mapping lasts as long as any view of it
 (numpy, DLPack) and holds a reference on the buffer and its memory, so views outlive the sample and the pipeline.
-WRITE needs a buffer nobody else holds: a shared one (every appsink buffer) raises NotWritableError, or with
-``allow_copy=True`` maps a deep copy (``Gst.Buffer.copy_deep()``, counted; ``mapped.parent.native`` is the copy).
+WRITE needs a buffer nobody else holds: a shared one (every appsink buffer) is a copy: refused without
+``allow_copy`` (this mapper raises NotWritableError, a CopyRequiredError and a BufferError; ``interop.map()`` refuses
+the copying route before mapping, with CopyRequiredError), or with ``allow_copy=True`` maps a deep copy
+(``Gst.Buffer.copy_deep()``, counted; ``mapped.parent.native`` is the copy). ``input_cost`` says which, so
+``route(obj)`` predicts it.
 A read-only GST tensor (the output of a READ mapping into GST) is refused for WRITE (InvalidTensorError).
 """
 
@@ -17,7 +21,7 @@ import numpy as np
 from ..context import CPU_CONTEXT
 from ..errors import InvalidTensorError
 from ..frame import Frame
-from ..mapper import register
+from ..mapper import Cost, register
 from ..native import gst as ng
 from ..tensor import Tensor, _ArrayExport
 from ..tensors._fastpath import CPUView, FastMapper, MappedView, derive_frame
@@ -99,7 +103,8 @@ class GstPlaneView(CPUView):
 class GstToCPU(FastMapper):
     src = MemoryType.GST
     dst = MemoryType.CPU
-    zero_copy = True  # READ always; WRITE of a shared buffer copies, only with allow_copy
+    zero_copy = False  # READ always zero-copy; WRITE of a shared buffer copies, only with allow_copy
+    may_copy = True
     # a read-only tensor (a READ mapping's output) is refused for WRITE by the base class; shared buffers of writable
     # tensors (every appsink buffer) get NotWritableError here, or a counted deep copy with allow_copy
 
@@ -111,6 +116,18 @@ class GstToCPU(FastMapper):
         if _is(obj, "Memory"):
             return wrap_memory(obj)
         return None
+
+    def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
+        """READ: zero-copy. WRITE / READ_WRITE: zero-copy when every plane may be written in place now
+        (``writable_now``), else a deep copy (what ``_writable`` decides when mapping)."""
+        if not mode.writes:
+            return Cost.ZERO_COPY
+        if obj is None:
+            return Cost.COPY  # an input of unknown kind may be shared
+        planes: list[Any] = obj.tensors if isinstance(obj, Frame) else [obj]
+        if all(isinstance(t, GstTensor) and t.writable_now() for t in planes):
+            return Cost.ZERO_COPY
+        return Cost.COPY
 
     def map_native(self, obj: Any, mode: AccessMode, allow_copy: bool) -> Frame | None:
         """interop.map(sample, CPU) in one step for READ; None: the general path (WRITE, several memories, errors)."""
