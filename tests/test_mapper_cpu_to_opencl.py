@@ -96,3 +96,34 @@ def test_counted_copy_where_device_memory_is_separate(monkeypatch):
     ro.flags.writeable = False
     t2 = interop.map(ro, MemoryType.OPENCL, allow_copy=True)
     assert not t2.writable and t2.native.flags & cl.mem_flags.READ_ONLY
+
+
+@pytest.mark.parametrize("host_shared", [True, False])
+def test_column_strided_arrays_are_copied_dense(monkeypatch, host_shared):
+    """OpenCL buffers hold contiguous rows: a column-strided array is a counted dense copy on any device (never a
+    strided OpenCL tensor no consumer can copy), written back at release for WRITE."""
+    ctx = opencl_context()
+    from interop.tensors.opencl import OpenCLContext
+
+    if host_shared and not ctx.host_shared:
+        pytest.skip("needs an OpenCL device that works in host memory (the CPU device)")
+    monkeypatch.setattr(OpenCLContext, "host_shared", property(lambda self: host_shared))
+    big = np.arange(8 * 16 * 3, dtype=np.uint8).reshape(8, 16, 3)
+    a = big[:, ::2]
+    assert interop.route(a, MemoryType.OPENCL, allow_copy=True).cost(interop.wrap(a)) is Cost.COPY
+    with pytest.raises(CopyRequiredError):
+        interop.map(a, MemoryType.OPENCL)
+    with interop.copy_meter() as m:
+        t = interop.map(a, MemoryType.OPENCL, mode=AccessMode.READ_WRITE, allow_copy=True)
+        assert t.info.is_contiguous and t.info.shape == a.shape and m.copies == 1 and m.bytes == a.nbytes
+        np.testing.assert_array_equal(read_bytes(ctx, t.native, 0, a.nbytes).reshape(a.shape), a)
+        k = ctx.build("__kernel void seven(__global uchar* a){ a[get_global_id(0)] = 7; }").seven
+        k(ctx.queue, (a.nbytes,), None, t.native)
+        ctx.queue.finish()
+        t.release()  # copies back into the strided array
+    assert m.copies == 2 and (a == 7).all() and (big[:, 1::2] != 7).any()
+    # the next step gets a buffer it can read: route and map agree on OPENCV_UMAT
+    pytest.importorskip("cv2")
+    with interop.copy_meter() as m:
+        u = interop.map(a, MemoryType.OPENCV_UMAT, allow_copy=True)
+    assert m.copies == 2 and (u.native.get() == 7).all()

@@ -7,7 +7,8 @@ import pytest
 
 import interop
 from interop import AccessMode, MemoryType, TensorInfo
-from interop.errors import InvalidTensorError
+from interop.errors import CopyRequiredError, InvalidTensorError, WrongMemoryError
+from interop.mapper import Cost
 from tests.support.ocl_support import need, opencl_context, read_bytes
 
 cl = need("pyopencl", "pyopencl")
@@ -60,8 +61,20 @@ def test_padded_rows_are_shared_at_full_pitch():
     o = interop.map(plane, MemoryType.OPENVINO)
     assert o.info.shape == (1, 10, 32, 1) and o.native.data.ctypes.data == host.ctypes.data
     short = interop.wrap(buf, info=TensorInfo((10, 32), np.uint8)).region(2, 0, 30, 10)  # last row's padding missing
-    with pytest.raises(InvalidTensorError):
+    from interop.mappers.opencl_to_openvino import OpenCLToOpenVINO
+
+    with pytest.raises(WrongMemoryError, match="padding"):  # refused by its cost: routing goes another way
+        OpenCLToOpenVINO().cost(short)
+    with pytest.raises(WrongMemoryError):
+        OpenCLToOpenVINO().map(short)
+    chain = interop.route(short, MemoryType.OPENVINO, allow_copy=True)
+    assert [m.name for m in chain.mappers] != ["opencl_to_openvino"] and chain.cost(short) is Cost.COPY
+    with pytest.raises(CopyRequiredError):
         interop.map(short, MemoryType.OPENVINO)
+    with interop.copy_meter() as m:
+        o2 = interop.map(short, MemoryType.OPENVINO, allow_copy=True)
+    assert m.copies >= 1
+    np.testing.assert_array_equal(np.asarray(o2).reshape(10, 30), host[:, 2:32])
 
 
 def test_gpu_remote_path_fails_typed_without_a_gpu():

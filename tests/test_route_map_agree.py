@@ -130,11 +130,6 @@ ROUTES = _routes()
 # Steps of a predicted chain (consecutive step names) -> why route() and map() disagree on it today, and what removes
 # it. Delete an entry with its fix.
 KNOWN_DISAGREEMENTS: dict[tuple[str, ...], str] = {
-    ("cpu_to_opencl", "opencl_to_opencv_umat"): "cpu_to_opencl (another developer's file) copies a column-strided "
-                                                "array keeping its strides, which opencl_to_opencv_umat cannot copy "
-                                                "(InvalidTensorError); a step after a copy is costed for its worst "
-                                                "case, not mapped: the copy should be dense, or cpu_to_opencl's "
-                                                "input_cost refuse such arrays with WrongMemoryError",
 }
 
 

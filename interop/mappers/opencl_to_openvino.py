@@ -18,8 +18,9 @@ from typing import Any
 
 from ..context import Context
 from ..errors import BackendUnavailableError, ContextMismatchError, InvalidTensorError, WrongMemoryError
+from ..frame import Frame
 from ..info import TensorInfo
-from ..mapper import MemoryMapper, register
+from ..mapper import Cost, MemoryMapper, register
 from ..tensor import Tensor
 from ..types import AccessMode, MemoryType
 
@@ -29,7 +30,7 @@ def shared_layout(info: TensorInfo, buffer_size: int, offset: int) -> TensorInfo
     if info.is_contiguous:
         return TensorInfo(info.shape, info.dtype)
     if info.ndim not in (2, 3):
-        raise InvalidTensorError(f"OpenVINO shares C-contiguous memory only; {info} is not row-padded (H, W[, C])")
+        raise WrongMemoryError(f"OpenVINO shares C-contiguous memory only; {info} is not row-padded (H, W[, C])")
     c = info.shape[2] if info.ndim == 3 else 1
     pixel = c * info.itemsize
     pitch = info.strides[0]
@@ -48,6 +49,27 @@ class OpenCLToOpenVINO(MemoryMapper):
     src = MemoryType.OPENCL
     dst = MemoryType.OPENVINO
     zero_copy = True
+
+    def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
+        """Zero-copy, for the inputs ``map_tensor`` takes: on the CPU device a host-memory buffer whose layout
+        OpenVINO can share (``shared_layout``); refused here as it would be when mapping, so routing goes another
+        way (a layout OpenVINO cannot share is a WrongMemoryError)."""
+        if obj is None:
+            return Cost.ZERO_COPY
+        ovc = self.output_context or Context.default(MemoryType.OPENVINO)
+        gpu = str(getattr(ovc, "device", "CPU")).startswith("GPU")
+        for t in obj.tensors if isinstance(obj, Frame) else (obj,):
+            if gpu:
+                if t.offset or not t.info.is_contiguous:  # type: ignore[attr-defined]
+                    raise WrongMemoryError("an OpenVINO remote tensor over a cl_mem must be C-contiguous and start at "
+                                           "the cl_mem's origin")
+                continue
+            if not t.context.host_shared:  # type: ignore[union-attr]
+                raise ContextMismatchError(
+                    f"OpenVINO {ovc.device} reads host memory, and {t.context!r} is not a host-memory device: map to "
+                    f"CPU (a driver-side transfer) or use an OpenVINO GPU context on an Intel GPU")
+            shared_layout(t.info, t.native.size, t.offset)  # type: ignore[attr-defined]
+        return Cost.ZERO_COPY
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         from ..tensors.opencl import OpenCLTensor, map_to_host
