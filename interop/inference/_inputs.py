@@ -65,9 +65,9 @@ class PlaneInputs:
         self.made = 0
 
     def get(self, t: Any) -> Any:
-        """The request input for PlaneTensor ``t`` (its address and layout, the same memory as ``t.native``)."""
-        spec = t._spec
-        addr = t._host_address()
+        """The request input for PlaneTensor ``t`` (its address and layout, the same memory as ``t.native``; a
+        released ``t`` raises InvalidTensorError)."""
+        addr, spec = t.shared_memory()
         key = (addr, spec)
         nat = self._hit(key)
         if nat is None:
@@ -99,7 +99,6 @@ def frame_inputs(ov: Any, plane_inputs: PlaneInputs, m: Frame) -> tuple[list[Any
     plane_cls = plane_tensor_class()
     for t in m.tensors:
         if type(t) is plane_cls and t._native is None:  # type: ignore[attr-defined]  # a decoded plane: reused
-            t._check()
             planes.append(plane_inputs.get(t))
             shapes.append(t._info.shape)
         else:
