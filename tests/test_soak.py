@@ -75,8 +75,8 @@ _quiet: list[bool] = []
 
 
 def _quiesce() -> None:
-    """Once per process: probe every factory, then wait until the fd count holds still. OpenVINO's first Core
-    opens pipes that its own threads close a moment later, so a baseline taken right after the probe could count
+    """Once per process: probe every factory, then wait until the fd count holds still. The first map to
+    OpenVINO (the via:OPENVINO probe) leaves pipes that go a moment later, not on the main thread's watch, so a baseline taken right after the probe could count
     them and a soak would see fds vanish."""
     if _quiet:
         return
