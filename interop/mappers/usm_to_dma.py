@@ -4,6 +4,11 @@ zeMemGetAllocProperties with ``ze_external_memory_export_fd_t`` (DMA_BUF) chaine
 tensor's own Level Zero context (DL Streamer read it from the output side, which has none). The new fd is owned
 by the resulting DMA buffer; each plane's offset is its distance from the allocation's base, so planes of one
 allocation share one fd. USM of a SYCL/OpenCL context is refused with ContextMismatchError.
+
+Device allocations are exported too (USM -> DMA -> NPU / VA-API needs them), but device-local memory exported as a
+dma-buf may not be CPU-mappable on a discrete GPU: the DMA buffer made from one is marked ``device_local = True``,
+and a consumer that would mmap it for the CPU must refuse it (the CPU reaches device USM by usm_to_cpu's counted
+copy, never by an mmap that works only where device memory is host memory, as on the fake driver).
 """
 
 from __future__ import annotations
@@ -57,7 +62,9 @@ class USMToDMA(MemoryMapper):
             key = (ctx.ze_context, base)
             if key not in bufs:
                 fd = ze.export_dma_buf(ctx.native, addr)
-                bufs[key] = (buffer_from_fd(fd, size=size, take_ownership=True), base)
+                dma = buffer_from_fd(fd, size=size, take_ownership=True)
+                dma.device_local = getattr(t, "usm_type", None) == "device"  # type: ignore[attr-defined]
+                bufs[key] = (dma, base)
             buf, base = bufs[key]
             out.append(DMATensor(buf, t.info, offset=addr - base, parent=t, writable=t.writable))  # type: ignore[arg-type]
         return out
