@@ -240,7 +240,9 @@ class MemoryMapper:
         if type(mode) is not AccessMode:
             mode = check_mode(mode)
         if obj is not None:
-            self._check(obj, mode)
+            if self._check(obj, mode) is False and type(self).map_tensor is MemoryMapper.map_tensor:
+                # a mapper of frames only: routing must not plan a tensor through it (map() would refuse it)
+                raise WrongMemoryError(f"{self.name} maps frames only, not a single {self.src.name} tensor")
         if self.output_contexts and self._output_context is not None:
             self.out_context()  # a given output context of the wrong class is refused before routing picks this
         return self.input_cost(obj, mode)

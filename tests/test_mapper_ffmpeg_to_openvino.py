@@ -49,6 +49,7 @@ def test_decoded_padded_planes_alias_the_decoder_buffers(clip_854) -> None:
 ])
 def test_formats_keep_channels_last(fmt: str, shapes: list) -> None:
     vf = av.VideoFrame(64, 48, fmt)
+    vf.pict_type = 1  # stands in for a decoder's frame, trusted for its full pitch (user frames are not)
     o = interop.map(vf, MemoryType.OPENVINO)
     for t, p, shape in zip(o.tensors, vf.planes, shapes):
         c, item = shape[3], t.dtype.itemsize
@@ -58,6 +59,7 @@ def test_formats_keep_channels_last(fmt: str, shapes: list) -> None:
 
 def test_writes_to_the_frame_are_seen_by_openvino() -> None:
     vf = av.VideoFrame(854, 480, "yuv420p")
+    vf.pict_type = 1  # stands in for a decoder's frame, trusted for its full pitch (user frames are not)
     o = interop.map(vf, MemoryType.OPENVINO)
     np.frombuffer(vf.planes[1], np.uint8)[5 * vf.planes[1].line_size + 7] = 201
     assert o[1].native.data[0, 5, 7, 0] == 201
@@ -127,6 +129,7 @@ def test_write_mode_needs_allow_copy_for_reference_frames(clip_small) -> None:
 
 def test_hardware_frames_are_refused_naming_the_cuda_route() -> None:
     vf = av.VideoFrame(16, 16, "gray")
+    vf.pict_type = 1  # stands in for a decoder's frame, trusted for its full pitch (user frames are not)
     p = vf.planes[0]
     hw = FFmpegTensor(p, interop.TensorInfo((16, 16), np.uint8, (p.line_size, 1)), hardware=True)
     with pytest.raises(interop.InvalidTensorError, match="CUDA"):
@@ -148,6 +151,7 @@ def test_the_one_step_path_gives_what_the_general_path_gives(fmt: str) -> None:
     from interop.tensors.ffmpeg import SourcedFrame
 
     vf = av.VideoFrame(70, 46, fmt)  # odd widths: padded pitches
+    vf.pict_type = 1  # stands in for a decoder's frame, trusted for its full pitch (user frames are not)
     fast = FFmpegToOpenVINO().map_native(vf, AccessMode.READ, False)
     slow = FFmpegToOpenVINO().map(interop.wrap(vf))
     assert isinstance(fast, SourcedFrame) and type(slow) is interop.Frame
@@ -164,6 +168,7 @@ def test_the_one_step_path_gives_what_the_general_path_gives(fmt: str) -> None:
 
 def test_one_step_planes_see_writes_and_keep_the_frame_alive() -> None:
     vf = av.VideoFrame(40, 20, "gray")
+    vf.pict_type = 1  # stands in for a decoder's frame, trusted for its full pitch (user frames are not)
     arr = np.frombuffer(vf.planes[0], np.uint8).reshape(20, vf.planes[0].line_size)
     o = FFmpegToOpenVINO().map_native(vf, AccessMode.READ, False)
     assert o is not None
@@ -179,6 +184,7 @@ def test_one_step_planes_see_writes_and_keep_the_frame_alive() -> None:
 @pytest.mark.parametrize("one_step", [True, False])
 def test_the_ov_tensor_is_made_on_first_use_and_exports_need_none(one_step: bool) -> None:
     vf = av.VideoFrame(40, 20, "yuv420p")
+    vf.pict_type = 1  # stands in for a decoder's frame, trusted for its full pitch (user frames are not)
     o = FFmpegToOpenVINO().map_native(vf, AccessMode.READ, False) if one_step else \
         FFmpegToOpenVINO().map(interop.wrap(vf), AccessMode.READ)
     t = o[1]

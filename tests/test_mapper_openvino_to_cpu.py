@@ -45,6 +45,7 @@ def test_read_only_tensors_give_read_only_views() -> None:
 def test_ffmpeg_frame_round_trip_gives_standard_planes() -> None:
     av = need_module("av")
     vf = av.VideoFrame(854, 480, "nv12")
+    vf.pict_type = 1  # stands in for a decoder's frame, trusted for its full pitch (user frames are not)
     o = interop.map(vf, MemoryType.OPENVINO)
     c = interop.map(o, MemoryType.CPU)
     assert c.format is FrameFormat.NV12 and (c.width, c.height) == (854, 480)
