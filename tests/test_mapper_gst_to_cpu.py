@@ -282,3 +282,21 @@ def test_too_many_live_mappings_of_one_memory_are_refused_not_corrupted():
     with interop.map(sample, MemoryType.CPU) as c:  # and it maps again
         assert np.asarray(c[0]).shape == (480, 854)
     p.set_state(Gst.State.NULL)
+
+
+@pytest.mark.parametrize("fmt", ["NV12"])
+def test_padded_sample_reaches_openvino_without_a_copy_and_inside_its_memory(fmt):
+    # Widths whose rows are padded (50 px: pitch 52 or 152): OpenVINO takes the planes at full pitch only when the
+    # mapped memory covers the last row's padding, which the mapping's own extent (host_bounds) tells.
+    pipeline, (sample,) = pull_samples(videotest(fmt, 50, 48), 1)
+    with interop.copy_meter() as m:
+        o = interop.map(sample, MemoryType.OPENVINO)
+        cpu = interop.map(sample, MemoryType.CPU)
+    assert m.copies == 0
+    assert cpu[0].strides[0] > 50  # the rows really are padded
+    lo = np.asarray(cpu[0]).__array_interface__["data"][0]  # the Y plane starts the buffer's one memory
+    hi = lo + sample.get_buffer().get_size()
+    for t in o.tensors:
+        start = t.native.data.__array_interface__["data"][0]
+        assert lo <= start and start + t.native.get_byte_size() <= hi  # never past the mapped memory
+    pipeline.set_state(gst().State.NULL)

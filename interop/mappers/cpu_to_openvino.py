@@ -44,6 +44,10 @@ def buffer_bounds(arr: np.ndarray) -> tuple[int, int] | None:
             return None
         lo = int(base.__array_interface__["data"][0])
         return lo, lo + base.nbytes
+    bounds = getattr(base, "host_bounds", None)  # a mapping that knows its extent (GStreamer memory, ...)
+    if bounds is not None:
+        lo, hi = bounds()
+        return int(lo), int(hi)
     try:
         mv = memoryview(base)
     except TypeError:

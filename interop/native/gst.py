@@ -290,6 +290,10 @@ class MemoryMapping:
         """Unmap now; only safe when no view of the mapping is left (the finaliser does it otherwise)."""
         self._fin()
 
+    def host_bounds(self) -> tuple[int, int]:
+        """[start, end) of the mapped bytes: how far a consumer of a view over this mapping may read."""
+        return self.address, self.address + self.size
+
 
 class BufferMapping:
     """The one memory of a one-memory buffer mapped for READ with ``gst_buffer_map`` (which maps that memory in
@@ -315,6 +319,10 @@ class BufferMapping:
         self.info, self.owner, self.buf, self._unmap = info, owner, buf, g.gst_buffer_unmap
         self.address = info.data or 0
         self.size = info.size
+
+    def host_bounds(self) -> tuple[int, int]:
+        """[start, end) of the mapped bytes: how far a consumer of a view over this mapping may read."""
+        return int(self.address), int(self.address) + int(self.size)
 
     def __del__(self) -> None:
         try:
