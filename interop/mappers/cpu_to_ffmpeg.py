@@ -26,9 +26,9 @@ from ..mapper import Cost, register
 from ..meter import record_copy
 from ..tensor import Tensor, _ArrayExport
 from ..tensors._fastpath import FastMapper
+from ..tensors.cpu import buffer_bounds
 from ..tensors.ffmpeg import video_frame_from_planes, wrap_video_frame
 from ..types import AccessMode, ColorRange, ColorSpace, FrameFormat, MemoryType
-from .cpu_to_openvino import buffer_bounds
 
 _AV_COLORSPACE = {ColorSpace.BT709: 1, ColorSpace.BT601: 6, ColorSpace.BT2020: 9, ColorSpace.SRGB: 0}
 _AV_RANGE = {ColorRange.LIMITED: 1, ColorRange.FULL: 2}

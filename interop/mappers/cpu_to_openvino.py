@@ -13,83 +13,17 @@ arrays and a WRITE mapping of it is refused. The ``ov.Tensor`` in ``.native`` ca
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from ..errors import InvalidTensorError
 from ..frame import Frame
 from ..mapper import Cost, register
 from ..meter import record_copy
-from ..tensor import Tensor, _ArrayExport
+from ..tensor import Tensor
 from ..tensors._fastpath import FastMapper, derive_frame
+from ..tensors.cpu import _alias, shareable
 from ..tensors.openvino import OpenVINOContext, OpenVINOTensor, default_context
 from ..types import AccessMode, MemoryType
-
-
-def buffer_bounds(arr: np.ndarray) -> tuple[int, int] | None:
-    """[start, end) addresses of the whole buffer under ``arr`` when it can be found, else None."""
-    base: Any = arr
-    for _ in range(64):
-        nxt = base.base if isinstance(base, np.ndarray) else base.owner if isinstance(base, _ArrayExport) else None
-        if nxt is None:
-            break
-        if isinstance(nxt, Tensor):
-            nxt = nxt.native if isinstance(nxt.native, np.ndarray) else None
-            if nxt is None:
-                return None
-        base = nxt
-    if isinstance(base, np.ndarray):
-        if not (base.flags.c_contiguous or base.flags.f_contiguous):
-            return None
-        lo = int(base.__array_interface__["data"][0])
-        return lo, lo + base.nbytes
-    bounds = getattr(base, "host_bounds", None)  # a mapping that knows its extent (GStreamer memory, ...)
-    if bounds is not None:
-        lo, hi = bounds()
-        return int(lo), int(hi)
-    try:
-        mv = memoryview(base)
-    except TypeError:
-        return None
-    if mv.nbytes == 0:
-        return None
-    lo = int(np.frombuffer(mv, np.uint8).__array_interface__["data"][0])
-    return lo, lo + mv.nbytes
-
-
-def shareable(arr: np.ndarray, frame_plane: bool) -> np.ndarray | None:
-    """A C-contiguous array over the same memory as ``arr`` (``arr`` itself, or its rows at full pitch), or None.
-
-    ``frame_plane`` gives the (1, rows, pitch_elems, C) shape of frame planes. The result may be read-only.
-    """
-    item = arr.dtype.itemsize
-    if arr.ndim in (2, 3):
-        channels = arr.shape[2] if arr.ndim == 3 else 1
-        pixel = channels * item
-        rows, pitch = arr.shape[0], arr.strides[0]
-        inner = arr.strides[1:] == ((pixel, item) if arr.ndim == 3 else (item,)) or arr.shape[1] * channels <= 1
-        if inner and rows and (rows == 1 or pitch == arr.shape[1] * pixel):  # rows follow each other already
-            cols = arr.shape[1]
-            return arr.reshape((1, rows, cols, channels) if frame_plane else arr.shape)
-        if inner and pitch > 0 and pitch % pixel == 0:
-            shape = (rows, pitch // pixel) + ((channels,) if arr.ndim == 3 else ())
-            if frame_plane:
-                shape = (1, rows, pitch // pixel, channels)
-            start = int(arr.__array_interface__["data"][0])
-            bounds = buffer_bounds(arr)
-            if bounds is not None and bounds[0] <= start and start + rows * pitch <= bounds[1]:
-                return _alias(start, shape, arr.dtype, arr, readonly=not arr.flags.writeable)
-        return None
-    if arr.flags.c_contiguous:
-        return arr
-    return None
-
-
-def _alias(address: int, shape: tuple[int, ...], dtype: np.dtype, owner: Any, *, readonly: bool) -> np.ndarray:
-    iface = {"version": 3, "shape": shape, "typestr": dtype.str, "descr": dtype.descr,
-             "data": (address, readonly), "strides": None}
-    return np.asarray(_ArrayExport(iface, owner))
 
 
 @register
