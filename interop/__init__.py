@@ -23,6 +23,7 @@ from .errors import (  # noqa: E402
     NoRouteError,
     RequestFailedError,
     ResourceError,
+    StateError,
     UnsupportedFormatError,
     UnsupportedTypeError,
     WrongMemoryError,
@@ -56,5 +57,5 @@ __all__ = [
     "Inference", "InteropError", "NoRouteError", "CopyRequiredError", "BackendUnavailableError",
     "InvalidTensorError", "UnsupportedTypeError", "ContextMismatchError", "UnsupportedFormatError", "WrongMemoryError",
     "ResourceError", "InteropTimeoutError", "InteropBufferError", "empty", "empty_frame", "CompileError", "CallbackReentryError",
-    "RequestFailedError",
+    "RequestFailedError", "StateError",
 ]

@@ -96,6 +96,10 @@ class CallbackReentryError(InteropError, RuntimeError):
     its own completion callbacks, where it could only wait for itself. ``infer_async`` is allowed there."""
 
 
+class StateError(InteropError, RuntimeError):
+    """A call the object's state does not allow (a copy meter entered twice): also a RuntimeError."""
+
+
 class RequestFailedError(InteropError, RuntimeError):
     """An inference request failed inside OpenVINO while it ran (not its arguments: those are refused before a
     request starts). The message carries OpenVINO's text, ``__cause__`` its exception when there is one."""

@@ -6,6 +6,8 @@ import threading
 from dataclasses import dataclass
 from types import TracebackType
 
+from .errors import StateError
+
 
 @dataclass(frozen=True)
 class CopyRecord:
@@ -38,7 +40,7 @@ class CopyMeter:
     def __enter__(self) -> CopyMeter:
         with _lock:
             if self._open or self._closed:
-                raise RuntimeError("a copy meter can be entered once; call interop.copy_meter() again")
+                raise StateError("a copy meter can be entered once; call interop.copy_meter() again")
             self._open = True
             _active.append(self)
         return self

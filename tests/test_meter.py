@@ -47,7 +47,8 @@ def test_meter_enters_once():
     m = interop.copy_meter()
     with m:
         pass
-    with pytest.raises(RuntimeError, match="once"):
+    assert issubclass(interop.StateError, RuntimeError) and issubclass(interop.StateError, interop.InteropError)
+    with pytest.raises(interop.StateError, match="once"):
         with m:
             pass
 

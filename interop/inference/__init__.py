@@ -95,6 +95,7 @@ _live: weakref.WeakSet[Inference] = weakref.WeakSet()
 # instead of starting OpenVINO work: a daemon thread still inside a request while OpenVINO's libraries are torn
 # down ends the process with std::terminate.
 _exiting = threading.Event()
+EXIT_WAIT_S = 30.0  # the longest interpreter exit waits for requests and threads inside OpenVINO, all Inferences together
 
 
 def _gate(cond: threading.Condition) -> None:
@@ -111,9 +112,16 @@ def _gate(cond: threading.Condition) -> None:
 def _close_all() -> None:
     # OpenVINO's request threads must be gone before the interpreter tears down (else std::terminate at exit).
     _exiting.set()
+    deadline = time.monotonic() + EXIT_WAIT_S  # one deadline for every Inference: exit never waits long
+    still_inside = False
     for inf in list(_live):
-        inf._wait_outside(60.0)
-        inf.close()
+        if not inf._wait_outside(max(0.0, deadline - time.monotonic())):
+            still_inside = True
+            continue
+        inf._close(max(0.0, deadline - time.monotonic()))
+    if still_inside:
+        # A thread is still inside OpenVINO: freeing the Core or the models under it is what the rule forbids.
+        return
     # The same for the plugins' own threads: release the shared Core, the contexts and the cached chains that hold
     # it, and the compiled models of closed Inferences, while the interpreter is whole (best effort: a Core the
     # program itself still references lives on).
@@ -648,10 +656,13 @@ class Inference:
                 self._inside -= 1
                 self._cond.notify_all()
 
-    def _wait_outside(self, timeout: float) -> None:
+    def _wait_outside(self, timeout: float) -> bool:
         with self._cond:
             if not self._cond.wait_for(lambda: self._inside == 0, timeout):
-                log.warning("Inference at exit: %d threads still inside OpenVINO after %s s", self._inside, timeout)
+                log.warning("Inference at exit: %d threads still inside OpenVINO after %.0f s: OpenVINO is left as "
+                            "it is", self._inside, timeout)
+                return False
+        return True
 
     def _submit(self, x: Any, job_cb: Callback | None, userdata: Any, event: threading.Event | None) -> _Job:
         self._check_open()
@@ -934,12 +945,15 @@ class Inference:
 
         Waits at most a minute: if requests are still running then (a callback that does not return), their
         models are left to the garbage collector. Refused (CallbackReentryError) in this Inference's own callbacks."""
+        self._close(60.0)
+
+    def _close(self, wait_s: float) -> None:
         if self._closed:
             return
         self._refuse_in_own_callback("close()")
         self._closed = True
         try:
-            self.wait_all(timeout=60)
+            self.wait_all(timeout=wait_s)
         except InteropTimeoutError as e:
             log.warning("Inference.close: %s; closing without waiting for them", e)
             return
