@@ -29,7 +29,6 @@ from __future__ import annotations
 import array
 import collections
 import errno
-import functools
 import logging
 import math
 import os
@@ -57,13 +56,14 @@ from .tensors.dma import (
     MARKER_COMMITTED,
     MARKER_MAGIC,
     MARKER_SIZE,
+    BufferLease,
     DMABuffer,
     DMATensor,
     buffer_from_fd,
     buffers_of,
     dma_frame,
+    leased_planes,
     read_marker,
-    trusted_plane,
     write_marker,
 )
 from .types import ColorRange, ColorSpace, FrameFormat, MemoryType
@@ -188,6 +188,35 @@ def _slots_template(frame: Frame, bufs: list[DMABuffer], marker: int, cache: dic
             cache.clear()
         cache[key] = msg
     return msg
+
+
+def _slots_message(frame: Frame, bufs: list[DMABuffer], marker: int, refs: tuple[tuple[int, int, int], ...],
+                   cache: dict[tuple, bytes]) -> bytes:
+    """The whole SLOTS message of ``frame`` over buffers the consumer holds (``refs``, no fd), frame id, sequence
+    and pts zero: the template and its references, cached together."""
+    planes: list[DMATensor] = frame._tensors  # type: ignore[assignment]
+    many = len(bufs) > 1
+    key = (frame._format, frame._width, frame._height, frame._colorspace, frame._color_range, frame._time_base,
+           frame._pts is None, marker, refs, tuple([(t._info, t._offset, t._drm_modifier, t._drm_fourcc,
+                                                      bufs.index(t._buffer) if many else 0) for t in planes]))
+    msg = cache.get(key)
+    if msg is None:
+        msg = _slots_template(frame, bufs, marker, cache) + b"".join(_REF.pack(*r) for r in refs)
+        if len(cache) >= _TEMPLATES_MAX:
+            cache.clear()
+        cache[key] = msg
+    return msg
+
+
+def _commit_marker(view: memoryview, seq: int) -> None:
+    # sequence first, then the state word: a reader that sees COMMITTED sees the right sequence (x86 stores are ordered)
+    _MARKER_SEQ.pack_into(view, 8, seq)
+    _MARKER_STATE.pack_into(view, 0, MARKER_MAGIC, MARKER_COMMITTED)
+
+
+_MARKER_SEQ = struct.Struct("<Q")
+_MARKER_STATE = struct.Struct("<II")
+_MARKER_READ = struct.Struct("<IIQ")
 
 
 def _forget_message(index: int, generation: int) -> bytes:
@@ -395,7 +424,10 @@ class _SlotAssigner:
         self._gen = [0] * size
         self._used = [0] * size  # when each slot was last named (least recently used is reassigned first)
         self._tick = 0
-        self._index: weakref.WeakKeyDictionary[DMABuffer, int] = weakref.WeakKeyDictionary()
+        # id(buffer) -> slot; an entry counts only while that slot's weak reference still gives the same buffer
+        # (an id is reused once its object is gone), so stale entries are harmless and dropped on reassignment
+        self._index: dict[int, int] = {}
+        self._ids = [0] * size
 
     def _holds(self, i: int) -> DMABuffer | None:
         r = self._buf[i]
@@ -410,7 +442,7 @@ class _SlotAssigner:
         fresh: list[tuple[int, int, DMABuffer]] = []
         taken: set[int] = set()
         for b in bufs:
-            i = self._index.get(b)
+            i = self._index.get(id(b))
             if i is not None and self._holds(i) is b:
                 refs.append((i, 0, self._gen[i]))
             else:
@@ -432,9 +464,30 @@ class _SlotAssigner:
 
                 self._buf[i] = weakref.ref(b, gone)
                 self._gen[i] = gen
-                self._index[b] = i
+                if self._index.get(self._ids[i]) == i:
+                    del self._index[self._ids[i]]
+                self._ids[i] = id(b)
+                self._index[id(b)] = i
                 b.on_close(gone)
         return refs, fds, commit
+
+    def known(self, bufs: list[DMABuffer]) -> tuple[tuple[int, int, int], ...] | None:
+        """The references of ``bufs`` when the consumer holds every one of them (no fd to send), else None."""
+        refs = []
+        for b in bufs:
+            i = self._index.get(id(b))
+            if i is None:
+                return None
+            r = self._buf[i]
+            if r is None or r() is not b or b._closed:
+                return None
+            refs.append((i, 0, self._gen[i]))
+        tick = self._tick
+        for i, _, _ in refs:
+            tick += 1
+            self._used[i] = tick
+        self._tick = tick
+        return tuple(refs)
 
     def _pick(self, taken: set[int]) -> int:
         free = [i for i in range(self.size) if i not in taken and self._holds(i) is None]
@@ -523,7 +576,9 @@ class FrameSender:
         if slot is not None and len(bufs) == 1:
             seq, marker = slot.seq, slot.marker_offset
             if commit:  # what FramePool.commit() does, for the buffer already found
-                write_marker(bufs[0].mapping(True).address, marker, MARKER_COMMITTED, seq)
+                m, view = bufs[0].marker_view(marker, True)  # m keeps the mapping while the view is written
+                _commit_marker(view, seq)
+                del m
         for b in bufs:
             b.use()
         with self._lock:
@@ -532,13 +587,12 @@ class FrameSender:
             self._in_flight[fid] = bufs
         try:
             if self._slots.size:
-                self._send_slots(fid, frame, bufs, seq, marker, deadline, timeout)
+                n_fds = self._send_slots(fid, frame, bufs, seq, marker, deadline, timeout)
             else:
                 msg = _encode_frame(fid, frame, bufs, seq, marker)
                 fds = array.array("i", [b.fd for b in bufs])
                 self._send_message(msg, fds, deadline, timeout)
-                with self._lock:
-                    self.fds_sent += len(fds)
+                n_fds = len(fds)
         except BaseException as e:
             self._return(fid)
             if isinstance(e, OSError) and not isinstance(e, InteropError) and \
@@ -548,33 +602,45 @@ class FrameSender:
             raise
         with self._lock:
             self.sent += 1
+            self.fds_sent += n_fds
         return fid
 
     def _send_slots(self, fid: int, frame: Frame, bufs: list[DMABuffer], seq: int, marker: int,
-                    deadline: float | None, timeout: object) -> None:
+                    deadline: float | None, timeout: object) -> int:
+        """Send a SLOTS message; returns how many fds went with it."""
         # Each try assigns the slots and sends under _send_lock, without waiting: a consumer never sees a reference
         # before the message that carries its fd, and a try that would block has sent nothing and announced nothing.
+        pts = frame._pts if frame._attr_src is None else frame.pts
         while True:
             with self._send_lock:
-                self._flush_forgets()
-                refs, fds, commit = self._slots.refs(bufs, self._forgotten)
-                body = bytearray(_slots_template(frame, bufs, marker, self._templates))
+                if self._forgets:
+                    self._flush_forgets()
+                known = self._slots.known(bufs)
+                if known is not None:  # every buffer already crossed: the whole message is cached but for 3 fields
+                    body = bytearray(_slots_message(frame, bufs, marker, known, self._templates))
+                    fds: list[int] = []
+                    commit = None
+                else:
+                    refs, fds, commit = self._slots.refs(bufs, self._forgotten)
+                    body = bytearray(_slots_template(frame, bufs, marker, self._templates))
+                    body += b"".join(_REF.pack(*r) for r in refs)
                 _FID_SEQ.pack_into(body, _FID_AT, fid, seq)
-                if frame.pts is not None:
-                    _PTS.pack_into(body, _PTS_AT, frame.pts)
-                msg = bytes(body) + b"".join(_REF.pack(*r) for r in refs)
+                if pts is not None:
+                    _PTS.pack_into(body, _PTS_AT, pts)
                 try:
-                    anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
-                    self._sock.sendmsg([msg], anc, socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT)
+                    if fds:
+                        anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
+                        self._sock.sendmsg([body], anc, socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT)
+                    else:
+                        self._sock.send(body, socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT)
                 except BlockingIOError:
                     pass
                 except ValueError:
                     raise PeerClosedError("this FrameSender was closed") from None
                 else:
-                    commit()
-                    with self._lock:
-                        self.fds_sent += len(fds)
-                    return
+                    if commit is not None:
+                        commit()
+                    return len(fds)
             self._wait_writable(deadline, timeout)
 
     def _forgotten(self, index: int, gen: int) -> None:
@@ -816,27 +882,28 @@ class _DoneChannel:
 
 
 class _SlotEntry:
-    """A buffer the producer named by a slot: kept open and mapped between frames. Each received frame over it waits
-    here for the buffer to be free (its DONE); one on-free callback serves every frame."""
+    """A buffer the producer named by a slot: kept open and mapped between frames. Each received frame over it holds
+    it through the frame's BufferLease, which sends that frame's DONE when the last plane and view let go."""
 
-    __slots__ = ("gen", "buf", "_pending", "_lock", "__weakref__")
+    __slots__ = ("gen", "buf")
 
     def __init__(self, gen: int, buf: DMABuffer):
         self.gen = gen
         self.buf = buf
-        self._pending: list[Callable[[], None]] = []
-        self._lock = threading.Lock()
-        buf.on_free(self._free)
 
-    def add(self, cb: Callable[[], None]) -> None:
-        with self._lock:
-            self._pending.append(cb)
 
-    def _free(self) -> None:
-        with self._lock:
-            cbs, self._pending = self._pending, []
-        for cb in cbs:
-            cb()
+class _Received:
+    """A SLOTS layout seen before: its checked header and, while the slot table is unchanged (``version``), the
+    buffers its references name, each plane's (buffer, info, offset, modifier) and the commit marker's view."""
+
+    __slots__ = ("hdr", "version", "bufs", "specs", "marker")
+
+    def __init__(self, hdr: _Header):
+        self.hdr = hdr
+        self.version = -1
+        self.bufs: tuple[DMABuffer, ...] = ()
+        self.specs = tuple((p.fd_index, p.info, p.offset, p.modifier) for p in hdr.planes)
+        self.marker: tuple[object, memoryview] | None = None
 
 
 class _SlotTable:
@@ -846,6 +913,7 @@ class _SlotTable:
     def __init__(self) -> None:
         self.entries: dict[int, _SlotEntry] = {}
         self.forgotten = 0
+        self.version = 0  # changes with every install / forget / close: cached references are checked again
 
     def check(self, hdr: _Header) -> None:
         """Refuse references that do not fit this table, before any fd of the message is taken."""
@@ -866,6 +934,7 @@ class _SlotTable:
         buf.persistent = True
         old = self.entries.get(index)
         e = self.entries[index] = _SlotEntry(gen, buf)
+        self.version += 1
         if old is not None:
             old.buf.close_when_free()
         return e
@@ -875,12 +944,14 @@ class _SlotTable:
         if e is None or e.gen != gen:
             return False
         del self.entries[index]
+        self.version += 1
         self.forgotten += 1
         e.buf.close_when_free()
         return True
 
     def close(self) -> None:
         entries, self.entries = self.entries, {}
+        self.version += 1
         for e in entries.values():
             e.buf.close_when_free()
 
@@ -910,7 +981,7 @@ class FrameReceiver:
         self.fds_received = 0
         self.closed = False
         self._table = _SlotTable()
-        self._parsed: dict[bytes, _Header] = {}
+        self._parsed: dict[bytes, _Received] = {}
         self._ctx: Context | None = None
         self._fin = weakref.finalize(self, self._done.close, False)
         self._fin_table = weakref.finalize(self, self._table.close)
@@ -926,27 +997,34 @@ class FrameReceiver:
         ``timeout``: seconds to wait (None waits for ever; 0 polls: a frame already queued is returned).
         Raises TransportTimeoutError (a TimeoutError) when no frame came in time, ProtocolError for a message
         that is not a valid frame (the receiver goes on working: call recv() again)."""
-        deadline = _deadline(timeout, "FrameReceiver.recv")
-        self._done.start()
+        deadline = None if timeout is None else _deadline(timeout, "FrameReceiver.recv")
+        if self._done._thread is None:
+            self._done.start()
+        sock = self._sock
         while True:
             if self.closed:
                 return None
             try:
-                ready = select.select([self._sock], [], [], _left(deadline))[0]
-            except (OSError, ValueError):
-                if self.closed:
-                    return None
-                raise
-            if not ready:
-                raise TransportTimeoutError(f"no frame within {timeout} s: the producer sent nothing")
-            try:
-                msg, anc, flags, _ = self._sock.recvmsg(_RECV_BYTES, _CMSG_BYTES,
-                                                        socket.MSG_CMSG_CLOEXEC | socket.MSG_DONTWAIT)
+                if deadline is None and sock.gettimeout() is None:
+                    # no deadline on a blocking socket: wait in recvmsg itself (one system call per frame)
+                    msg, anc, flags, _ = sock.recvmsg(_RECV_BYTES, _CMSG_BYTES, socket.MSG_CMSG_CLOEXEC)
+                else:
+                    if not select.select([sock], [], [], _left(deadline))[0]:
+                        msg = None
+                    else:
+                        msg, anc, flags, _ = sock.recvmsg(_RECV_BYTES, _CMSG_BYTES,
+                                                          socket.MSG_CMSG_CLOEXEC | socket.MSG_DONTWAIT)
             except (BlockingIOError, InterruptedError):  # another thread took the message
                 continue
             except ConnectionResetError:
                 msg, anc, flags = b"", [], 0
-            fds = _fds_of(anc)
+            except (OSError, ValueError):
+                if self.closed:
+                    return None
+                raise
+            if msg is None:
+                raise TransportTimeoutError(f"no frame within {timeout} s: the producer sent nothing")
+            fds = _fds_of(anc) if anc else []
             if not msg and not fds and not _hung_up(self._sock):
                 raise ProtocolError("an empty message from the producer (a SEQPACKET EOF looks the same; the "
                                     "producer is still connected, so it is not one)")
@@ -982,17 +1060,16 @@ class FrameReceiver:
                 raise ProtocolError("a frame message was truncated (too many fds or too long): peer and library "
                                     "versions differ?")
             if msg[6:8] == _KIND_SLOTS and msg[:6] == _MAGIC_VER:
-                hdr, fid, seq, pts = self._slots_header(msg, len(fds))
-                self._table.check(hdr)
-            else:
-                hdr = _parse_frame(msg, len(fds))
+                rec, fid, seq, pts = self._slots_header(msg, len(fds))
+                if rec.version != self._table.version:
+                    self._table.check(rec.hdr)
+                return self._build_slots(rec, fid, seq, pts, fds)
+            hdr = _parse_frame(msg, len(fds))
         except ProtocolError:
             fid = _frame_id_of(msg)
             if fid:  # an honest producer of another version gets its buffers back
                 self._done.send(fid)
             raise
-        if hdr.refs:
-            return self._build_slots(hdr, fid, seq, pts, fds)
         fid = hdr.frame_id
         # ownership of the fds passes to DMABuffers one by one; the caller closes what is left (>= 0) on error
         bufs: list[DMABuffer] = []
@@ -1033,75 +1110,74 @@ class FrameReceiver:
             frame.metadata["commit_marker"] = hdr.marker
         return frame
 
-    def _slots_header(self, msg: bytes, n_fds: int) -> tuple[_Header, int, int, int | None]:
-        """The checked header of a SLOTS message, and its frame id, sequence and pts. A message without fds whose
+    def _slots_header(self, msg: bytes, n_fds: int) -> tuple[_Received, int, int, int | None]:
+        """The checked layout of a SLOTS message, and its frame id, sequence and pts. A message without fds whose
         layout and references were seen before is not parsed again: only its per-frame fields are checked."""
         if n_fds:
             hdr = _parse_frame(msg, n_fds)
-            return hdr, hdr.frame_id, hdr.seq, hdr.pts
+            return _Received(hdr), hdr.frame_id, hdr.seq, hdr.pts
         key = _layout_key(msg)
-        hdr_or_none = self._parsed.get(key)
-        if hdr_or_none is None:
+        rec = self._parsed.get(key)
+        if rec is None:
             hdr = _parse_frame(msg, 0)
             if len(self._parsed) >= _PARSED_MAX:
                 self._parsed.clear()
-            self._parsed[key] = hdr
-            return hdr, hdr.frame_id, hdr.seq, hdr.pts
-        hdr = hdr_or_none
+            self._parsed[key] = _Received(hdr)
+            return self._parsed[key], hdr.frame_id, hdr.seq, hdr.pts
         fid, seq = _FID_SEQ.unpack_from(msg, _FID_AT)
         (pts,) = _PTS.unpack_from(msg, _PTS_AT)
         if fid == 0:
             raise ProtocolError("a frame message has frame id 0 (ids start at 1)")
-        if hdr.pts is None and pts != 0:
-            raise ProtocolError("a frame message without a pts carries one")
-        return hdr, fid, seq, (pts if hdr.pts is not None else None)
+        if rec.hdr.pts is None:
+            if pts != 0:
+                raise ProtocolError("a frame message without a pts carries one")
+            return rec, fid, seq, None
+        return rec, fid, seq, pts
 
-    def _build_slots(self, hdr: _Header, fid: int, seq: int, pts: int | None, fds: list[int]) -> Frame | None:
+    def _build_slots(self, rec: _Received, fid: int, seq: int, pts: int | None, fds: list[int]) -> Frame | None:
+        hdr = rec.hdr
         ctx = self._ctx
         if ctx is None:
             ctx = self._ctx = Context.default(MemoryType.DMA)
-        entries: list[_SlotEntry] = []
-        planes: list[DMATensor] = []
+        table = self._table
         try:
-            k = 0
-            for i, (index, rflags, gen) in enumerate(hdr.refs):
-                if rflags & REF_FD:
-                    buf = buffer_from_fd(fds[k], size=hdr.sizes[i], take_ownership=True,
-                                         require_sealed=self.require_sealed)
-                    fds[k] = -1
-                    k += 1
-                    entries.append(self._table.install(index, gen, buf))
-                else:
-                    entries.append(self._table.entries[index])
-            bufs = [e.buf for e in entries]
-            if hdr.marker != NO_MARKER and not self.writer:
-                mg, state, got = read_marker(bufs[0].mapping(False).address, hdr.marker)
+            if rec.version != table.version:  # new fds, or the table changed since this layout was resolved
+                bufs: list[DMABuffer] = []
+                k = 0
+                for i, (index, rflags, gen) in enumerate(hdr.refs):
+                    if rflags & REF_FD:
+                        buf = buffer_from_fd(fds[k], size=hdr.sizes[i], take_ownership=True,
+                                             require_sealed=self.require_sealed)
+                        fds[k] = -1
+                        k += 1
+                        bufs.append(table.install(index, gen, buf).buf)
+                    else:
+                        bufs.append(table.entries[index].buf)
+                rec.bufs = tuple(bufs)
+                rec.marker = bufs[0].marker_view(hdr.marker, False) if hdr.marker != NO_MARKER else None
+                if not fds:  # a cached layout: valid until the table changes again
+                    rec.version = table.version
+            marker = rec.marker
+            if marker is not None and not self.writer:
+                mg, state, got = _MARKER_READ.unpack_from(marker[1])
                 if mg != MARKER_MAGIC or state != MARKER_COMMITTED or got != seq:
                     self.torn += 1
                     log.warning("dropped frame %d: its writer did not finish it (marker state %d, seq %d, expected %d)",
                                 fid, state, got, seq)
                     self._done.send(fid)
                     return None
-            for p in hdr.planes:
-                planes.append(trusted_plane(bufs[p.fd_index], p.info, p.offset, hdr.fourcc, p.modifier, ctx))
-            meta: dict[str, object] = {"frame_id": fid, "sequence": seq}
-            if hdr.marker != NO_MARKER:
-                meta["commit_marker"] = hdr.marker
-            frame = trusted_frame(planes, hdr.format, hdr.width, hdr.height, context=ctx, native=None,
-                                  colorspace=hdr.colorspace, color_range=hdr.color_range, pts=pts,
-                                  time_base=hdr.time_base, metadata=meta, parent=None)
+            # from here on the lease sends this frame's DONE when the frame (or what is left of it) is gone
+            lease = BufferLease(rec.bufs, self._done.send, fid)
         except BaseException:
-            for t in planes:
-                t.release()
             self._done.send(fid)
             raise
-        if len(entries) == 1:  # the usual pool frame: its one buffer's free is the frame's DONE
-            entries[0].add(functools.partial(self._done.send, fid))
-        else:
-            done = _DoneOnce(self._done, fid, len(entries))
-            for e in entries:
-                e.add(done)
-        return frame
+        planes = leased_planes(lease, rec.specs, hdr.fourcc, ctx)
+        meta: dict[str, object] = {"frame_id": fid, "sequence": seq}
+        if hdr.marker != NO_MARKER:
+            meta["commit_marker"] = hdr.marker
+        return trusted_frame(planes, hdr.format, hdr.width, hdr.height, context=ctx, native=None,
+                             colorspace=hdr.colorspace, color_range=hdr.color_range, pts=pts,
+                             time_base=hdr.time_base, metadata=meta, parent=None)
 
     @property
     def slots_held(self) -> int:

@@ -342,3 +342,60 @@ def test_a_process_receives_each_buffer_once():
     assert tx.wait_returned(10) and pool.free_count == 2
     tx.close()
     pool.close()
+
+
+def test_a_received_frame_registers_no_finalizer_and_its_views_hold_the_buffer():
+    # steady state (every buffer already crossed): receiving, mapping and viewing a frame registers no
+    # weakref.finalize; the frame's DONE waits for the last plane and the last numpy view, then goes out once
+    import weakref
+
+    pool = FramePool(FrameFormat.NV12, 64, 48, 1)
+    tx, rx = _pair()
+    assert _cycle(pool, tx, rx, 1) == 1  # the buffer's fd crosses, its mapping is made
+    f = pool.acquire(timeout=5)
+    _write(f, 9)
+    tx.send(f)
+    f.release()
+    before = len(weakref.finalize._registry)  # type: ignore[attr-defined]
+    g = rx.recv(timeout=5)
+    c = interop.map(g, MemoryType.CPU)
+    y = np.asarray(c[0])
+    uv = np.asarray(c[1])
+    assert len(weakref.finalize._registry) == before  # type: ignore[attr-defined]
+    assert not y.flags.writeable
+    with pytest.raises(ValueError):
+        y.flags.writeable = True  # a READ view stays read-only
+    c.release()
+    g.release()
+    time.sleep(0.2)
+    assert tx.in_flight == 1 and pool.free_count == 0  # the views still read this frame: no DONE yet
+    assert int(y[0, 0]) == 9 and int(uv[0, 0, 0]) == 9
+    del y
+    time.sleep(0.1)
+    assert tx.in_flight == 1  # one view is enough
+    del uv
+    assert tx.wait_returned(5) and pool.free_count == 1
+    assert tx.returned == 2 and tx.bad_messages == 0  # one DONE per frame
+    assert _cycle(pool, tx, rx, 3) == 3
+    tx.close()
+    rx.close()
+    pool.close()
+
+
+def test_a_dropped_received_frame_sends_its_done():
+    pool = FramePool(FrameFormat.NV12, 64, 48, 1)
+    tx, rx = _pair()
+    assert _cycle(pool, tx, rx, 1) == 1
+    f = pool.acquire(timeout=5)
+    tx.send(f)
+    f.release()
+    g = rx.recv(timeout=5)
+    plane = g[1]
+    del g  # never released: the plane still holds the frame
+    time.sleep(0.1)
+    assert tx.in_flight == 1
+    del plane
+    assert tx.wait_returned(5) and pool.free_count == 1
+    tx.close()
+    rx.close()
+    pool.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from ..tensor import Tensor, _ArrayExport
 from ..types import AccessMode
 from ._fastpath import MappedView
 from .cpu import CPUTensor
-from .dma import DMABuffer, DMATensor
+from .dma import BufferLease, DMABuffer, DMATensor
 
 
 def map_dma_to_host(t: Tensor, mode: AccessMode, *, writable_alias: bool = False) -> CPUTensor:
@@ -36,6 +37,16 @@ def map_dma_to_host(t: Tensor, mode: AccessMode, *, writable_alias: bool = False
     rw = write or (writable_alias and buf.fd_writable)
     m = buf.mapping(rw)
     info = t.info
+    lease = t._lease
+    if lease is not None and buf.syncable is False:
+        # A received frame's plane over a buffer with nothing to synchronise (a memfd): the view holds the frame's
+        # lease, which ends the frame's use of the buffer (and sends its DONE) when the last plane and view are
+        # gone. No use count, no finaliser, no ioctl per view; the mapping is the buffer's, made once.
+        addr = m.address + t._offset
+        iface = {"version": 3, "shape": info.shape, "typestr": info.dtype.str, "descr": info.dtype.descr,
+                 "data": (addr, not rw), "strides": info.strides}
+        arr = np.asarray(_LeasedExport(iface, m, lease))
+        return MappedView.of(arr, info, t, rw if writable_alias else write, addr)
     # the first access tells whether the fd takes DMA_BUF_IOCTL_SYNC (ENOTTY: a memfd, nothing to sync)
     fd_synced = buf.syncable is not False and nd.dma_buf_sync(buf.fd, True, write, mode.reads or not write)
     buf.syncable = fd_synced
@@ -56,6 +67,17 @@ def map_dma_to_host(t: Tensor, mode: AccessMode, *, writable_alias: bool = False
         # the end-of-access ioctl needs an fd; dup'ing per mapping would cost a syscall, so keep the buffer
         out.on_release(_sync_end(buf, write, mode.reads or not write))
     return out
+
+
+class _LeasedExport:
+    """numpy's ``base`` of a received frame's CPU view: the interface, the mapping and the frame's lease."""
+
+    __slots__ = ("__array_interface__", "owner", "lease")
+
+    def __init__(self, iface: dict[str, Any], owner: object, lease: BufferLease):
+        self.__array_interface__ = iface
+        self.owner = owner
+        self.lease = lease
 
 
 def _sync_end(buf: DMABuffer, write: bool, read: bool) -> Callable[[], None]:

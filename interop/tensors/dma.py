@@ -13,8 +13,10 @@ fd-passing semantics, no cache maintenance, no device import).
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import struct
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -181,6 +183,7 @@ class DMABuffer:
         self._users = 0
         self._closed = False
         self._maps: dict[bool, nd.Mapping] = {}
+        self._markers: dict[tuple[int, bool], tuple[nd.Mapping, memoryview]] = {}
         self._on_free: list[Callable[[], None]] = []
         self._on_close: list[Callable[[], None]] = []
         self.pool_slot: Any = None  # set by FramePool
@@ -253,6 +256,7 @@ class DMABuffer:
                 return
             self._closed = True  # under the lock: no use() can slip in between the check and the close
             self._maps.clear()
+            self._markers.clear()
         self._fin()
         self._closed_now()
 
@@ -287,6 +291,18 @@ class DMABuffer:
                 self._maps[writable] = m
             return m
 
+    def marker_view(self, offset: int, writable: bool) -> tuple[nd.Mapping, memoryview]:
+        """The 16 bytes of a commit marker at ``offset`` as a memoryview over the mapping, made once per offset.
+        The caller keeps the returned mapping referenced while it uses the view (a close() drops the cache)."""
+        mv = self._markers.get((offset, writable))
+        if mv is None:
+            m = self.mapping(writable)
+            if not 0 <= offset <= self.size - MARKER_SIZE:
+                raise InvalidTensorError(f"commit marker offset {offset} is outside this buffer of {self.size} bytes")
+            view = memoryview((ctypes.c_ubyte * MARKER_SIZE).from_address(m.address + offset)).cast("B")
+            mv = self._markers[(offset, writable)] = (m, view)
+        return mv
+
     def close(self) -> None:
         """Close our fd now. Mappings already handed out stay valid until their last view is gone."""
         with self._lock:
@@ -294,6 +310,7 @@ class DMABuffer:
                 return
             self._closed = True
             self._maps.clear()
+            self._markers.clear()
         self._fin()
         self._closed_now()
 
@@ -370,6 +387,8 @@ class DMATensor(Tensor):
     """
 
     memory_type = MemoryType.DMA
+    #: a received frame's hold on its buffers (see BufferLease); None for every other DMA tensor
+    _lease: BufferLease | None = None
     HANDLE_KEYS = {"dma_fd": "fd", "offset": "offset", "drm_modifier": "drm_modifier",
                    "drm_fourcc": "drm_fourcc", "size": "size", "pitch": "pitch"}
 
@@ -399,6 +418,7 @@ class DMATensor(Tensor):
         # finaliser); every accessor checks released first, so nothing reads these afterwards.
         self._native = None
         self.__dict__.pop("_buffer", None)
+        self.__dict__.pop("_lease", None)  # the last plane or view of a received frame to let go sends its DONE
 
     @classmethod
     def from_fd(cls, fd: int, *, info: TensorInfo, offset: int = 0, size: int | None = None, drm_fourcc: int = 0,
@@ -498,6 +518,67 @@ def trusted_plane(buffer: DMABuffer, info: TensorInfo, offset: int, drm_fourcc: 
         buffer.unuse()
         raise
     return t
+
+
+class BufferLease:
+    """A received frame's one hold on its buffers, shared by its planes and by every CPU view mapped from them.
+
+    It uses each buffer once (so a FORGET or a closed receiver keeps the fd while the frame is held) and, when the
+    last plane or view lets go of it (release() drops a plane's reference; reference counting does the rest), ends
+    those uses and calls ``done(token)`` once (the DONE to the producer). It is a plain object with ``__del__``: a
+    frame costs no finaliser registration. Not during interpreter shutdown: a DONE then would let the producer
+    reuse a buffer a daemon thread of ours may still be reading."""
+
+    __slots__ = ("bufs", "done", "token")
+
+    def __init__(self, bufs: Sequence[DMABuffer], done: Callable[[int], None], token: int):
+        self.bufs: tuple[DMABuffer, ...] = ()
+        self.done: Callable[[int], None] | None = None
+        self.token = token
+        used = []
+        for b in bufs:
+            b.use()  # raises for a closed buffer: the ones already used are let go by __del__
+            used.append(b)
+            self.bufs = tuple(used)
+        self.done = done
+
+    def __del__(self) -> None:
+        try:
+            if _finalizing():
+                return
+            for b in self.bufs:
+                b.unuse()
+            if self.done is not None:
+                self.done(self.token)
+        except Exception:  # __del__ must not raise (Python would print it); the library logs instead
+            try:
+                _log.exception("ending a received frame's hold on its buffers failed")
+            except Exception:
+                pass
+
+
+_finalizing = sys.is_finalizing
+_log = logging.getLogger("interop")
+
+
+def leased_planes(lease: BufferLease, specs: Sequence[tuple[int, TensorInfo, int, int]], fourcc: int,
+                  context: Context) -> list[DMATensor]:
+    """The planes of a received frame whose layout was checked against these buffers (the transport's cached
+    slots): ``specs`` are (buffer index in ``lease.bufs``, info, offset, DRM modifier). Each plane holds the lease
+    instead of a use of its own; no re-validation, no finaliser."""
+    bufs = lease.bufs
+    new = DMATensor._unchecked
+    out = []
+    for bi, info, offset, modifier in specs:
+        b = bufs[bi]
+        t = new(b, info, context, None, b.fd_writable)
+        t._buffer = b
+        t._offset = offset
+        t._drm_fourcc = fourcc
+        t._drm_modifier = modifier
+        t._lease = lease
+        out.append(t)
+    return out
 
 
 def _check_layout(size: int, offset: int, info: TensorInfo, what: str) -> None:
