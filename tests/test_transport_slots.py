@@ -382,6 +382,32 @@ def test_a_received_frame_registers_no_finalizer_and_its_views_hold_the_buffer()
     pool.close()
 
 
+@pytest.mark.parametrize("first", [True, False], ids=["first frame of a buffer", "later frame"])
+def test_a_numpy_view_held_past_release_keeps_the_frame_from_the_producer(first):
+    # the first view of a buffer takes the general mapping path (it learns whether the fd needs DMA_BUF_IOCTL_SYNC),
+    # later ones the cached one: either way the producer gets the buffer back only once the view is gone
+    pool = FramePool(FrameFormat.GRAY8, 32, 16, 1)
+    tx, rx = _pair()
+    if not first:
+        assert _cycle(pool, tx, rx, 1) == 1
+    f = pool.acquire(timeout=5)
+    _write(f, 5)
+    tx.send(f)
+    f.release()
+    g = rx.recv(timeout=5)
+    with interop.map(g, MemoryType.CPU) as c:
+        y = np.asarray(c[0])
+    g.release()
+    time.sleep(0.2)
+    assert tx.in_flight == 1 and pool.free_count == 0
+    assert int(y[3, 3]) == 5
+    del y
+    assert tx.wait_returned(5) and pool.free_count == 1
+    tx.close()
+    rx.close()
+    pool.close()
+
+
 def test_a_dropped_received_frame_sends_its_done():
     pool = FramePool(FrameFormat.NV12, 64, 48, 1)
     tx, rx = _pair()

@@ -26,6 +26,28 @@ def map_dma_to_host(t: Tensor, mode: AccessMode, *, writable_alias: bool = False
     writeable view over the read-write mapping even for READ, when the fd allows it. The sync END runs at release
     of the CPU tensor. Tiled (non-linear DRM modifier) buffers are refused: the CPU would see tiles, not rows.
     """
+    lease = getattr(t, "_lease", None)
+    if lease is not None:
+        buf = t._buffer
+        if buf.syncable is False and not t._released and not buf._closed and t._drm_modifier in _LINEAR:
+            # A received frame's plane over a buffer with nothing to synchronise (a memfd): the view holds the
+            # frame's lease, which ends the frame's use of the buffer (and sends its DONE) when the last plane and
+            # view are gone. No use count, no finaliser, no ioctl per view; the mapping and the plane's interface
+            # are the buffer's, made once.
+            write = mode.writes
+            rw = write or (writable_alias and buf.fd_writable)
+            key = (t._offset, t._info, rw)
+            got = buf.host_views.get(key)
+            if got is None:
+                m = buf.mapping(rw)
+                info = t._info
+                iface = {"version": 3, "shape": info.shape, "typestr": info.dtype.str, "descr": info.dtype.descr,
+                         "data": (m.address + t._offset, not rw), "strides": info.strides}
+                got = buf.host_views[key] = (m, iface)
+            m, iface = got
+            # a dict of its own per view: numpy's base exposes it, and a change to it must not reach the next frame
+            arr = np.asarray(_LeasedExport(iface.copy(), m, lease))
+            return MappedView.of(arr, t._info, t, rw if writable_alias else write, iface["data"][0])
     if not isinstance(t, DMATensor):
         raise InvalidTensorError(f"expected a DMA tensor, got {type(t).__name__}")
     if t.drm_modifier not in (nd.DRM_FORMAT_MOD_LINEAR, nd.DRM_FORMAT_MOD_INVALID):
@@ -37,23 +59,14 @@ def map_dma_to_host(t: Tensor, mode: AccessMode, *, writable_alias: bool = False
     rw = write or (writable_alias and buf.fd_writable)
     m = buf.mapping(rw)
     info = t.info
-    lease = t._lease
-    if lease is not None and buf.syncable is False:
-        # A received frame's plane over a buffer with nothing to synchronise (a memfd): the view holds the frame's
-        # lease, which ends the frame's use of the buffer (and sends its DONE) when the last plane and view are
-        # gone. No use count, no finaliser, no ioctl per view; the mapping is the buffer's, made once.
-        addr = m.address + t._offset
-        iface = {"version": 3, "shape": info.shape, "typestr": info.dtype.str, "descr": info.dtype.descr,
-                 "data": (addr, not rw), "strides": info.strides}
-        arr = np.asarray(_LeasedExport(iface, m, lease))
-        return MappedView.of(arr, info, t, rw if writable_alias else write, addr)
     # the first access tells whether the fd takes DMA_BUF_IOCTL_SYNC (ENOTTY: a memfd, nothing to sync)
     fd_synced = buf.syncable is not False and nd.dma_buf_sync(buf.fd, True, write, mode.reads or not write)
     buf.syncable = fd_synced
     addr = m.address + t.offset
     iface = {"version": 3, "shape": info.shape, "typestr": info.dtype.str, "descr": info.dtype.descr,
              "data": (addr, not rw), "strides": info.strides}
-    arr = np.asarray(_ArrayExport(iface, m))  # the view holds the mapping; munmap when the last view is gone
+    # the view holds the mapping (munmap when the last view is gone) and a received frame's lease (its DONE waits)
+    arr = np.asarray(_ArrayExport(iface, m) if lease is None else _LeasedExport(iface, m, lease))
     # the layout was checked when the DMA tensor was made: build the CPU tensor without re-validating it
     out = MappedView.of(arr, info, t, rw if writable_alias else write, addr)
     # A mapping is a user of the buffer: a pool buffer is not reused (nor a received one returned) while mapped.
@@ -78,6 +91,9 @@ class _LeasedExport:
         self.__array_interface__ = iface
         self.owner = owner
         self.lease = lease
+
+
+_LINEAR = (nd.DRM_FORMAT_MOD_LINEAR, nd.DRM_FORMAT_MOD_INVALID)
 
 
 def _sync_end(buf: DMABuffer, write: bool, read: bool) -> Callable[[], None]:

@@ -184,6 +184,8 @@ class DMABuffer:
         self._closed = False
         self._maps: dict[bool, nd.Mapping] = {}
         self._markers: dict[tuple[int, bool], tuple[nd.Mapping, memoryview]] = {}
+        # (offset, info, writable) -> (mapping, numpy interface of that plane): the CPU views of received frames
+        self.host_views: dict[tuple[int, TensorInfo, bool], tuple[nd.Mapping, dict[str, Any]]] = {}
         self._on_free: list[Callable[[], None]] = []
         self._on_close: list[Callable[[], None]] = []
         self.pool_slot: Any = None  # set by FramePool
@@ -257,6 +259,7 @@ class DMABuffer:
             self._closed = True  # under the lock: no use() can slip in between the check and the close
             self._maps.clear()
             self._markers.clear()
+            self.host_views.clear()
         self._fin()
         self._closed_now()
 
@@ -311,6 +314,7 @@ class DMABuffer:
             self._closed = True
             self._maps.clear()
             self._markers.clear()
+            self.host_views.clear()
         self._fin()
         self._closed_now()
 
