@@ -18,6 +18,7 @@ from interop import FrameFormat, InteropError, MemoryType, TensorInfo
 from interop.alloc import PAGE, PageBlock, empty, empty_frame, live_allocations
 from tests import ze_fake
 from tests.ov_remote_double import RemoteContextDouble, as_void_ptr
+from tests.support.requirements import need_module
 
 
 def _block(t: Any) -> PageBlock:
@@ -183,7 +184,7 @@ def test_bad_arguments_are_typed_errors(call, err) -> None:
 # ---- NPU import without a copy (the plugin's remote-context double) -----------------------------------------------
 
 def _npu() -> tuple[Any, RemoteContextDouble]:
-    pytest.importorskip("openvino", reason="needs OpenVINO (pip install 'interop[openvino]')")
+    need_module("openvino")
     from interop.tensors.npu import NPUContext
 
     rc = RemoteContextDouble()
@@ -222,7 +223,7 @@ def test_allocations_held_together_all_import() -> None:
 
 
 def case_fake_device_reads_an_empty_frame_through_the_import() -> None:
-    pytest.importorskip("openvino", reason="needs OpenVINO (pip install 'interop[openvino]')")
+    need_module("openvino")
     from interop.native import level_zero as ze
     from interop.tensors.level_zero import LevelZeroContext
     from interop.tensors.npu import NPUContext

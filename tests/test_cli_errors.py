@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 import interop  # noqa: F401 - before openvino: interop sets up the runtime first
+from tests.support.requirements import need_module
 
-pytest.importorskip("av", reason="needs PyAV (pip install '.[ffmpeg]')")
-pytest.importorskip("openvino", reason="needs OpenVINO (pip install '.[openvino]')")
+need_module("av")
+need_module("openvino")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINE = re.compile(r"^interop: error: (\w+): (.+)$")

@@ -30,6 +30,7 @@ from interop.elements import (
 )
 from interop.native import gst as ng
 from interop.tensors.gst import gst
+from tests.support.requirements import need_module
 
 Gst = gst()
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,7 +135,7 @@ def test_appsrc_sink_pushes_cpu_frames_zero_copy(tmp_path):
 
 
 def test_pyav_decoder_source():
-    pytest.importorskip("av")
+    need_module("av")
     src = PyAVDecoderSource(str(CLIP))
     f = src.read()
     assert f is not None and f.memory_type is MemoryType.FFMPEG and (f.width, f.height) == (640, 480)
@@ -145,8 +146,8 @@ def test_pyav_decoder_source():
 
 
 def test_gstreamer_decode_into_inference_is_zero_copy_with_pyavs_detections():
-    pytest.importorskip("av")
-    pytest.importorskip("openvino")
+    need_module("av")
+    need_module("openvino")
     from interop import textdet
 
     try:

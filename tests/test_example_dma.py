@@ -9,8 +9,10 @@ import sys
 
 import pytest
 
-pytest.importorskip("av", reason="needs PyAV (pip install 'interop[ffmpeg]')")
-pytest.importorskip("openvino", reason="needs OpenVINO (pip install 'interop[openvino]')")
+from tests.support.requirements import need_module
+
+need_module("av")
+need_module("openvino")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

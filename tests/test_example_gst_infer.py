@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 
 import interop  # noqa: F401 - before openvino (the runtime set-up)
+from tests.support.requirements import need_module
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_gst_infer_example(tmp_path):
-    av = pytest.importorskip("av")
-    pytest.importorskip("openvino")
+    av = need_module("av")
+    need_module("openvino")
     from interop import textdet
 
     if not textdet.model_status()[0]:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.requirements import need_module
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 TIER_B = ("cuda_infer.py", "cuda_opencl.py")
@@ -21,7 +23,7 @@ def _example(name: str, *args: str, timeout: int = 300) -> subprocess.CompletedP
 
 def _odd_clip(path: Path, width: int = 853, height: int = 479, frames: int = 3) -> str:
     """yuv420p at an odd size (FFV1 keeps it; libx264 wants even sizes)."""
-    av = pytest.importorskip("av", reason="needs PyAV (pip install '.[ffmpeg]')")
+    av = need_module("av")
     try:  # the helpers are moving to tests/support
         from tests.support.ffmpeg_clips import pattern
     except ImportError:

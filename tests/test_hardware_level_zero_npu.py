@@ -14,6 +14,7 @@ import pytest
 import interop
 from interop import AccessMode, FrameFormat, MemoryType
 from tests import ze_fake
+from tests.support.requirements import need_module
 
 _LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib")
 
@@ -143,7 +144,7 @@ def _need_npu() -> None:
 def test_npu_infers_on_ffmpeg_frames_in_place_like_the_cpu(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Decoded FFmpeg frames -> CPU_VA imports -> NPU inference equals the CPU's on the same bytes; zero-copy shown by
     address (each plane's ov.Tensor is the plane's own memory, inside an import of the plugin's context)."""
-    av = pytest.importorskip("av", reason="needs PyAV (pip install 'interop[ffmpeg]')")
+    av = need_module("av")
     _need_npu()
     from interop.native import level_zero as ze
     from interop.tensors.npu import NPUContext

@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 import interop  # noqa: I001 - before openvino: interop sets up the runtime first
+from tests.support.requirements import need_module
 
-pytest.importorskip("av")
-pytest.importorskip("cv2")
-ov = pytest.importorskip("openvino")
+need_module("av")
+need_module("cv2")
+ov = need_module("openvino")
 
 from interop import InvalidTensorError, MemoryType  # noqa: E402
 from interop.clip import make_clip  # noqa: E402

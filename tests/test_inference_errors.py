@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 
 import interop  # noqa: I001 - before openvino: interop sets up the runtime first
+from tests.support.requirements import need_module
 
-ov = pytest.importorskip("openvino")
+ov = need_module("openvino")
 
 from interop import FrameFormat, InteropError, InvalidTensorError  # noqa: E402
 from interop.errors import (  # noqa: E402

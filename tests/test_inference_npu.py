@@ -20,9 +20,10 @@ import interop
 from interop import MemoryType, WrongMemoryError
 from tests.ffmpeg_clips import make_clip
 from tests.ov_remote_double import RemoteContextDouble
+from tests.support.requirements import need_module
 
-ov = pytest.importorskip("openvino", reason="needs OpenVINO (pip install 'interop[openvino]')")
-av = pytest.importorskip("av", reason="needs PyAV (pip install 'interop[ffmpeg]')")
+ov = need_module("openvino")
+av = need_module("av")
 
 
 def _frames(w: int = 320, h: int = 240, n: int = 12) -> list:

@@ -12,8 +12,9 @@ import pytest
 
 import interop
 from interop import FrameFormat, RequestFailedError
+from tests.support.requirements import need_module
 
-ov = pytest.importorskip("openvino")
+ov = need_module("openvino")
 import openvino.opset13 as ops  # noqa: E402
 
 WATCHDOG_S = 60  # a hang fails the test instead of blocking the run

@@ -14,8 +14,9 @@ import interop
 from interop import FrameFormat, MemoryType
 from tests import ze_fake
 from tests.ov_remote_double import RemoteContextDouble, as_void_ptr
+from tests.support.requirements import need_module
 
-ov = pytest.importorskip("openvino", reason="needs OpenVINO (pip install 'interop[openvino]')")
+ov = need_module("openvino")
 
 
 def _aligned(nbytes: int) -> np.ndarray:

@@ -11,6 +11,7 @@ from interop import AccessMode, MemoryType
 from interop.errors import CopyRequiredError, InvalidTensorError
 from interop.mapper import Cost
 from tests.support.ocl_support import need, opencl_context, read_bytes
+from tests.support.requirements import need_module
 
 cl = need("pyopencl", "pyopencl")
 
@@ -123,7 +124,7 @@ def test_column_strided_arrays_are_copied_dense(monkeypatch, host_shared):
         t.release()  # copies back into the strided array
     assert m.copies == 2 and (a == 7).all() and (big[:, 1::2] != 7).any()
     # the next step gets a buffer it can read: route and map agree on OPENCV_UMAT
-    pytest.importorskip("cv2")
+    need_module("cv2")
     with interop.copy_meter() as m:
         u = interop.map(a, MemoryType.OPENCV_UMAT, allow_copy=True)
     assert m.copies == 2 and (u.native.get() == 7).all()

@@ -10,8 +10,9 @@ import pytest
 import interop
 from interop import AccessMode, FrameFormat, MemoryType, copy_meter
 from interop.tensors.dma import FramePool
+from tests.support.requirements import need_module
 
-pytest.importorskip("av", reason="needs PyAV (pip install 'interop[ffmpeg]')")
+need_module("av")
 
 
 @pytest.mark.parametrize("fmt,avname", [(FrameFormat.I420, "yuv420p"), (FrameFormat.NV12, "nv12")])

@@ -12,8 +12,9 @@ from interop import AccessMode, FrameFormat, MemoryType
 from interop.info import TensorInfo
 from tests import ze_fake
 from tests.ov_remote_double import RemoteContextDouble, as_void_ptr
+from tests.support.requirements import need_module
 
-ov = pytest.importorskip("openvino", reason="needs OpenVINO (pip install 'interop[openvino]')")
+ov = need_module("openvino")
 
 
 def _frame(fmt: FrameFormat, w: int = 60, h: int = 40):  # type: ignore[no-untyped-def]

@@ -10,8 +10,9 @@ import pytest
 import interop
 from interop import AccessMode, FrameFormat, MemoryType, copy_meter
 from interop.tensors.dma import FramePool
+from tests.support.requirements import need_module
 
-cl = pytest.importorskip("pyopencl", reason="needs pyopencl (pip install 'interop[opencl]')")
+cl = need_module("pyopencl")
 
 
 def _ctx():

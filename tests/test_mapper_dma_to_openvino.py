@@ -10,8 +10,9 @@ import pytest
 import interop
 from interop import FrameFormat, InvalidTensorError, MemoryType, TensorInfo, copy_meter
 from interop.tensors.dma import DMAContext, FramePool
+from tests.support.requirements import need_module
 
-pytest.importorskip("openvino", reason="needs OpenVINO (pip install 'interop[openvino]')")
+need_module("openvino")
 
 
 def test_frame_planes_alias_the_mapping_at_full_pitch():

@@ -15,6 +15,7 @@ from interop.mapper import Cost
 from interop.mappers.gst_to_cpu import GstToCPU
 from interop.native import gst as ng
 from interop.tensors.gst import NotWritableError, gst, wrap_buffer
+from tests.support.requirements import need_module
 from tests.test_tensor_gst import decoded_clip, own_buffer, pull_samples, videotest
 
 Gst = gst()  # through interop: it loads GStreamer after ordering the native libraries
@@ -141,7 +142,7 @@ def test_a_held_view_is_not_overwritten_by_later_frames():
 
 
 def test_decoded_clip_maps_zero_copy_and_matches_pyav():
-    av = pytest.importorskip("av")  # PyAV is tier A too (the ffmpeg extra): present wherever these tests run
+    av = need_module("av")  # PyAV is tier A too (the ffmpeg extra): present wherever these tests run
     p, samples = pull_samples(decoded_clip(), 3)
     with interop.copy_meter() as meter:
         frames = [interop.map(s, MemoryType.CPU) for s in samples]

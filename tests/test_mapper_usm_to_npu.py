@@ -11,8 +11,9 @@ from interop import FrameFormat, MemoryType
 from interop.info import TensorInfo, plane_infos
 from tests import ze_fake
 from tests.ov_remote_double import RemoteContextDouble, as_void_ptr
+from tests.support.requirements import need_module
 
-ov = pytest.importorskip("openvino", reason="needs OpenVINO (pip install 'interop[openvino]')")
+ov = need_module("openvino")
 
 
 def _nv12_usm(lz, kind: str = "shared"):  # type: ignore[no-untyped-def]
@@ -94,7 +95,7 @@ def case_tensor_keeps_shape() -> None:
 
 
 def test_sycl_usm_is_refused() -> None:
-    pytest.importorskip("dpctl", reason="needs dpctl (pip install 'interop[sycl]')")
+    need_module("dpctl")
     from interop.errors import WrongMemoryError
     from interop.mappers.usm_to_npu import USMToNPU
     from interop.tensors.npu import NPUContext

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from tests import ze_fake
+from tests.support.requirements import need_module
 
 
 def _memfd(size: int, fill: bytes = b"") -> tuple[int, mmap.mmap]:
@@ -192,7 +193,7 @@ def test_missing_loader_is_backend_unavailable() -> None:
 def case_first_zeinit_wins_so_init_early_keeps_the_npu() -> None:
     """Loader 1.8 keeps the first zeInit's outcome for the process. dpctl's Level Zero adapter initialises with
     GPU_ONLY, which an NPU driver (and our fake NPU) refuses; init_early() before dpctl keeps the driver."""
-    pytest.importorskip("dpctl", reason="needs dpctl (pip install 'interop[sycl]')")
+    need_module("dpctl")
     from interop.native import level_zero as ze
 
     assert ze.init_early()

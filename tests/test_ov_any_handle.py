@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from interop.tensors.npu import handle_value, parse_handle
+from tests.support.requirements import need_module
 
 SRC = Path(__file__).parent / "fakes" / "ze" / "ov_any_handle.cpp"
 BUILD = Path(__file__).parent / "fakes" / "build" / "ze"
@@ -21,7 +22,7 @@ BUILD = Path(__file__).parent / "fakes" / "build" / "ze"
 
 @pytest.fixture(scope="module")
 def any_results() -> dict[str, str]:
-    ov = pytest.importorskip("openvino", reason="needs OpenVINO (pip install 'interop[openvino]')")
+    ov = need_module("openvino")
     root = Path(ov.__file__).parent
     libs = sorted((root / "libs").glob("libopenvino.so.*"))
     if shutil.which("g++") is None:

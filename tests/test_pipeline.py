@@ -10,10 +10,11 @@ import sys
 import pytest
 
 import interop  # noqa: F401 - before openvino: interop sets up the runtime first
+from tests.support.requirements import need_module
 
-pytest.importorskip("av")
-pytest.importorskip("cv2")
-pytest.importorskip("openvino")
+need_module("av")
+need_module("cv2")
+need_module("openvino")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

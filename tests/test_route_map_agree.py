@@ -16,6 +16,7 @@ import interop
 from interop import AccessMode, FrameFormat, MemoryType
 from interop.errors import InteropError
 from interop.mapper import Cost, registered
+from tests.support.requirements import need_module
 
 U8 = np.uint8
 
@@ -37,7 +38,7 @@ def _cpu_kinds() -> dict[str, Callable[[], Any]]:
 
 
 def _ffmpeg_kinds() -> dict[str, Callable[[], Any]]:
-    av = pytest.importorskip("av")
+    av = need_module("av")
 
     def decoded(fmt: str) -> Callable[[], Any]:
         return lambda: interop.wrap(av.VideoFrame(32, 24, fmt))  # a frame interop does not own: read-only
@@ -63,12 +64,12 @@ def _dma_kinds() -> dict[str, Callable[[], Any]]:
 
 
 def _opencv_kinds() -> dict[str, Callable[[], Any]]:
-    cv2 = pytest.importorskip("cv2")
+    cv2 = need_module("cv2")
     return {"opencv mat": lambda: interop.wrap(cv2.Mat(np.zeros((16, 32), U8)))}
 
 
 def _gst_kinds() -> dict[str, Callable[[], Any]]:
-    pytest.importorskip("gi")
+    need_module("gi")
     from interop.tensors.gst import gst
 
     Gst = gst()

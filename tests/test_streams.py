@@ -18,10 +18,11 @@ import time
 import pytest
 
 import interop  # noqa: F401 - before openvino: interop sets up the runtime first
+from tests.support.requirements import need_module
 
-pytest.importorskip("av")
-pytest.importorskip("cv2")
-pytest.importorskip("openvino")
+need_module("av")
+need_module("cv2")
+need_module("openvino")
 
 from interop.dma import TransportTimeoutError  # noqa: E402
 from interop.pipeline import RunArgumentError  # noqa: E402

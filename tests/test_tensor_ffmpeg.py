@@ -302,7 +302,7 @@ def _ov_reads(buf: np.ndarray, out: interop.Frame | interop.Tensor) -> list[tupl
 
 
 def test_a_users_frame_over_an_array_declares_only_the_array() -> None:
-    pytest.importorskip("openvino")
+    need_module("openvino")
     buf, a = _unpadded_last_row()
     vf = av.VideoFrame.from_numpy_buffer(a, format="rgb24")
     assert vf.planes[0].buffer_size > buf.nbytes  # PyAV's own figure: line_size x rows
@@ -320,7 +320,7 @@ def test_a_users_frame_over_an_array_declares_only_the_array() -> None:
 
 def test_interop_frames_over_arrays_declare_the_arrays_extent() -> None:
     """CPU -> FFMPEG over an array whose last row is unpadded, then to OpenVINO in one step or through the CPU."""
-    pytest.importorskip("openvino")
+    need_module("openvino")
     buf, a = _unpadded_last_row()
     f = interop.map(a, MemoryType.FFMPEG)
     assert f.buffer_size <= buf.nbytes and _inside(buf, f.data_ptr, f.buffer_size)
