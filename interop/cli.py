@@ -204,7 +204,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     videos = args.video if isinstance(args.video, list) else [args.video] if args.video else []
     if len(videos) > 1:  # several inputs: decode workers + one Inference (docs/streams.md)
-        from .streams import cli_main
+        from .cli_run import streams_main as cli_main
 
         return int(cli_main(args) or 0)
     args.video = videos[0] if videos else None

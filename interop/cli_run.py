@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, TextIO
+import threading
+import time
+from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
@@ -25,6 +27,9 @@ from .pipeline import (
     save_image,
     save_video,
 )
+
+if TYPE_CHECKING:
+    from .streams import MultiRunResult
 
 
 def report(res: RunResult, out: TextIO) -> None:
@@ -118,3 +123,83 @@ def main(args: argparse.Namespace) -> int:
         out.flush()
         print(json.dumps(res.to_json()), file=sys.stdout, flush=True)
     return 0
+
+
+# ---- the command line (``interop run A B ...``) ----------------------------------------------------------
+
+
+def streams_main(args: Any) -> int:
+    """``interop run`` with several inputs: a line per stream as it goes (stderr), a report, --json, --save."""
+    from .pipeline import _IMAGE_EXT, _VIDEO_EXT, RunArgumentError, check_save_path, save_image, save_video
+    from .streams import StreamResult, run_streams, save_path
+
+    inputs = list(args.video)
+    as_json = bool(getattr(args, "json", False))
+    out = sys.stderr if as_json else sys.stdout
+    save = getattr(args, "save", None)
+    ext = check_save_path(save) if save else ""
+    if getattr(args, "allow_copy", False):
+        raise RunArgumentError("--allow-copy applies to one input; with several, each worker writes its frames into "
+                               "the pool as they are decoded (pixel formats the model cannot take are refused)")
+    input_size = getattr(args, "input_size", None)
+    if input_size is not None and min(input_size) <= 0:
+        raise RunArgumentError(f"--input-size W H must be positive, not {' '.join(map(str, input_size))}")
+    show = not getattr(args, "no_progress", False)
+    last_line = [0.0] * len(inputs)
+    lock = threading.Lock()
+
+    def progress(k: int, done: int, total: int | None) -> None:  # a line per stream, at most one a second each
+        now = time.monotonic()
+        if show and (now - last_line[k] >= 1.0 or done == total):
+            last_line[k] = now
+            with lock:
+                print(f"[stream {k}] {inputs[k]}: {done}" + (f"/{total}" if total else "") + " frames",
+                      file=sys.stderr, flush=True)
+
+    def ended(s: StreamResult) -> None:
+        if show:
+            state = f"error: {s.error}" if s.error else "done"
+            print(f"[stream {s.index}] {s.run.video}: {s.run.frames} frames, {state}", file=sys.stderr, flush=True)
+
+    try:
+        res = run_streams(inputs, getattr(args, "model", None), getattr(args, "device", None),
+                          getattr(args, "frames", None), getattr(args, "precision", None),
+                          tuple(input_size) if input_size else None,  # type: ignore[arg-type]
+                          keep_last=bool(save) and ext in _IMAGE_EXT, on_progress=progress, on_stream_end=ended)
+    except KeyboardInterrupt:
+        print("interop run: interrupted (every worker stopped)", file=sys.stderr, flush=True)
+        return 130
+    streams_report(res, out)
+    if save:
+        for s in res.streams:
+            if s.error is not None or not s.run.frames:
+                continue
+            p = save_path(save, s.index, len(res.streams))
+            if ext in _VIDEO_EXT:
+                print(f"  saved         {save_video(s.run, p)} (stream {s.index})", file=out)
+            else:
+                print(f"  saved         {save_image(s.run, p)} (stream {s.index}, last frame with its boxes)", file=out)
+    if as_json:
+        out.flush()
+        print(json.dumps(res.to_json()), file=sys.stdout, flush=True)
+    return 1 if any(s.error for s in res.streams) else 0
+
+
+def streams_report(res: MultiRunResult, out: Any) -> None:
+    p = lambda *a: print(*a, file=out)  # noqa: E731
+    p(f"interop run: {len(res.streams)} streams -> {res.model} on {res.device}"
+      + (f", model input {res.input_size[0]}x{res.input_size[1]}" if res.input_size else ""))
+    p(f"  frames        {res.frames}   fps {res.fps:.1f} aggregate ({res.wall:.3f} s; model compilation "
+      f"{res.compile:.2f} s excluded)")
+    p(f"  copies        {res.total_copies}   bytes copied {res.total_bytes_copied}   (each decoded frame written "
+      f"into its worker's pool: PyAV cannot decode into it; {res.copies} in the inference process)")
+    p(f"  output bytes  {res.output_bytes}   (results read out of the infer requests; not a mapper copy)")
+    for s in res.streams:
+        r = s.run
+        line = (f"  stream {s.index}      {r.video} ({r.width}x{r.height}): {r.frames} frames, "
+                f"{r.frames / s.wall if s.wall > 0 else 0:.1f} fps, copies {s.worker_copies}")
+        if r.boxes:
+            line += f", text boxes {sum(len(b) for b in r.boxes.values())}"
+        if s.error:
+            line += f"   ERROR {s.error_type}: {s.error}"
+        p(line)
