@@ -16,6 +16,7 @@ The older import paths (``interop.tensors.dma``, ``interop.transport``) keep wor
 from __future__ import annotations
 
 import logging
+import time
 from types import TracebackType
 
 from .errors import InteropError, InvalidTensorError
@@ -58,7 +59,9 @@ class FrameFanout:
 
     A consumer that is gone (closed, killed) is dropped at the next send and its buffers come back to the pool; the
     others go on. A consumer that does not read for ``timeout`` seconds misses that frame (``missed`` counts, per
-    consumer): one stalled consumer never holds up the others for longer than that. ``timeout=None`` waits for each.
+    consumer): ``send`` gives all consumers together at most ``timeout`` seconds (one deadline for the whole send; a
+    consumer reached once the time is up is polled), so stalled consumers never hold up a frame longer than that.
+    ``timeout=None`` waits for each.
     """
 
     def __init__(self, senders: list[FrameSender] | tuple[FrameSender, ...] = (), *, timeout: float | None = None):
@@ -91,9 +94,10 @@ class FrameFanout:
         """Send ``frame`` to every connected consumer; returns how many got it. Raises PeerClosedError when no
         consumer is left."""
         got = 0
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
         for s in list(self._senders):
             try:
-                s.send(frame, timeout=self.timeout)
+                s.send(frame, timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
                 got += 1
             except TransportTimeoutError:
                 self.missed[id(s)] += 1
@@ -108,8 +112,11 @@ class FrameFanout:
         return got
 
     def wait_returned(self, timeout: float | None = None) -> bool:
-        """Wait until every consumer released every frame it was sent (see FrameSender.wait_returned)."""
-        return all(s.wait_returned(timeout) for s in list(self._senders))
+        """Wait until every consumer released every frame it was sent (see FrameSender.wait_returned); ``timeout``
+        bounds the whole wait, not each consumer's."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        return all(s.wait_returned(None if deadline is None else max(0.0, deadline - time.monotonic()))
+                   for s in list(self._senders))
 
     def close(self) -> None:
         """Disconnect every consumer; buffers they held go back to the pool."""
