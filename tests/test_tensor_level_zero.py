@@ -98,11 +98,21 @@ def case_device_memory_reaches_the_cpu_by_a_counted_copy() -> None:
 
     ctx = LevelZeroContext.create()
     d = ctx.alloc_tensor(TensorInfo((8, 16), np.uint8), "device")
+    from interop.mappers.usm_to_cpu import USMToCPU
+
     ctypes.memset(d.pointer, 5, 128)  # the fake's device memory is host-visible; a real one's is not
+    # The CPU never maps the device allocation's dma-buf export itself (it may not be CPU-mappable on a discrete
+    # GPU): no route from it to the CPU goes through a host mapping of that DMA buffer.
+    for allow in (False, True):
+        try:
+            chain = interop.route(d, interop.MemoryType.CPU, allow_copy=allow)
+        except interop.CopyRequiredError:
+            continue
+        assert not {m.name for m in chain.mappers} & {"dma_to_cpu", "dma_to_gst"}, chain
     with pytest.raises(interop.CopyRequiredError):
-        interop.map(d, interop.MemoryType.CPU)
+        USMToCPU().map(d, interop.AccessMode.READ)
     with interop.copy_meter() as m:
-        with interop.map(d, interop.MemoryType.CPU, mode=interop.AccessMode.READ_WRITE, allow_copy=True) as c:
+        with USMToCPU().map(d, interop.AccessMode.READ_WRITE, allow_copy=True) as c:
             assert (np.asarray(c) == 5).all()
             np.asarray(c)[0, 0] = 9
     assert m.copies == 2 and m.bytes == 256  # read, then write back at release
@@ -125,12 +135,6 @@ def case_device_memory_exported_as_dma_is_marked_device_local() -> None:
         t.release()
 
 
+# The rule (interop/mappers/usm_to_dma.py, dma_to_cpu.py): the CPU reaches device USM by usm_to_cpu's counted
+# copy, never by an mmap of its dma-buf export (usm_to_dma marks it device_local; dma_to_cpu refuses it).
 globals().update(ze_fake.tests_for(globals()))
-
-# The rule (docs: interop/mappers/usm_to_dma.py): the CPU reaches device USM by usm_to_cpu's counted copy, never by
-# an mmap of its dma-buf export. usm_to_dma marks such buffers device_local; dma_to_cpu (another developer's file)
-# does not refuse them yet, so routing takes USM -> DMA -> CPU (zero-copy on the fake only). Remove the mark with the
-# fix in dma_to_cpu (refuse device_local buffers with WrongMemoryError, in input_cost and map).
-test_device_memory_reaches_the_cpu_by_a_counted_copy = pytest.mark.xfail(  # type: ignore[name-defined]  # noqa: F821
-    strict=True, reason="dma_to_cpu does not yet refuse DMA buffers exported from device-local USM")(
-    test_device_memory_reaches_the_cpu_by_a_counted_copy)  # noqa: F821

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from ..context import CPU_CONTEXT
 from ..frame import Frame
-from ..mapper import MemoryMapper, register
+from ..mapper import Cost, MemoryMapper, register
 from ..tensor import Tensor
-from ..tensors._dma_host import map_dma_to_host
+from ..tensors._dma_host import host_reachable, map_dma_to_host
 from ..tensors._fastpath import derive_frame
 from ..tensors.dma import DMATensor
 from ..types import AccessMode, MemoryType
@@ -25,8 +25,15 @@ class DMAToCPU(MemoryMapper):
     zero_copy = True
     inputs = (DMATensor,)
 
+    def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
+        if obj is not None:
+            for t in obj.tensors if isinstance(obj, Frame) else [obj]:
+                host_reachable(t)
+        return Cost.ZERO_COPY
+
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         return map_dma_to_host(t, mode)
 
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
         return derive_frame(f, [map_dma_to_host(t, mode) for t in f.tensors], CPU_CONTEXT)
+

@@ -15,9 +15,10 @@ import os
 from ..errors import InvalidTensorError
 from ..frame import Frame
 from ..info import TensorInfo
-from ..mapper import MemoryMapper, register
+from ..mapper import Cost, MemoryMapper, register
 from ..native import gst as ng
 from ..tensor import Tensor
+from ..tensors._dma_host import host_reachable
 from ..tensors.dma import DMATensor
 from ..tensors.gst import GST_CPU, GST_FORMAT_NAMES, GstTensor, caps_for, gst, wrap_buffer
 from ..types import AccessMode, MemoryType
@@ -58,6 +59,11 @@ class DMAToGst(MemoryMapper):
     dst = MemoryType.GST
     zero_copy = True
 
+    def input_cost(self, obj: Tensor | Frame | None, mode: AccessMode) -> Cost:
+        for t in (obj.tensors if isinstance(obj, Frame) else [obj]) if obj is not None else []:
+            host_reachable(t)  # GStreamer maps fd memory into the CPU: never a device-local allocation's export
+        return Cost.ZERO_COPY
+
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
         Gst = gst()
         name = GST_FORMAT_NAMES.get(f.format)
@@ -66,6 +72,8 @@ class DMAToGst(MemoryMapper):
         planes = f.tensors
         if not all(isinstance(t, DMATensor) for t in planes):
             raise InvalidTensorError(f"{self.name} maps DMATensors, not {type(planes[0]).__name__}")
+        for t in planes:
+            host_reachable(t)  # GStreamer maps fd memory into the CPU: never a device-local allocation's export
         buffer = Gst.Buffer.new()
         buf = ng.pointer_of(buffer, "Gst.Buffer")
         starts: dict[int, int] = {}  # id(DMABuffer) -> its memory's offset in the Gst.Buffer
@@ -95,6 +103,7 @@ class DMAToGst(MemoryMapper):
         Gst = gst()
         if not isinstance(t, DMATensor):
             raise InvalidTensorError(f"{self.name} maps DMATensors, not {type(t).__name__}")
+        host_reachable(t)
         buffer = Gst.Buffer.new()
         _append(ng.pointer_of(buffer, "Gst.Buffer"), t, not mode.writes)
         return GstTensor(buffer.peek_memory(0), t.info, offset=t.offset, buffer=buffer, memory_index=0,

@@ -10,13 +10,24 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidTensorError
+from ..errors import InvalidTensorError, WrongMemoryError
 from ..native import dmabuf as nd
 from ..tensor import Tensor, _ArrayExport
 from ..types import AccessMode
 from ._fastpath import MappedView
 from .cpu import CPUTensor
 from .dma import BufferLease, DMABuffer, DMATensor
+
+
+def host_reachable(t: Tensor) -> Tensor:
+    """``t`` when the CPU may map its buffer; WrongMemoryError for a device-local allocation's dma-buf export
+    (usm_to_dma marks it): that memory may not be CPU-mappable on a discrete GPU, so the CPU reaches device memory
+    only by a counted copy (usm_to_cpu), never through an mmap that may not work on hardware."""
+    if getattr(t.native, "device_local", False):
+        raise WrongMemoryError("this DMA buffer is a device-local allocation's export: the CPU reaches device memory "
+                               "by a counted copy (map the USM tensor to CPU with allow_copy=True), not through its "
+                               "dma-buf")
+    return t
 
 
 def map_dma_to_host(t: Tensor, mode: AccessMode, *, writable_alias: bool = False) -> CPUTensor:
@@ -26,6 +37,7 @@ def map_dma_to_host(t: Tensor, mode: AccessMode, *, writable_alias: bool = False
     writeable view over the read-write mapping even for READ, when the fd allows it. The sync END runs at release
     of the CPU tensor. Tiled (non-linear DRM modifier) buffers are refused: the CPU would see tiles, not rows.
     """
+    host_reachable(t)
     lease = getattr(t, "_lease", None)
     if lease is not None:
         buf = t._buffer
