@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -39,7 +39,8 @@ def map_dma_to_host(t: Tensor, mode: AccessMode, *, writable_alias: bool = False
     """
     host_reachable(t)
     lease = getattr(t, "_lease", None)
-    if lease is not None:
+    if lease is not None:  # only DMATensors carry a lease
+        t = cast(DMATensor, t)
         buf = t._buffer
         if buf.syncable is False and not t._released and not buf._closed and t._drm_modifier in _LINEAR:
             # A received frame's plane over a buffer with nothing to synchronise (a memfd): the view holds the
@@ -59,7 +60,7 @@ def map_dma_to_host(t: Tensor, mode: AccessMode, *, writable_alias: bool = False
             m, iface = got
             # a dict of its own per view: numpy's base exposes it, and a change to it must not reach the next frame
             arr = np.asarray(_LeasedExport(iface.copy(), m, lease))
-            return MappedView.of(arr, t._info, t, rw if writable_alias else write, iface["data"][0])
+            return MappedView.of(arr, t._info, t, rw if writable_alias else write, m.address + t._offset)
     if not isinstance(t, DMATensor):
         raise InvalidTensorError(f"expected a DMA tensor, got {type(t).__name__}")
     if t.drm_modifier not in (nd.DRM_FORMAT_MOD_LINEAR, nd.DRM_FORMAT_MOD_INVALID):
