@@ -63,7 +63,7 @@ class USMToDMA(MemoryMapper):
             if key not in bufs:
                 fd = ze.export_dma_buf(ctx.native, addr)
                 dma = buffer_from_fd(fd, size=size, take_ownership=True)
-                dma.device_local = getattr(t, "usm_type", None) == "device"  # type: ignore[attr-defined]
+                dma.device_local = getattr(t, "usm_type", None) == "device"
                 bufs[key] = (dma, base)
             buf, base = bufs[key]
             out.append(DMATensor(buf, t.info, offset=addr - base, parent=t, writable=t.writable))  # type: ignore[arg-type]

@@ -167,7 +167,10 @@ class DMABuffer:
     closed pool), when the last user is gone. Holding the object (``t.native``) keeps the fd and memory valid after
     every tensor over it is gone. Mappings are made once and cached.
     ``fd`` raises InvalidTensorError once the buffer is closed: a closed fd's number is soon reused by another file.
+    ``device_local``: the export of a device allocation (usm_to_dma sets it), which the CPU never maps.
     """
+
+    device_local: bool = False
 
     def __init__(self, fd: int, size: int, *, kind: str, is_dmabuf: bool, writable: bool = True,
                  sealed: bool = True, persistent: bool = False):
