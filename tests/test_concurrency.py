@@ -324,7 +324,9 @@ def test_infer_async_frames_of_several_layouts_from_threads():
         fmt, w, h = layouts[k % len(layouts)]
         img = np.zeros((h, w, 3), np.uint8)
         img[..., 0], img[..., 1], img[..., 2] = 10 * k % 256, 255 - 7 * k, (3 * k * k) % 256
-        frames.append(interop.wrap(av.VideoFrame.from_ndarray(img, format="rgb24").reformat(format=fmt)))
+        vf = av.VideoFrame.from_ndarray(img, format="rgb24").reformat(format=fmt)
+        vf.pict_type = 1  # stands in for a decoder's frame, trusted for its full pitch (user-made frames are not)
+        frames.append(interop.wrap(vf))
     with interop.Inference(model, "CPU") as ref_inf:
         want = [next(iter(ref_inf.infer(f).values())).copy() for f in frames]
     assert len({np.round(w, 1).tobytes() for w in want}) == len(frames), "the frames must give distinct results"
