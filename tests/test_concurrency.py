@@ -181,21 +181,27 @@ def test_copy_meter_counts_every_thread():
 # ---- inference ----------------------------------------------------------------------------------------------
 
 
-def _relu_model(ov):
-    from openvino import opset13 as ops  # type: ignore[import-not-found]
-
-    x = ops.parameter([1, 3, 8, 8], np.float32, name="x")
-    return ov.Model([ops.relu(x)], [x], "relu")
-
-
-def test_infer_async_from_several_threads():
-    """4 threads x 25 infer_async calls on one Inference: every callback gets its own input's result."""
+@pytest.fixture
+def relu_inference():
+    """An Inference of a 1x3x8x8 relu model on OpenVINO's CPU device, closed after the test; skips without OpenVINO."""
     try:
         B.need_attr("interop.inference", "Inference", "interop/inference.py")
         ov = B.need_module("openvino", "OpenVINO")
     except B.Missing as e:
         pytest.skip(str(e))
-    inf = interop.Inference(_relu_model(ov), "CPU")
+    from openvino import opset13 as ops  # type: ignore[import-not-found]
+
+    x = ops.parameter([1, 3, 8, 8], np.float32, name="x")
+    inf = interop.Inference(ov.Model([ops.relu(x)], [x], "relu"), "CPU")
+    try:
+        yield inf
+    finally:
+        inf.close()
+
+
+def test_infer_async_from_several_threads(relu_inference):
+    """4 threads x 25 infer_async calls on one Inference: every callback gets its own input's result."""
+    inf = relu_inference
     results: dict[tuple[int, int], np.ndarray] = {}
     lock = threading.Lock()
     per = 25
@@ -211,51 +217,40 @@ def test_infer_async_from_several_threads():
             x[0, 0, 0, 0] = -1.0
             inf.infer_async(x, cb, (i, j))
 
-    try:
-        run_threads(work, 4)
-        inf.wait_all(timeout=JOIN_TIMEOUT)
-        assert len(results) == 4 * per
-        for (i, j), out in results.items():
-            want = np.full((1, 3, 8, 8), max(float(i * 100 + j) - 50.0, 0.0), np.float32)
-            want[0, 0, 0, 0] = 0.0
-            np.testing.assert_array_equal(out, want)
-        stats.add("concurrency: async inferences checked", len(results))
-        # infer() from several threads at once on the same Inference
-        got: dict[int, np.ndarray] = {}
+    run_threads(work, 4)
+    inf.wait_all(timeout=JOIN_TIMEOUT)
+    assert len(results) == 4 * per
+    for (i, j), out in results.items():
+        want = np.full((1, 3, 8, 8), max(float(i * 100 + j) - 50.0, 0.0), np.float32)
+        want[0, 0, 0, 0] = 0.0
+        np.testing.assert_array_equal(out, want)
+    stats.add("concurrency: async inferences checked", len(results))
+    # infer() from several threads at once on the same Inference
+    got: dict[int, np.ndarray] = {}
 
-        def sync(i: int) -> None:
-            for _ in range(5):
-                out = inf.infer(np.full((1, 3, 8, 8), float(i), np.float32))
-                got[i] = next(iter(out.values()))
+    def sync(i: int) -> None:
+        for _ in range(5):
+            out = inf.infer(np.full((1, 3, 8, 8), float(i), np.float32))
+            got[i] = next(iter(out.values()))
 
-        run_threads(sync, 4, collector=False)
-        for i, out in got.items():
-            assert np.all(out == float(i))
-    finally:
-        inf.close()
+    run_threads(sync, 4, collector=False)
+    for i, out in got.items():
+        assert np.all(out == float(i))
 
 
-def test_infer_async_callback_error_reraised_by_wait_all():
+def test_infer_async_callback_error_reraised_by_wait_all(relu_inference):
     """A callback that raises on OpenVINO's thread does not hang anything: wait_all() re-raises it."""
-    try:
-        B.need_attr("interop.inference", "Inference", "interop/inference.py")
-        ov = B.need_module("openvino", "OpenVINO")
-    except B.Missing as e:
-        pytest.skip(str(e))
-    inf = interop.Inference(_relu_model(ov), "CPU")
+    inf = relu_inference
 
     def bad(outputs, userdata) -> None:
         raise RuntimeError(f"callback {userdata} failed")
 
-    try:
-        for k in range(6):
-            inf.infer_async(np.zeros((1, 3, 8, 8), np.float32), bad, k)
-        with pytest.raises(RuntimeError, match="callback .* failed"):
-            inf.wait_all(timeout=JOIN_TIMEOUT)
-        inf.wait_all(timeout=JOIN_TIMEOUT)  # errors are reported once
-        stats.add("faults: callback exceptions injected", 6)
-    finally:
-        inf.close()
+    for k in range(6):
+        inf.infer_async(np.zeros((1, 3, 8, 8), np.float32), bad, k)
+    with pytest.raises(RuntimeError, match="callback .* failed"):
+        inf.wait_all(timeout=JOIN_TIMEOUT)
+    inf.wait_all(timeout=JOIN_TIMEOUT)  # errors are reported once
+    stats.add("faults: callback exceptions injected", 6)
 
 
 def test_release_races_with_maps():
