@@ -179,6 +179,15 @@ def pitch_linear(info: TensorInfo) -> tuple[int, int, int]:
     return info.shape[0], row, info.strides[0]
 
 
+def _region(info: TensorInfo, offset: int) -> tuple[tuple[int, int, int], tuple[int, int], tuple[int, int, int]]:
+    """(origin, pitches, region) of a rectangular enqueue_copy over a non-empty region starting ``offset`` bytes
+    into its buffer: one row of the whole extent per first-axis index; a single-row side takes the row as pitch."""
+    nrows, _row, pitch = pitch_linear(info)
+    rows, row = info.shape[0], info.nbytes // info.shape[0]
+    pitch = pitch if nrows > 1 else row
+    return (offset % pitch, offset // pitch, 0), (pitch, 0), (row, rows, 1)
+
+
 def enqueue_copy_region(queue: Any, dst: Any, dst_offset: int, dst_info: TensorInfo, src: Any, src_offset: int,
                         src_info: TensorInfo) -> int:
     """Copy the elements of one buffer region into another (both pyopencl Buffers); returns bytes written."""
@@ -187,17 +196,15 @@ def enqueue_copy_region(queue: Any, dst: Any, dst_offset: int, dst_info: TensorI
         raise InvalidTensorError(f"cannot copy {src_info} into {dst_info}: shapes or dtypes differ")
     if src_info.nbytes == 0:
         return 0
-    srows, srow, spitch = pitch_linear(src_info)
-    drows, drow, dpitch = pitch_linear(dst_info)
+    srows = pitch_linear(src_info)[0]
+    drows = pitch_linear(dst_info)[0]
     if srows == 1 and drows == 1:
         cl_.enqueue_copy(queue, dst, src, byte_count=src_info.nbytes, src_offset=src_offset, dst_offset=dst_offset)
     else:
-        rows, row = (src_info.shape[0], src_info.nbytes // src_info.shape[0])
-        spitch = spitch if srows > 1 else row
-        dpitch = dpitch if drows > 1 else row
-        cl_.enqueue_copy(queue, dst, src, src_origin=(src_offset % spitch, src_offset // spitch, 0),
-                         dst_origin=(dst_offset % dpitch, dst_offset // dpitch, 0), region=(row, rows, 1),
-                         src_pitches=(spitch, 0), dst_pitches=(dpitch, 0))
+        src_origin, src_pitches, region = _region(src_info, src_offset)
+        dst_origin, dst_pitches, _ = _region(dst_info, dst_offset)
+        cl_.enqueue_copy(queue, dst, src, src_origin=src_origin, dst_origin=dst_origin, region=region,
+                         src_pitches=src_pitches, dst_pitches=dst_pitches)
     return src_info.nbytes
 
 
@@ -213,8 +220,8 @@ def enqueue_host_copy(queue: Any, buf: Any, buf_offset: int, buf_info: TensorInf
         raise InvalidTensorError(f"cannot copy between {buf_info} and a host array {host_info}")
     if buf_info.nbytes == 0:
         return 0
-    hrows, hrow, hpitch = pitch_linear(host_info)
-    brows, _brow, bpitch = pitch_linear(buf_info)
+    hrows = pitch_linear(host_info)[0]
+    brows = pitch_linear(buf_info)[0]
     raw: Any = (ctypes.c_char * host_info.extent).from_address(host.__array_interface__["data"][0])
     span = np.frombuffer(raw, np.uint8)
     if hrows == 1 and brows == 1:
@@ -223,11 +230,10 @@ def enqueue_host_copy(queue: Any, buf: Any, buf_offset: int, buf_info: TensorInf
         else:
             cl_.enqueue_copy(queue, span, buf, src_offset=buf_offset)
         return buf_info.nbytes
-    rows, row = buf_info.shape[0], buf_info.nbytes // buf_info.shape[0]
-    hpitch = hpitch if hrows > 1 else row
-    bpitch = bpitch if brows > 1 else row
-    kw = dict(buffer_origin=(buf_offset % bpitch, buf_offset // bpitch, 0), host_origin=(0, 0, 0), region=(row, rows, 1),
-              buffer_pitches=(bpitch, 0), host_pitches=(hpitch, 0))
+    buffer_origin, buffer_pitches, region = _region(buf_info, buf_offset)
+    host_origin, host_pitches, _ = _region(host_info, 0)
+    kw = dict(buffer_origin=buffer_origin, host_origin=host_origin, region=region, buffer_pitches=buffer_pitches,
+              host_pitches=host_pitches)
     if to_device:
         cl_.enqueue_copy(queue, buf, span, **kw)
     else:
