@@ -204,23 +204,31 @@ def _demux_thread(c: Any, stream: Any, q: queue.Queue) -> threading.Thread:
     return t
 
 
+def _decode_demuxed(c: Any, stream: Any, cc: Any, consume: Callable[[Any], Any],
+                    check_first: Callable[[Any], None] | None = None) -> int:
+    """Decode with ``cc`` the packets of ``stream`` that _demux_thread reads on another thread, consume each frame
+    here (``check_first`` sees the first frame before it is consumed); returns the frame count."""
+    n = 0
+    q: queue.Queue = queue.Queue(maxsize=64)
+    t = _demux_thread(c, stream, q)
+    while True:
+        pkt = q.get()
+        for vf in cc.decode(pkt):
+            if n == 0 and check_first is not None:
+                check_first(vf)
+            consume(vf)
+            n += 1
+        if pkt is None:
+            break
+    t.join()
+    return n
+
+
 def loop_pipelined(path: Path, consume: Callable[[Any], Any], limit: int | None = None) -> int:
     """Demux on another thread (PyAV releases the GIL in demux and decode), decode + consume here."""
-    n = 0
     with _nvdec(path) as c:
         stream = c.streams.video[0]
-        cc = stream.codec_context
-        q: queue.Queue = queue.Queue(maxsize=64)
-        t = _demux_thread(c, stream, q)
-        while True:
-            pkt = q.get()
-            for vf in cc.decode(pkt):
-                consume(vf)
-                n += 1
-            if pkt is None:
-                break
-        t.join()
-    return n
+        return _decode_demuxed(c, stream, stream.codec_context, consume)
 
 
 def loop_cuvid_isolated(path: Path, consume: Callable[[Any], Any], limit: int | None = None) -> float:
@@ -244,26 +252,18 @@ def loop_cuvid(path: Path, consume: Callable[[Any], Any], limit: int | None = No
     import av
     from av.codec.hwaccel import HWAccel
 
-    n = 0
     with av.open(str(path)) as c:
         stream = c.streams.video[0]
         name = {"h264": "h264_cuvid", "hevc": "hevc_cuvid"}[stream.codec_context.name]
         cc: Any = av.CodecContext.create(name, "r", hwaccel=HWAccel("cuda", allow_software_fallback=False, is_hw_owned=True))
         cc.extradata = stream.codec_context.extradata
         cc.width, cc.height = stream.codec_context.width, stream.codec_context.height
-        q: queue.Queue = queue.Queue(maxsize=64)
-        t = _demux_thread(c, stream, q)
-        while True:
-            pkt = q.get()
-            for vf in cc.decode(pkt):
-                if n == 0 and vf.format.name != "cuda":
-                    raise RuntimeError(f"{name} gave {vf.format.name} frames, not cuda")
-                consume(vf)
-                n += 1
-            if pkt is None:
-                break
-        t.join()
-    return n
+
+        def check(vf: Any) -> None:
+            if vf.format.name != "cuda":
+                raise RuntimeError(f"{name} gave {vf.format.name} frames, not cuda")
+
+        return _decode_demuxed(c, stream, cc, consume, check)
 
 
 def loop_naive(path: Path, torch: Any, limit: int | None = None, all_cores: bool = False) -> int:
