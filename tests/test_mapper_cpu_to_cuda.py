@@ -13,19 +13,14 @@ import interop
 from interop import AccessMode, FrameFormat, MemoryType
 from interop.errors import CopyRequiredError
 from interop.mappers import cpu_to_cuda
-from interop.native import cuda_driver as cd
 from interop.tensors import cuda as cu
 from interop.tensors.cuda import CUDAContext, CUDATensor
-from tests.support.cuda_fakes import FakeDriver
+from tests.support.cuda_fakes import fake_driver_installed
 from tests.support.requirements import need_module
 
 
 @pytest.fixture
 def fake(monkeypatch):
-    d = FakeDriver()
-    old = cd._driver
-    cd.set_driver(d)
-    monkeypatch.setattr(cu, "_pools", {})
     made: list[np.ndarray] = []
 
     def device_empty(shape, dtype, device):
@@ -35,8 +30,8 @@ def fake(monkeypatch):
 
     monkeypatch.setattr(cu, "device_empty", device_empty)
     monkeypatch.setattr(cpu_to_cuda.CPUToCUDA, "missing", classmethod(lambda cls: None))
-    yield d, made
-    cd.set_driver(old)
+    with fake_driver_installed(monkeypatch) as d:
+        yield d, made
 
 
 def up(x, mode=AccessMode.READ, ctx=None):

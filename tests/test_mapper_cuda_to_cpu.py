@@ -15,20 +15,15 @@ import interop
 from interop import AccessMode, FrameFormat, MemoryType
 from interop.errors import CopyRequiredError, InvalidTensorError
 from interop.mappers.cuda_to_cpu import CUDAToCPU
-from interop.native import cuda_driver as cd
 from interop.tensors import cuda as cu
-from tests.support.cuda_fakes import FakeDevice, FakeDriver
+from tests.support.cuda_fakes import FakeDevice, fake_driver_installed
 from tests.support.requirements import need_module
 
 
 @pytest.fixture
 def driver(monkeypatch):
-    d = FakeDriver()
-    old = cd._driver
-    cd.set_driver(d)
-    monkeypatch.setattr(cu, "_pools", {})
-    yield d
-    cd.set_driver(old)
+    with fake_driver_installed(monkeypatch) as d:
+        yield d
 
 
 def test_copy_is_refused_without_allow_copy():

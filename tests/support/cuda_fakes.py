@@ -2,14 +2,18 @@
 
 FakeDevice: a producer with ``__cuda_array_interface__`` whose "device pointer" is host memory (a numpy array).
 FakeDriver: the driver calls interop makes, recorded; 2-D copies are memmoves (host memory stands in for device).
+fake_driver_installed: a FakeDriver set as interop's CUDA driver, with empty staging pools, for one test.
 """
 
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+import pytest
 
 
 class FakeDevice:
@@ -67,3 +71,20 @@ class FakeDriver:
 
     def count(self, name: str) -> int:
         return sum(1 for c in self.calls if c[0] == name)
+
+
+@contextmanager
+def fake_driver_installed(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDriver]:
+    """A new FakeDriver as interop's CUDA driver and empty staging pools (so no block of another test's driver is
+    reused) until the block ends; the driver in place before is put back."""
+    from interop.native import cuda_driver as cd
+    from interop.tensors import cuda as cu
+
+    d = FakeDriver()
+    old = cd._driver
+    cd.set_driver(d)
+    monkeypatch.setattr(cu, "_pools", {})
+    try:
+        yield d
+    finally:
+        cd.set_driver(old)
