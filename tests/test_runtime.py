@@ -123,3 +123,26 @@ def test_opencl_starts_after_gstreamer_loaded_its_libraries_globally():
             "print(Context.default(MemoryType.OPENCL).device)\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
+
+
+def test_openvino_imported_first_gives_typed_errors_that_name_the_fix():
+    # OpenVINO's TBB 2021 loaded first keeps Intel's OpenCL CPU runtime from starting: every OpenCL/USM/UMat map is a
+    # BackendUnavailableError that names the import order (dpctl's own SyclQueueCreationError leaked before).
+    import subprocess
+    import sys
+
+    code = ("import warnings; warnings.simplefilter('ignore')\n"
+            "import openvino\n"
+            "import numpy as np, interop\n"
+            "from interop import MemoryType\n"
+            "for mt in (MemoryType.OPENCL, MemoryType.USM, MemoryType.OPENCV_UMAT):\n"
+            "    try:\n"
+            "        interop.map(np.zeros((4, 4), np.float32), mt, allow_copy=True)\n"
+            "        print(mt.name, 'mapped')\n"
+            "    except interop.BackendUnavailableError as e:\n"
+            "        print(mt.name, 'typed', 'import interop' in str(e))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    lines = dict(line.split(" ", 1) for line in p.stdout.split("\n") if line)
+    assert set(lines) == {"OPENCL", "USM", "OPENCV_UMAT"}, p.stdout
+    assert all(v == "typed True" for v in lines.values()), p.stdout

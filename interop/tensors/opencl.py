@@ -148,9 +148,11 @@ def _default_context() -> OpenCLContext:
     try:
         platforms = cl_.get_platforms()
     except cl_.Error as e:
+        from .. import _runtime
         from ..errors import BackendUnavailableError
 
-        raise BackendUnavailableError(f"no OpenCL platform: {e}", backend=BACKEND.name, extra=BACKEND.extra) from e
+        why = "".join(f"; {p}" for p in _runtime.STATE.problems)  # e.g. openvino imported before interop
+        raise BackendUnavailableError(f"no OpenCL platform: {e}{why}", backend=BACKEND.name, extra=BACKEND.extra) from e
     devices = [d for p in platforms for d in p.get_devices()]
     if not devices:
         from ..errors import BackendUnavailableError

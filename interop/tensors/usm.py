@@ -35,7 +35,13 @@ from ..backends import (
     require,
 )
 from ..context import Context, register_default_context
-from ..errors import ContextMismatchError, InteropError, InvalidTensorError, UnsupportedTypeError
+from ..errors import (
+    BackendUnavailableError,
+    ContextMismatchError,
+    InteropError,
+    InvalidTensorError,
+    UnsupportedTypeError,
+)
 from ..frame import Frame
 from ..info import TensorInfo
 from ..tensor import Tensor, _ArrayExport
@@ -173,7 +179,15 @@ def _default_context() -> SYCLContext:
     try:
         q = d.SyclQueue("opencl:cpu", property="in_order")
     except Exception:
-        q = d.SyclQueue(property="in_order")
+        try:
+            q = d.SyclQueue(property="in_order")
+        except Exception as e:  # dpctl's SyclQueueCreationError: no SYCL device at all in this process
+            from .. import _runtime
+
+            why = "; ".join(_runtime.STATE.problems) or (
+                "no OpenCL or Level Zero device: install Intel's CPU OpenCL runtime (pip install 'interop-video[opencl]')")
+            raise BackendUnavailableError(f"dpctl found no SYCL device ({e}): {why}", backend="usm",
+                                          extra="sycl") from e
     return SYCLContext(q, source="dpctl (separate context)")
 
 
