@@ -177,6 +177,7 @@ def naive(inf: Any, path: str, frames: int) -> dict[str, float]:
     n = 0
     it = container.decode(stream)
     t_start = perf()
+    # deliberately the naive baseline, written out in full rather than sharing interop.pipeline._frame_loop
     while n < frames:
         t0 = perf()
         try:
