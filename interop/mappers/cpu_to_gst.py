@@ -23,7 +23,7 @@ from ..info import contiguous_strides
 from ..mapper import Cost, MemoryMapper, register
 from ..native import gst as ng
 from ..tensor import Tensor
-from ..tensors.gst import GST_CPU, GST_FORMAT_NAMES, GstTensor, caps_for, gst, wrap_buffer
+from ..tensors.gst import GST_CPU, GST_FORMAT_NAMES, GstTensor, caps_for, gst, wrap_mapped_planes
 from ..types import AccessMode, MemoryType
 
 
@@ -70,7 +70,6 @@ class CPUToGst(MemoryMapper):
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
         Gst = gst()
         _refuse_layout(f, self.name)
-        name = GST_FORMAT_NAMES[f.format]
         caps = caps_for(f.format, f.width, f.height)
         tensors = f.tensors
         buffer = Gst.Buffer.new()
@@ -81,14 +80,7 @@ class CPUToGst(MemoryMapper):
             offsets.append(pos)
             strides.append(t.info.strides[0])
             pos += t.info.extent
-        ng.add_video_meta(buf, name, f.width, f.height, offsets, strides)
-        if f.pts is not None and f.time_base is not None:
-            buffer.pts = int(f.pts * f.time_base * 1_000_000_000)
-        out = wrap_buffer(buffer, caps)
-        out._parent = f
-        out.metadata.update(f.metadata)
-        out.colorspace, out.color_range = f.colorspace, f.color_range
-        return out
+        return wrap_mapped_planes(buffer, f, caps, offsets, strides)
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         Gst = gst()

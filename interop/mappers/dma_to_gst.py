@@ -20,7 +20,7 @@ from ..native import gst as ng
 from ..tensor import Tensor
 from ..tensors._dma_host import host_reachable
 from ..tensors.dma import DMATensor
-from ..tensors.gst import GST_CPU, GST_FORMAT_NAMES, GstTensor, caps_for, gst, wrap_buffer
+from ..tensors.gst import GST_CPU, GstTensor, caps_for, gst, wrap_mapped_planes
 from ..types import AccessMode, MemoryType
 
 
@@ -66,9 +66,7 @@ class DMAToGst(MemoryMapper):
 
     def map_frame(self, f: Frame, mode: AccessMode, allow_copy: bool) -> Frame:
         Gst = gst()
-        name = GST_FORMAT_NAMES.get(f.format)
         caps = caps_for(f.format, f.width, f.height)  # refuses formats GStreamer lacks, with the list
-        assert name is not None
         planes = f.tensors
         if not all(isinstance(t, DMATensor) for t in planes):
             raise InvalidTensorError(f"{self.name} maps DMATensors, not {type(planes[0]).__name__}")
@@ -90,14 +88,7 @@ class DMAToGst(MemoryMapper):
                 pos += b.size
             offsets.append(starts[id(b)] + t.offset)
             strides.append(t.info.strides[0])
-        ng.add_video_meta(buf, name, f.width, f.height, offsets, strides)
-        if f.pts is not None and f.time_base is not None:
-            buffer.pts = int(f.pts * f.time_base * 1_000_000_000)
-        out = wrap_buffer(buffer, caps)
-        out._parent = f
-        out.metadata.update(f.metadata)
-        out.colorspace, out.color_range = f.colorspace, f.color_range
-        return out
+        return wrap_mapped_planes(buffer, f, caps, offsets, strides)
 
     def map_tensor(self, t: Tensor, mode: AccessMode, allow_copy: bool) -> Tensor:
         Gst = gst()

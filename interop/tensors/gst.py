@@ -378,6 +378,21 @@ def wrap_buffer(buffer: Any, caps: Any = None, *, native: Any = None) -> Frame:
     return f
 
 
+def wrap_mapped_planes(buffer: Any, f: Frame, caps: Any, offsets: list[int], strides: list[int]) -> Frame:
+    """The GstFrame a mapper to GST gives for ``f`` once it has appended ``f``'s planes to ``buffer`` as memories:
+    a GstVideoMeta with each plane's byte offset in the buffer and pitch, ``f``'s pts in nanoseconds, metadata and
+    colour. The frame keeps ``f`` alive (its memories are ``f``'s bytes)."""
+    ng.add_video_meta(ng.pointer_of(buffer, "Gst.Buffer"), GST_FORMAT_NAMES[f.format], f.width, f.height, offsets,
+                      strides)
+    if f.pts is not None and f.time_base is not None:
+        buffer.pts = int(f.pts * f.time_base * 1_000_000_000)
+    out = wrap_buffer(buffer, caps)
+    out._parent = f
+    out.metadata.update(f.metadata)
+    out.colorspace, out.color_range = f.colorspace, f.color_range
+    return out
+
+
 # ---- one-step READ mapping -----------------------------------------------------------------------------
 # interop.map(sample, CPU) runs once per frame. The general path wraps the sample as GstTensors (PyGObject calls,
 # per-plane checks), then maps each memory. The one-step path (GstToCPU.map_native) reads the buffer, caps and
