@@ -692,16 +692,7 @@ class FrameSender:
                 pass
             except ValueError:  # our socket was closed under us (close() from another thread)
                 raise PeerClosedError("this FrameSender was closed") from None
-            if self._closed.is_set():
-                raise PeerClosedError("the consumer is gone (its socket closed); accept a new consumer")
-            left = _left(deadline)
-            if left == 0:
-                raise TransportTimeoutError(f"the consumer did not read within {timeout} s (its socket is full): "
-                                            f"it is stalled; the frame was not sent and its buffers are free")
-            try:  # wake now and then to notice close() and a consumer that went away
-                select.select([], [self._sock], [], 0.2 if left is None else min(left, 0.2))
-            except (OSError, ValueError):
-                raise PeerClosedError("this FrameSender was closed") from None
+            self._wait_writable(deadline, timeout)
 
     def _return(self, fid: int) -> bool:
         with self._lock:
