@@ -181,6 +181,18 @@ def pitch_linear(info: TensorInfo) -> tuple[int, int, int]:
     return info.shape[0], row, info.strides[0]
 
 
+def _flat_pair(a: TensorInfo, b: TensorInfo, refusal: str) -> bool | None:
+    """For a copy between ``a`` and ``b``: None when there is nothing to copy, True when each side is one run of
+    bytes, False when rows must be copied one pitch apart. InvalidTensorError (``refusal`` formatted with ``a`` and
+    ``b``) when shapes or dtypes differ, or (from pitch_linear) when either side's rows are not contiguous."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        raise InvalidTensorError(refusal.format(a=a, b=b))
+    if a.nbytes == 0:
+        return None
+    a_rows, b_rows = pitch_linear(a)[0], pitch_linear(b)[0]  # both sides checked, whatever the first gives
+    return a_rows == 1 and b_rows == 1
+
+
 def _region(info: TensorInfo, offset: int) -> tuple[tuple[int, int, int], tuple[int, int], tuple[int, int, int]]:
     """(origin, pitches, region) of a rectangular enqueue_copy over a non-empty region starting ``offset`` bytes
     into its buffer: one row of the whole extent per first-axis index; a single-row side takes the row as pitch."""
@@ -194,13 +206,10 @@ def enqueue_copy_region(queue: Any, dst: Any, dst_offset: int, dst_info: TensorI
                         src_info: TensorInfo) -> int:
     """Copy the elements of one buffer region into another (both pyopencl Buffers); returns bytes written."""
     cl_ = cl()
-    if dst_info.shape != src_info.shape or dst_info.dtype != src_info.dtype:
-        raise InvalidTensorError(f"cannot copy {src_info} into {dst_info}: shapes or dtypes differ")
-    if src_info.nbytes == 0:
+    flat = _flat_pair(src_info, dst_info, "cannot copy {a} into {b}: shapes or dtypes differ")
+    if flat is None:
         return 0
-    srows = pitch_linear(src_info)[0]
-    drows = pitch_linear(dst_info)[0]
-    if srows == 1 and drows == 1:
+    if flat:
         cl_.enqueue_copy(queue, dst, src, byte_count=src_info.nbytes, src_offset=src_offset, dst_offset=dst_offset)
     else:
         src_origin, src_pitches, region = _region(src_info, src_offset)
@@ -218,15 +227,12 @@ def enqueue_host_copy(queue: Any, buf: Any, buf_offset: int, buf_info: TensorInf
 
     cl_ = cl()
     host_info = TensorInfo(host.shape, host.dtype, host.strides)
-    if host_info.shape != buf_info.shape or host_info.dtype != buf_info.dtype:
-        raise InvalidTensorError(f"cannot copy between {buf_info} and a host array {host_info}")
-    if buf_info.nbytes == 0:
+    flat = _flat_pair(host_info, buf_info, "cannot copy between {b} and a host array {a}")
+    if flat is None:
         return 0
-    hrows = pitch_linear(host_info)[0]
-    brows = pitch_linear(buf_info)[0]
     raw: Any = (ctypes.c_char * host_info.extent).from_address(host.__array_interface__["data"][0])
     span = np.frombuffer(raw, np.uint8)
-    if hrows == 1 and brows == 1:
+    if flat:
         if to_device:
             cl_.enqueue_copy(queue, buf, span, dst_offset=buf_offset)
         else:
