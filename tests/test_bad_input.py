@@ -14,7 +14,8 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -212,62 +213,78 @@ def _crop_negative():
 
 @case("offset/size", "DMA", InvalidTensorError, r"give the plane's byte offset")
 def _dma_negative_offset():
-    DMATensor, fd = _dma_fd(4096)
-    try:
-        DMATensor.from_fd(fd, info=TensorInfo((4, 4), U8), offset=-16)
-    finally:
-        os.close(fd)
+    with _memfd(4096) as fd:
+        _dma_tensor().from_fd(fd, info=TensorInfo((4, 4), U8), offset=-16)
 
 
 @case("offset/size", "DMA", InvalidTensorError, r"check the plane offset")
 def _dma_offset_beyond_end():
-    DMATensor, fd = _dma_fd(4096)
-    try:
-        DMATensor.from_fd(fd, info=TensorInfo((4, 4), U8), offset=8192)
-    finally:
-        os.close(fd)
+    with _memfd(4096) as fd:
+        _dma_tensor().from_fd(fd, info=TensorInfo((4, 4), U8), offset=8192)
 
 
 @case("offset/size", "DMA", InvalidTensorError, r"too short")
 def _dma_buffer_too_small():
-    DMATensor, fd = _dma_fd(4096)
-    try:
-        DMATensor.from_fd(fd, info=TensorInfo((128, 128), U8))
-    finally:
-        os.close(fd)
+    with _memfd(4096) as fd:
+        _dma_tensor().from_fd(fd, info=TensorInfo((128, 128), U8))
 
 
 @case("offset/size", "DMA", InvalidTensorError, r"size=|larger than")
 def _dma_size_larger_than_fd():
-    DMATensor, fd = _dma_fd(4096)
-    try:
-        DMATensor.from_fd(fd, info=TensorInfo((4, 4), U8), size=1 << 20)
-    finally:
-        os.close(fd)
+    with _memfd(4096) as fd:
+        _dma_tensor().from_fd(fd, info=TensorInfo((4, 4), U8), size=1 << 20)
 
 
 @case("offset/size", "OpenCL", InvalidTensorError, r"bytes|size")
 def _opencl_buffer_too_small():
-    need("interop.tensors.opencl", "the OpenCL backend")
-    cl = need("pyopencl", "pyopencl")
-    ctx = _default_ctx(MemoryType.OPENCL)
-    buf = cl.Buffer(ctx.native, cl.mem_flags.READ_WRITE, 64)
+    buf, ctx = _opencl_buffer(64)
     interop.wrap(buf, info=TensorInfo((16, 16), U8), context=ctx)
 
 
 @case("offset/size", "USM", InvalidTensorError, r"needs \d+ bytes")
 def _usm_buffer_too_small():
-    need("interop.tensors.usm", "the USM backend")
-    dpm = need("dpctl.memory", "dpctl")
-    ctx = _default_ctx(MemoryType.USM)
-    mem = dpm.MemoryUSMShared(64, queue=ctx.native)
+    mem, ctx = _usm_shared(64)
     interop.wrap(mem, info=TensorInfo((16, 16), U8), context=ctx)
 
 
-def _dma_fd(size: int):
-    DMATensor = need_attr("interop.tensors.dma", "DMATensor", "the DMA backend")
-    memfd_alloc = need_attr("interop.native.dmabuf", "memfd_alloc", "the DMA native layer")
-    return DMATensor, memfd_alloc(size)
+def _dma_tensor():
+    return need_attr("interop.tensors.dma", "DMATensor", "the DMA backend")
+
+
+def _new_memfd(size: int) -> int:
+    """A memfd of ``size`` bytes that the caller closes (or hands over)."""
+    _dma_tensor()  # skips without the DMA backend before anything is allocated
+    return need_attr("interop.native.dmabuf", "memfd_alloc", "the DMA native layer")(size)
+
+
+@contextmanager
+def _closing_fd(fd: int) -> Iterator[int]:
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def _memfd(size: int) -> Iterator[int]:
+    with _closing_fd(_new_memfd(size)) as fd:
+        yield fd
+
+
+def _opencl_buffer(nbytes: int):
+    """A pyopencl.Buffer of ``nbytes`` in the default OpenCL context, and that context."""
+    need("interop.tensors.opencl", "the OpenCL backend")
+    cl = need("pyopencl", "pyopencl")
+    ctx = _default_ctx(MemoryType.OPENCL)
+    return cl.Buffer(ctx.native, cl.mem_flags.READ_WRITE, nbytes), ctx
+
+
+def _usm_shared(nbytes: int):
+    """A dpctl shared USM allocation of ``nbytes`` on the default USM context's queue, and that context."""
+    need("interop.tensors.usm", "the USM backend")
+    dpm = need("dpctl.memory", "dpctl")
+    ctx = _default_ctx(MemoryType.USM)
+    return dpm.MemoryUSMShared(nbytes, queue=ctx.native), ctx
 
 
 def _default_ctx(mt: MemoryType):
@@ -283,66 +300,52 @@ def _default_ctx(mt: MemoryType):
 
 @case("fd", "DMA", InvalidTensorError, r"keep the fd open")
 def _dma_closed_fd():
-    DMATensor, fd = _dma_fd(4096)
+    fd = _new_memfd(4096)
     os.close(fd)
-    DMATensor.from_fd(fd, info=TensorInfo((4, 4), U8))
+    _dma_tensor().from_fd(fd, info=TensorInfo((4, 4), U8))
 
 
 @case("fd", "DMA", InvalidTensorError, r"pass the file descriptor of an open")
 def _dma_negative_fd():
-    DMATensor = need_attr("interop.tensors.dma", "DMATensor", "the DMA backend")
-    DMATensor.from_fd(-1, info=TensorInfo((4, 4), U8))
+    _dma_tensor().from_fd(-1, info=TensorInfo((4, 4), U8))
 
 
 @case("fd", "DMA", InvalidTensorError, r"pass a dma-buf fd")
 def _dma_foreign_fd_pipe():
-    DMATensor = need_attr("interop.tensors.dma", "DMATensor", "the DMA backend")
+    DMATensor = _dma_tensor()
     r, w = os.pipe()
-    try:
+    with _closing_fd(r), _closing_fd(w):
         DMATensor.from_fd(r, info=TensorInfo((4, 4), U8), size=16)
-    finally:
-        os.close(r)
-        os.close(w)
 
 
 @case("offset/size", "DMA", InvalidTensorError, r"one offset per plane|offsets")
 def _dma_frame_too_few_offsets():
     frame_from_fds = need_attr("interop.tensors.dma", "frame_from_fds", "the DMA backend")
-    _, fd = _dma_fd(4096)
-    try:
+    with _memfd(4096) as fd:
         frame_from_fds(fd, FrameFormat.NV12, 16, 16, offsets=[0])
-    finally:
-        os.close(fd)
 
 
 @case("fd", "DMA", InvalidTensorError, r"open it O_RDWR or O_RDONLY")
 def _dma_write_only_fd():
-    DMATensor = need_attr("interop.tensors.dma", "DMATensor", "the DMA backend")
+    DMATensor = _dma_tensor()
     with tempfile.NamedTemporaryFile() as f:
         f.write(b"\0" * 4096)
         f.flush()
-        fd = os.open(f.name, os.O_WRONLY)
-        try:
+        with _closing_fd(os.open(f.name, os.O_WRONLY)) as fd:
             DMATensor.from_fd(fd, info=TensorInfo((4, 4), U8))
-        finally:
-            os.close(fd)
 
 
 @case("fd", "DMA", InvalidTensorError, r"pass f.fileno\(\)")
 def _dma_fd_not_an_int():
-    DMATensor = need_attr("interop.tensors.dma", "DMATensor", "the DMA backend")
     with tempfile.TemporaryFile() as f:
-        DMATensor.from_fd(f, info=TensorInfo((4, 4), U8))
+        _dma_tensor().from_fd(f, info=TensorInfo((4, 4), U8))
 
 
 @case("fd", "DMA", InvalidTensorError, r"not a buffer: pass a dma-buf or memfd fd")
 def _dma_device_node_fd():
-    DMATensor = need_attr("interop.tensors.dma", "DMATensor", "the DMA backend")
-    fd = os.open("/dev/null", os.O_RDWR)
-    try:
+    DMATensor = _dma_tensor()
+    with _closing_fd(os.open("/dev/null", os.O_RDWR)) as fd:
         DMATensor.from_fd(fd, info=TensorInfo((4, 4), U8), size=16)
-    finally:
-        os.close(fd)
 
 
 # ---- contexts ---------------------------------------------------------------------------------------------
@@ -669,27 +672,6 @@ def _dlpack_legacy_capsule_of_read_only_tensor():
     interop.wrap(a).__dlpack__()
 
 
-@case("released", "core", InvalidTensorError, r"map or wrap the source again")
-def _released_tensor_data_ptr():
-    t = interop.wrap(np.zeros(4, U8))
-    t.release()
-    t.data_ptr  # noqa: B018
-
-
-@case("released", "core", InvalidTensorError, r"map or wrap the source again")
-def _released_tensor_handle():
-    t = interop.wrap(np.zeros(4, U8))
-    t.release()
-    t.handle("data")
-
-
-@case("released", "core", InvalidTensorError, r"map or wrap the source again")
-def _released_tensor_dlpack():
-    t = interop.wrap(np.zeros(4, U8))
-    t.release()
-    t.__dlpack__(max_version=(1, 0))
-
-
 # ---- routes -----------------------------------------------------------------------------------------------
 
 
@@ -793,25 +775,40 @@ def _missing_framework_of_a_route_step():
 # ---- released tensors -------------------------------------------------------------------------------------
 
 
+def _released_cpu_tensor(shape: tuple[int, ...] = (4,)) -> Tensor:
+    t = interop.wrap(np.zeros(shape, U8))
+    t.release()
+    return t
+
+
+@case("released", "core", InvalidTensorError, r"map or wrap the source again")
+def _released_tensor_data_ptr():
+    _released_cpu_tensor().data_ptr  # noqa: B018
+
+
+@case("released", "core", InvalidTensorError, r"map or wrap the source again")
+def _released_tensor_handle():
+    _released_cpu_tensor().handle("data")
+
+
+@case("released", "core", InvalidTensorError, r"map or wrap the source again")
+def _released_tensor_dlpack():
+    _released_cpu_tensor().__dlpack__(max_version=(1, 0))
+
+
 @case("released", "core", InvalidTensorError, r"map or wrap the source again")
 def _released_tensor_info():
-    t = interop.wrap(np.zeros(4, U8))
-    t.release()
-    t.info  # noqa: B018
+    _released_cpu_tensor().info  # noqa: B018
 
 
 @case("released", "core", InvalidTensorError, r"map or wrap the source again")
 def _released_tensor_numpy():
-    t = interop.wrap(np.zeros(4, U8))
-    t.release()
-    np.asarray(t)
+    np.asarray(_released_cpu_tensor())
 
 
 @case("released", "core", InvalidTensorError, r"map or wrap the source again")
 def _released_tensor_map():
-    t = interop.wrap(np.zeros((4, 4), U8))
-    t.release()
-    interop.map(t, MemoryType.DMA, allow_copy=True)
+    interop.map(_released_cpu_tensor((4, 4)), MemoryType.DMA, allow_copy=True)
 
 
 @case("released", "core", InvalidTensorError, r"decode, wrap or map it again")
@@ -823,8 +820,7 @@ def _released_frame():
 
 @case("released", "DMA", InvalidTensorError, r"map or wrap the source again|wrap the fd again")
 def _released_dma_tensor_fd():
-    DMATensor, fd = _dma_fd(4096)
-    t = DMATensor.from_fd(fd, info=TensorInfo((4, 4), U8), take_ownership=True)
+    t = _dma_tensor().from_fd(_new_memfd(4096), info=TensorInfo((4, 4), U8), take_ownership=True)
     t.release()
     t.fd  # noqa: B018
 
@@ -878,10 +874,15 @@ def _tiny_model():
     return ov.Model([ops.relu(x)], [x], "tiny")
 
 
+def _infer_on_tiny_model(x: object) -> None:
+    """One synchronous inference of ``x`` on the tiny model (1x3x8x8 float32 in), closed afterwards."""
+    with interop.Inference(_tiny_model(), "CPU") as inf:
+        inf.infer(x)
+
+
 @case("model mismatch", "Inference", InvalidTensorError, r"expected|model input|shape")
 def _inference_wrong_shape():
-    inf = interop.Inference(_tiny_model(), "CPU")
-    inf.infer(np.zeros((1, 3, 4, 4), np.float32))
+    _infer_on_tiny_model(np.zeros((1, 3, 4, 4), np.float32))
 
 
 @case("model mismatch", "Inference", InvalidTensorError, r"give the path of an OpenVINO IR")
@@ -898,29 +899,18 @@ def _inference_unknown_device():
 
 @case("model mismatch", "Inference", InvalidTensorError, r"convert/resize the tensor to that shape and dtype")
 def _inference_wrong_dtype():
-    inf = interop.Inference(_tiny_model(), "CPU")
-    try:
-        inf.infer(np.zeros((1, 3, 8, 8), np.uint8))
-    finally:
-        inf.close()
+    _infer_on_tiny_model(np.zeros((1, 3, 8, 8), np.uint8))
 
 
 @case("model mismatch", "Inference", UnsupportedFormatError, r"convert the frame first")
 def _inference_unsupported_frame_format():
-    inf = interop.Inference(_tiny_model(), "CPU")
-    try:
-        inf.infer(interop.wrap(np.zeros((8, 8), np.uint16), format=FrameFormat.GRAY16))
-    finally:
-        inf.close()
+    _infer_on_tiny_model(interop.wrap(np.zeros((8, 8), np.uint16), format=FrameFormat.GRAY16))
 
 
 @case("arguments", "Inference", UnsupportedTypeError, r"callback must be callable")
 def _inference_callback_not_callable():
-    inf = interop.Inference(_tiny_model(), "CPU")
-    try:
+    with interop.Inference(_tiny_model(), "CPU") as inf:
         inf.infer_async(np.zeros((1, 3, 8, 8), np.float32), 5)
-    finally:
-        inf.close()
 
 
 @case("released", "Inference", InteropError, r"make a new one")
@@ -932,19 +922,14 @@ def _inference_closed():
 
 @case("pixel format", "OpenCL", UnsupportedTypeError, r"use interop.tensors.opencl.opencl_frame\(\)")
 def _opencl_wrap_with_format():
-    need("interop.tensors.opencl", "the OpenCL backend")
-    cl = need("pyopencl", "pyopencl")
-    ctx = _default_ctx(MemoryType.OPENCL)
-    buf = cl.Buffer(ctx.native, cl.mem_flags.READ_WRITE, 64)
+    buf, _ = _opencl_buffer(64)
     interop.wrap(buf, info=TensorInfo((8, 8), U8), format=FrameFormat.GRAY8)
 
 
 @case("pixel format", "USM", UnsupportedTypeError, r"wrap the planes and build a Frame")
 def _usm_wrap_with_format():
-    need("interop.tensors.usm", "the USM backend")
-    dpm = need("dpctl.memory", "dpctl")
-    ctx = _default_ctx(MemoryType.USM)
-    interop.wrap(dpm.MemoryUSMShared(64, queue=ctx.native), info=TensorInfo((8, 8), U8), format=FrameFormat.GRAY8)
+    mem, _ = _usm_shared(64)
+    interop.wrap(mem, info=TensorInfo((8, 8), U8), format=FrameFormat.GRAY8)
 
 
 @case("pixel format", "OpenCV", UnsupportedTypeError, r"takes packed formats only")
