@@ -1049,6 +1049,22 @@ def test_fuzz_tensorinfo(shape, dtype, strides):
         np.lib.stride_tricks.as_strided(buf.view(np.uint8), shape=info.shape, strides=info.strides)
 
 
+def _check_fuzzed_wrap(obj: object, info: tuple | None, fmt: FrameFormat | None = None) -> None:
+    """wrap(obj, TensorInfo(*info), format=fmt) gives a consistent Tensor/Frame, or TensorInfo or wrap() refuses
+    with an InteropError (counted); any other exception fails the test."""
+    try:
+        ti = None if info is None else TensorInfo(*info)
+    except InvalidTensorError:
+        stats.add("bad input: fuzzed inputs refused")
+        return
+    try:
+        out = interop.wrap(obj, info=ti, format=fmt)
+    except InteropError:
+        stats.add("bad input: fuzzed inputs refused")
+        return
+    _check_wrapped(out)
+
+
 def _check_wrapped(out: object) -> None:
     assert isinstance(out, (Tensor, Frame)), type(out)
     for t in B.planes_of(out):  # type: ignore[arg-type]
@@ -1068,17 +1084,7 @@ def test_fuzz_wrap_arrays(arr, step, info):
     stats.add("bad input: fuzzed wrap()")
     if arr.ndim and step:
         arr = arr[::step]
-    try:
-        ti = None if info is None else TensorInfo(*info)
-    except InvalidTensorError:
-        stats.add("bad input: fuzzed inputs refused")
-        return
-    try:
-        out = interop.wrap(arr, info=ti)
-    except InteropError:
-        stats.add("bad input: fuzzed inputs refused")
-        return
-    _check_wrapped(out)
+    _check_fuzzed_wrap(arr, info)
 
 
 @FUZZ
@@ -1089,17 +1095,7 @@ def test_fuzz_wrap_arrays(arr, step, info):
 def test_fuzz_wrap_objects(obj, info, fmt):
     """wrap(random buffers and non-buffers, with random info/format) never raises anything but InteropError."""
     stats.add("bad input: fuzzed wrap()")
-    try:
-        ti = None if info is None else TensorInfo(*info)
-    except InvalidTensorError:
-        stats.add("bad input: fuzzed inputs refused")
-        return
-    try:
-        out = interop.wrap(obj, info=ti, format=fmt)
-    except InteropError:
-        stats.add("bad input: fuzzed inputs refused")
-        return
-    _check_wrapped(out)
+    _check_fuzzed_wrap(obj, info, fmt)
 
 
 @FUZZ
