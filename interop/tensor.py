@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import weakref
 from collections.abc import Callable
 from types import TracebackType
@@ -16,6 +17,8 @@ from .types import MemoryType
 
 
 def _run_hooks(hooks: list[Callable[[], None]]) -> None:
+    if sys.is_finalizing():  # interpreter teardown: daemon threads are frozen, maybe holding our locks; the OS frees it
+        return
     # Runs once (weakref.finalize guarantees it), newest first, like nested with-blocks. A hook that raises
     # (a failed write-back) must not stop the older ones (unmap, close an fd): all run, the first error is raised.
     error: BaseException | None = None

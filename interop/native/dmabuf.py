@@ -17,6 +17,7 @@ import operator
 import os
 import stat
 import struct
+import sys
 import threading
 import weakref
 from dataclasses import dataclass
@@ -372,6 +373,8 @@ _stats = {"mappings": 0}
 
 
 def _unmap(addr: int, length: int) -> None:
+    if sys.is_finalizing():  # interpreter teardown: daemon threads are frozen, maybe holding our locks; the OS frees it
+        return
     with _live_lock:
         _live.pop(addr, None)
         _stats["mappings"] -= 1

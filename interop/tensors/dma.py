@@ -134,6 +134,8 @@ _live_buffers = {"open": 0}
 
 
 def _close_fd(fd: int, live: dict[str, int], on_close: list[Callable[[], None]] | None = None) -> None:
+    if sys.is_finalizing():  # interpreter teardown: daemon threads are frozen, maybe holding our locks; the OS frees it
+        return
     try:
         os.close(fd)
     except OSError:

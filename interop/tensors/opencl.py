@@ -12,6 +12,7 @@ interop's mappers on that queue is ordered without extra synchronisation.
 from __future__ import annotations
 
 import math
+import sys
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -378,6 +379,8 @@ _maps = [0]
 
 
 def _unmap(mapping: Any, queue: Any, source: Any) -> None:
+    if sys.is_finalizing():  # interpreter teardown: daemon threads are frozen, maybe holding our locks; the OS frees it
+        return
     with _maps_lock:
         _maps[0] -= 1
     mapping.release(queue)
