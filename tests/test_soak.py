@@ -177,7 +177,7 @@ def test_factory_soak(kind, soak):
     _quiesce()
     n = cycles(soak, 200, 20_000)
     rng = np.random.default_rng(1)
-    for _ in range(max(WARMUP, n // 10)):  # random sizes: let the allocator reach its high-water mark first
+    for _ in range(max(WARMUP, n)):  # random sizes: let the allocator reach its high-water mark first
         B.release(B.make(kind, rng).obj)
     fd0, rss0, live0 = _measure()
     for i in range(n):
