@@ -3,6 +3,7 @@ READ views read-only, shared buffers refused for WRITE, lifetimes past the pipel
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 
@@ -285,19 +286,128 @@ def test_too_many_live_mappings_of_one_memory_are_refused_not_corrupted():
     p.set_state(Gst.State.NULL)
 
 
-@pytest.mark.parametrize("fmt", ["NV12"])
-def test_padded_sample_reaches_openvino_without_a_copy_and_inside_its_memory(fmt):
-    # Widths whose rows are padded (50 px: pitch 52 or 152): OpenVINO takes the planes at full pitch only when the
-    # mapped memory covers the last row's padding, which the mapping's own extent (host_bounds) tells.
-    pipeline, (sample,) = pull_samples(videotest(fmt, 50, 48), 1)
+def _crop_then_video_meta(buf, fmt, w, h, offsets, strides):
+    """Give ``buf`` a GstVideoCropMeta, then a GstVideoMeta: the one-step path must find the video meta past it."""
+    import ctypes
+
+    vlib = ctypes.CDLL("libgstvideo-1.0.so.0")
+    vlib.gst_video_crop_meta_get_info.restype = ctypes.c_void_p
+    glib = ctypes.CDLL("libgstreamer-1.0.so.0")
+    glib.gst_buffer_add_meta.restype = ctypes.c_void_p
+    glib.gst_buffer_add_meta.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    assert glib.gst_buffer_add_meta(ng.pointer_of(buf, "Gst.Buffer"), vlib.gst_video_crop_meta_get_info(), None)
+    ng.add_video_meta(ng.pointer_of(buf, "Gst.Buffer"), fmt, w, h, offsets, strides)
+
+
+def test_one_step_reads_the_video_meta_past_other_metas_and_points_into_the_memory():
+    # the one-step path reads the buffer's memory and meta list from GStreamer's structs: it must find the same
+    # video meta as gst_buffer_get_meta (a crop meta comes first here) and map the same memory
+    buf = Gst.Buffer.new_allocate(None, 80 * 72, None)
+    _crop_then_video_meta(buf, "NV12", 64, 48, [0, 80 * 48], [80, 80])
+    b = ng.pointer_of(buf, "Gst.Buffer")
+    head = ng.GstBufferHead.from_address(b)
+    assert ng.find_meta(head.item, ng.video_meta_api()) == ng.video_meta_ptr(b) != 0
+    assert (head.len, head.mem0) == (ng.n_memory(b), ng.peek_memory(b, 0))
+    c = _one_step(buf)
+    assert type(c).__name__ == "SampledFrame"  # the one-step frame
+    m = ng.MemoryMapping(ng.peek_memory(b, 0), False)
+    assert c[0].strides == (80, 1) and c[1].strides == (80, 2, 1)
+    assert np.asarray(c[0]).ctypes.data == m.address and np.asarray(c[1]).ctypes.data == m.address + 80 * 48
+    c.release()
+    m.close()
+
+
+def test_one_step_views_of_successive_buffers_point_into_each_ones_memory():
+    # CPU views share per-address layout entries: each frame's views must still be its own buffer's memory
+    p, samples = pull_samples(videotest("I420", 64, 48, n=6), 6)
+    frames = [_one_step(s) for s in samples]
+    for s, f in zip(samples, frames):
+        m = ng.MemoryMapping(ng.peek_memory(ng.pointer_of(s.get_buffer(), "Gst.Buffer"), 0), False)
+        want = [m.address + t.offset for t in f.parent.tensors]
+        assert [np.asarray(t).ctypes.data for t in f.tensors] == [t.data_ptr for t in f.tensors] == want
+        m.close()
+    for f in frames:
+        f.release()
+    p.set_state(Gst.State.NULL)
+
+
+def test_one_step_without_struct_reads_gives_the_same_frame(monkeypatch):
+    # where GStreamer's struct layout is not the one interop knows, the one-step path calls the getters instead
+    import interop.tensors.gst as tg
+
+    p, (sample,) = pull_samples(videotest(), 1)
+    want = _one_step(sample)
+    tg._fast_init()
+    monkeypatch.setattr(tg, "_fast", [dataclasses.replace(tg._fast[0], structs=False)])
+    buf = Gst.Buffer.new_allocate(None, 80 * 72, None)
+    _crop_then_video_meta(buf, "NV12", 64, 48, [0, 80 * 48], [80, 80])
+    for obj, c in ((sample, want), (buf, None)):
+        got = _one_step(obj)
+        assert type(got).__name__ == "SampledFrame"
+        if c is not None:
+            assert [t.data_ptr for t in got.tensors] == [t.data_ptr for t in c.tensors]
+            assert [t.info for t in got.tensors] == [t.info for t in c.tensors]
+        else:
+            assert got[1].strides == (80, 2, 1) and got[1].data_ptr == got[0].data_ptr + 80 * 48
+        got.release()
+    want.release()
+    p.set_state(Gst.State.NULL)
+
+
+def test_struct_layout_check_catches_a_wrong_layout(monkeypatch):
+    import ctypes
+
+    assert ng.struct_layout_ok()  # GStreamer 1.22 (Debian 12): the layout interop reads
+
+    class Shifted(ctypes.Structure):  # caps where the buffer is
+        _fields_ = [("_mini", ctypes.c_byte * 72), ("buffer", ctypes.c_void_p), ("caps", ctypes.c_void_p)]
+
+    monkeypatch.setattr(ng, "GstSampleHead", Shifted)
+    assert ng._check_layout() is False
+
+
+# Padded rows (GStreamer aligns each row to 4 bytes): NV12/I420 at width 50 (pitches 52 and 28); RGB/BGR at width 51
+# (153 -> 156 bytes, 52 whole pixels). OpenVINO takes a plane at full pitch when the mapped memory covers the last
+# row's padding (the mapping's host_bounds), so these reach it without a copy, by either route: interop.map to
+# OPENVINO, and the one-step CPU views (what interop run gst: and InferenceTransform feed Inference) mapped on.
+PADDED_ZERO_COPY = [("NV12", 50), ("I420", 50), ("RGB", 51), ("BGR", 51), ("RGB", 55)]
+
+
+@pytest.mark.parametrize(("fmt", "width"), PADDED_ZERO_COPY)
+@pytest.mark.parametrize("via_cpu", [False, True])
+def test_padded_sample_reaches_openvino_without_a_copy_and_inside_its_memory(fmt, width, via_cpu):
+    pipeline, (sample,) = pull_samples(videotest(fmt, width, 48), 1)
+    interop.map(sample, MemoryType.CPU).release()  # the next CPU map takes the one-step path
     with interop.copy_meter() as m:
-        o = interop.map(sample, MemoryType.OPENVINO)
         cpu = interop.map(sample, MemoryType.CPU)
+        o = interop.map(cpu if via_cpu else sample, MemoryType.OPENVINO)
     assert m.copies == 0
-    assert cpu[0].strides[0] > 50  # the rows really are padded
-    lo = np.asarray(cpu[0]).__array_interface__["data"][0]  # the Y plane starts the buffer's one memory
-    hi = lo + sample.get_buffer().get_size()
-    for t in o.tensors:
+    assert all(t.strides[0] > t.info.shape[1] * t.info.dtype.itemsize * (t.info.shape[2] if t.info.ndim == 3 else 1)
+               for t in cpu.tensors[:1])  # the rows really are padded
+    mem = ng.peek_memory(ng.pointer_of(sample.get_buffer(), "Gst.Buffer"), 0)
+    mapping = ng.MemoryMapping(mem, False)  # an independent map of the same GstMemory: same pages
+    lo, hi = mapping.host_bounds()
+    for c, t in zip(cpu.tensors, o.tensors):
         start = t.native.data.__array_interface__["data"][0]
+        assert start == c.data_ptr  # the ov.Tensor is the plane itself, at full pitch
         assert lo <= start and start + t.native.get_byte_size() <= hi  # never past the mapped memory
+        rows, pitch = t.native.get_shape()[1], t.native.get_shape()[2]
+        assert rows == c.info.shape[0] and pitch * t.native.get_shape()[3] * c.info.dtype.itemsize == c.strides[0]
+    del o, cpu
+    mapping.close()
+    pipeline.set_state(gst().State.NULL)
+
+
+@pytest.mark.parametrize("fmt", ["RGB", "BGR"])
+def test_padded_rgb_whose_pitch_is_not_whole_pixels_copies_only_when_allowed_and_counted(fmt):
+    # width 50: 150-byte rows padded to 152, which is not a whole number of 3-byte pixels, so no (1, rows, pitch, 3)
+    # tensor covers the plane; OpenVINO shares only C-contiguous memory: a copy, refused unless allowed, counted
+    pipeline, (sample,) = pull_samples(videotest(fmt, 50, 48), 1)
+    with pytest.raises(CopyRequiredError, match="cpu_to_openvino"):
+        interop.map(sample, MemoryType.OPENVINO)
+    with interop.copy_meter() as m:
+        o = interop.map(sample, MemoryType.OPENVINO, allow_copy=True)
+    assert m.copies == 1 and m.bytes == 50 * 48 * 3
+    with interop.map(sample, MemoryType.CPU) as cpu:
+        assert np.array_equal(o[0].native.data.reshape(48, 50, 3), np.asarray(cpu[0]))
     pipeline.set_state(gst().State.NULL)

@@ -136,18 +136,13 @@ class GstToCPU(FastMapper):
         src = map_read(obj)
         if src is None:
             return None
-        addr = src.address
         plan = src.plan
+        addr = src.address
         views = []
-        i = 0
-        for off, info in plan.planes:
+        for info, i, a, iface in plan.at.get(addr) or plan.views_at(addr):
             v: Any = _new(GstPlaneView)
-            a = addr + off
-            iface = plan.interfaces[i].copy()  # numpy.asarray(view) reads it from the instance
-            iface["data"] = (a, True)
             v._info, v._parent, v._index, v._addr, v.__array_interface__ = info, src, i, a, iface
             views.append(v)
-            i += 1
         return sampled_frame(src, views, CPU_CONTEXT)
 
     def _writable(self, tensors: list[GstTensor], allow_copy: bool) -> bool:

@@ -338,6 +338,10 @@ def mapped() -> None:
     next(_made)
 
 
+#: mapped() without the function around it, for the per-frame path
+count_mapping = _made.__next__
+
+
 def sample_buffer_caps(sample: int) -> tuple[int, int]:
     """(GstBuffer*, GstCaps*) of a GstSample (borrowed pointers: the sample holds them), 0 where absent."""
     g = libs()[0]
@@ -369,6 +373,98 @@ class GstMemoryHead(_c.Structure):
 
     _fields_ = [("type", _sz), ("refcount", _int), ("lockstate", _int), ("flags", _uint), ("_mini", _c.c_byte * 44),
                 ("allocator", _vp)]
+
+
+class GstSampleHead(_c.Structure):
+    """The head of a GstSample (gstsample.c, unchanged since 1.0): its GstMiniObject, then buffer and caps."""
+
+    _fields_ = [("_mini", _c.c_byte * 64), ("buffer", _vp), ("caps", _vp)]
+
+
+class GstBufferHead(_c.Structure):
+    """A GstBuffer as gstbuffer.c lays it out (GstBufferImpl): the public GstBuffer (112 bytes on LP64), then the
+    slice size, the memory count and blocks, and the meta item list. Private to GStreamer, so it is read only once
+    ``struct_layout_ok()`` has checked it against GStreamer's own getters in this process."""
+
+    _fields_ = [("_public", _c.c_byte * 112), ("slice_size", _sz), ("len", _uint), ("mem0", _vp),
+                ("_mem", _vp * 15), ("bufmem", _vp), ("item", _vp)]
+
+
+class GstMetaItemHead(_c.Structure):
+    """GstMetaItem (public, gstmeta.h since 1.16): next, seq_num, then the GstMeta (flags, info)."""
+
+    _fields_ = [("next", _vp), ("seq_num", _c.c_uint64), ("flags", _int), ("info", _vp)]
+
+
+#: from a GstMetaItem* to its GstMeta* (the GstMeta follows next and seq_num)
+META_ITEM_META_OFFSET = 16
+_layout_ok: list[bool] = []
+
+
+def struct_layout_ok() -> bool:
+    """Whether GstSampleHead, GstBufferHead and GstMetaItemHead describe this process's GStreamer: checked once, on
+    a sample and a buffer of two memories and two metas made for the purpose, against gst_sample_get_buffer/
+    get_caps, gst_buffer_n_memory/peek_memory and gst_buffer_get_meta. When they do not, callers use those
+    functions instead (slower, same answers)."""
+    if _layout_ok:
+        return _layout_ok[0]
+    ok = False
+    try:
+        ok = _check_layout()
+    except Exception:  # a GStreamer without one of the functions: the getters still work
+        _log_failure("interop could not check GStreamer's struct layout; it calls the getters instead")
+    with _lock:
+        if not _layout_ok:
+            _layout_ok.append(ok)
+    return _layout_ok[0]
+
+
+def _check_layout() -> bool:
+    g, v = libs()
+    _sig(g, "gst_buffer_new_allocate", _vp, _vp, _sz, _vp)
+    _sig(g, "gst_allocator_alloc", _vp, _vp, _sz, _vp)
+    _sig(g, "gst_buffer_add_meta", _vp, _vp, _vp, _vp)
+    _sig(g, "gst_caps_new_empty_simple", _vp, _c.c_char_p)
+    _sig(g, "gst_sample_new", _vp, _vp, _vp, _vp, _vp)
+    _sig(v, "gst_video_crop_meta_get_info", _vp)
+    buf = g.gst_buffer_new_allocate(None, 64, None)
+    caps = g.gst_caps_new_empty_simple(b"video/x-raw")
+    sample = 0
+    try:
+        g.gst_buffer_add_meta(buf, v.gst_video_crop_meta_get_info(), None)  # a meta of another API first
+        offs, strs = (_sz * GST_VIDEO_MAX_PLANES)(0), (_int * GST_VIDEO_MAX_PLANES)(8)
+        v.gst_buffer_add_video_meta_full(buf, 0, format_code("GRAY8"), 8, 8, 1, offs, strs)
+        g.gst_buffer_append_memory(buf, g.gst_allocator_alloc(None, 16, None))
+        sample = g.gst_sample_new(buf, caps, None, None)
+        s = GstSampleHead.from_address(sample)
+        b = GstBufferHead.from_address(buf)
+        return bool(s.buffer == g.gst_sample_get_buffer(sample) == buf and s.caps == g.gst_sample_get_caps(sample)
+                    == caps and b.len == g.gst_buffer_n_memory(buf) == 2 and
+                    b.mem0 == g.gst_buffer_peek_memory(buf, 0) and b._mem[0] == g.gst_buffer_peek_memory(buf, 1)
+                    and find_meta(b.item, video_meta_api()) == g.gst_buffer_get_meta(buf, video_meta_api()) != 0)
+    finally:
+        if sample:
+            g.gst_mini_object_unref(sample)
+        g.gst_mini_object_unref(caps)
+        g.gst_mini_object_unref(buf)
+
+
+_meta_apis: dict[int, int] = {}  # GstMetaInfo* -> its API GType (meta infos are registered for the process's life)
+
+
+def find_meta(item: int | None, api: int) -> int:
+    """The first GstMeta* of API ``api`` in a buffer's meta item list (GstBufferHead.item), 0 when none: what
+    gst_buffer_get_meta answers, read from the list."""
+    while item:
+        it = GstMetaItemHead.from_address(item)
+        info = it.info or 0
+        a = _meta_apis.get(info)
+        if a is None:
+            a = _meta_apis[info] = _c.c_size_t.from_address(info).value if info else 0  # GstMetaInfo.api
+        if a == api:
+            return item + META_ITEM_META_OFFSET
+        item = it.next
+    return 0
 
 
 def memory_allocator(mem: int) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -256,16 +256,52 @@ class Plan:
     #: per plane, the read-only __array_interface__ of a CPU view but its address (copied, "data" set, per frame)
     interfaces: tuple[dict[str, Any], ...] = ()
 
+    #: per mapped address (a pool hands out a few buffers over and over): per plane (info, index, address, its
+    #: read-only __array_interface__), shared by the CPU views of every frame at that address (numpy only reads it)
+    at: dict[int, tuple[tuple[TensorInfo, int, int, dict[str, Any]], ...]] = field(default_factory=dict, compare=False,
+                                                                               repr=False)
+
+    husk_cache: dict[type, list[Any]] = field(default_factory=dict, compare=False, repr=False)
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "interfaces", tuple(
             {"version": 3, "shape": i.shape, "typestr": i.dtype.str, "data": (0, True), "strides": i.strides}
             for _, i in self.planes))
+
+    def husks(self, cls: type) -> list[Any]:
+        """Released planes of class ``cls`` that hold nothing, one per plane: what a released frame keeps."""
+        out = self.husk_cache.get(cls)
+        if out is None:
+            hs = []
+            for i, (_, info) in enumerate(self.planes):
+                h: Any = object.__new__(cls)
+                h._info, h._index, h._addr, h._parent, h._released = info, i, None, None, True
+                hs.append(h)
+            out = self.husk_cache[cls] = hs
+        return list(out)
+
+    def views_at(self, address: int) -> tuple[tuple[TensorInfo, int, int, dict[str, Any]], ...]:
+        """What the CPU views of a frame mapped at ``address`` share (cached per address)."""
+        out = self.at.get(address)
+        if out is None:
+            views = []
+            for i, (off, info) in enumerate(self.planes):
+                iface = dict(self.interfaces[i])
+                iface["data"] = (address + off, True)
+                views.append((info, i, address + off, iface))
+            out = tuple(views)
+            at = self.at
+            if len(at) >= _ADDRESSES_MAX:  # memory that is not pooled: start over rather than grow
+                at.clear()
+            at[address] = out
+        return out
 
 
 # (GstCaps*, the video meta's layout bytes or None) -> Plan. Entries go when GStreamer frees the caps (a weak ref),
 # so a cached pointer is never another caps' pointer; caps that others share are immutable.
 _plans: dict[tuple[int, bytes | None], Plan] = {}
 _PLANS_MAX = 64
+_ADDRESSES_MAX = 64
 
 
 def _make_plan(caps: Any, caps_ptr: int, meta: int) -> Plan:
@@ -444,52 +480,94 @@ def _forget_allocator(alloc: int) -> None:
 def map_read(obj: Any) -> MappedSample | None:
     """Map a ``Gst.Sample`` (or a ``Gst.Buffer`` with a video meta) for READ in one step, or None when it is not
     the common case (several memories, memory the CPU cannot map, a layout the general path refuses: that path
-    then runs and says why). This runs once per frame: one ctypes call per pointer it needs, nothing else."""
-    g = _g[0] if _g else _fast_lib()
+    then runs and says why). This runs once per frame: the sample's buffer and caps, the buffer's memory count,
+    memory and video meta are read from the structs (``ng.struct_layout_ok()`` checked their layout once), and
+    the map and the unmap are the only calls into GStreamer."""
+    f = _fast[0] if _fast else _fast_init()
     is_sample = _kinds.get(type(obj))
     if is_sample is None:
         is_sample = _kinds[type(obj)] = 1 if _is(obj, "Sample") else 0 if _is(obj, "Buffer") else -1
     ptr = hash(obj)
     if ptr <= 0 or is_sample < 0:
         return None
-    if is_sample:
-        buf = g.gst_sample_get_buffer(ptr)
-        caps_ptr = g.gst_sample_get_caps(ptr) or 0
+    g = f.lib
+    if f.structs:
+        if is_sample:
+            sh = _SampleHead(ptr)
+            buf = sh.buffer
+            caps_ptr = sh.caps or 0
+        else:
+            buf, caps_ptr = ptr, 0
+        if not buf:
+            return None
+        b = _BufferHead(buf)
+        if b.len != 1:
+            return None
+        mem = b.mem0
+        item = b.item
+        meta = _find_meta(item, f.api) if item else 0
     else:
-        buf, caps_ptr = ptr, 0
-    if not buf or g.gst_buffer_n_memory(buf) != 1:
-        return None
-    meta = g.gst_buffer_get_meta(buf, _g[1]) or 0
-    plan = _plans.get((caps_ptr, ng.meta_key(meta) if meta else None))
+        if is_sample:
+            buf = g.gst_sample_get_buffer(ptr)
+            caps_ptr = g.gst_sample_get_caps(ptr) or 0
+        else:
+            buf, caps_ptr = ptr, 0
+        if not buf or g.gst_buffer_n_memory(buf) != 1:
+            return None
+        mem = g.gst_buffer_peek_memory(buf, 0)
+        meta = g.gst_buffer_get_meta(buf, f.api) or 0
+    plan = _plans.get((caps_ptr, _meta_key(meta) if meta else None))
     if plan is None:
         try:
             plan = plan_for(obj.get_caps() if is_sample else None, caps_ptr, meta)
         except InteropError:
             return None
-    if not plan.host:
-        return None  # VA memory: its map would be a download (the general path refuses it with advice)
-    info = ng.GstMapInfo()
-    if not g.gst_buffer_map(buf, info, ng.GST_MAP_READ):
+    # caps that passed the plan are system or DMABuf memory (VA memory's map would be a download: the general path
+    # refuses it with advice); the memory itself is checked too, before mapping
+    if not plan.host or not mem:
+        return None
+    head = _MemoryHead(mem)  # _cpu_mappable(mem), inlined for the memories seen before
+    if head.flags & _NOT_MAPPABLE or (head.lockstate & _LOCK_COUNT_MASK) >= _MAX_LOCKS or \
+            not (_allocators.get(head.allocator or 0) or _cpu_mappable(mem)):
+        return None
+    info = _MapInfo()
+    if not g.gst_buffer_map(buf, info, _MAP_READ):  # one memory: mapped in place, with a reference on it
         return None
     m: Any = _new(MappedSample)  # BufferMapping's state, set here: its unmap runs in __del__ from now on
     m.info, m.owner, m.buf, m._unmap, m.address, m.size, m.plan, m._frame = \
-        info, obj, buf, g.gst_buffer_unmap, info.data or 0, info.size, plan, None
-    ng.mapped()
-    # checked after the map (one call fewer per frame): caps that passed the plan are system or DMABuf memory,
-    # whose map is in place; anything else is unmapped here and the general path refuses it with advice
-    if not _cpu_mappable(info.memory) or m.size < plan.span:
-        return None  # (the general path also says which plane does not fit)
+        info, obj, buf, f.unmap, info.data or 0, info.size, plan, None
+    _made_one()
+    if m.size < plan.span:
+        return None  # unmapped as m goes; the general path says which plane does not fit
     return m  # type: ignore[no-any-return]
 
 
-_g: list[Any] = []  # (libgstreamer, GstVideoMeta's API type)
+@dataclass(frozen=True)
+class _Fast:
+    lib: Any  # libgstreamer-1.0
+    api: int  # GstVideoMeta's API GType
+    unmap: Any  # gst_buffer_unmap
+    structs: bool  # ng.struct_layout_ok(): read pointers from the structs instead of calling the getters
+
+
+_fast: list[_Fast] = []
 _new = object.__new__
+_SampleHead = ng.GstSampleHead.from_address
+_BufferHead = ng.GstBufferHead.from_address
+_find_meta = ng.find_meta
+_meta_key = ng.meta_key
+_MapInfo = ng.GstMapInfo
+_MAP_READ = ng.GST_MAP_READ
+_made_one = ng.count_mapping
+_MemoryHead = ng.GstMemoryHead.from_address
+_NOT_MAPPABLE, _LOCK_COUNT_MASK, _MAX_LOCKS = ng.GST_MEMORY_FLAG_NOT_MAPPABLE, ng.LOCK_COUNT_MASK, ng.MAX_LOCKS
 
 
-def _fast_lib() -> Any:
-    if not _g:
-        _g.extend((ng.libs()[0], ng.video_meta_api()))
-    return _g[0]
+def _fast_init() -> _Fast:
+    if not _fast:
+        g = ng.libs()[0]
+        _fast.append(_Fast(g, ng.video_meta_api(), g.gst_buffer_unmap, ng.struct_layout_ok()))
+    return _fast[0]
 
 
 class SampledFrame(GstFrame):
@@ -542,25 +620,17 @@ class SampledFrame(GstFrame):
         self._released = True
         self._parent = None
         ts = self._tensors
-        for i in range(len(ts)):
-            t: Any = ts[i]
-            if t._released:
-                if t._parent is None:
-                    continue
-            else:  # release_plane(t), inlined: this runs per plane per frame
+        for t in ts:
+            if _getrefcount(t) > 3 and not t._released:  # beyond this list, the loop and getrefcount's argument
+                # a numpy view (or the caller) holds the plane, and through it the mapping: no new view of it from
+                # now on, but the mapping stays for the views taken
                 t._released = True
                 d = t.__dict__
-                del d["__array_interface__"]
-                if "_native" in d:
-                    del d["_native"]
-                if _getrefcount(t) <= 3:  # this list, the local, getrefcount's argument: nobody else holds it
-                    t._parent = None
-                    continue
-            # a numpy view (or the caller) holds the plane, and through it the mapping: this released frame keeps
-            # a stand-in instead, so the mapping ends with the last view, not with this frame
-            husk: Any = object.__new__(type(t))
-            husk._info, husk._index, husk._addr, husk._parent, husk._released = t._info, t._index, None, None, True
-            ts[i] = husk
+                d.pop("__array_interface__", None)
+                d.pop("_native", None)
+        # the frame keeps released stand-ins that hold nothing: the planes nobody else holds go now, and with the
+        # last of them (or the last numpy view) the mapping
+        self._tensors = self._sample[2].husks(type(ts[0]))
 
 
 def release_plane(t: Any, refs: int) -> bool:
