@@ -226,15 +226,15 @@ def _e2e_part(quick: bool) -> list[Result]:
     x = interop.map(model_input(first), MemoryType.OPENVINO)
     ways: dict[str, Callable[[], float]] = {"decode": decode_only, "infer": infer_only, "interop": zero_copy,
                                             "copying": copying}
-    for way in ways.values():  # warm-up: models compiled for both input layouts, decoder libraries loaded
-        way()
+    for warm in ways.values():  # warm-up: models compiled for both input layouts, decoder libraries loaded
+        warm()
     input_us["interop"].clear()
     input_us["copying"].clear()
     fps: dict[str, list[float]] = {k: [] for k in ways}
     to_bound, to_copying = [], []
     order = list(ways)
     for r in range(rounds):
-        got = {}
+        got: dict[str, float] = {}
         for way in order[r % 4:] + order[:r % 4]:
             got[way] = ways[way]()
             fps[way].append(got[way])
