@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from types import TracebackType
 
+from ._locks import FinalizerLock
 from .errors import StateError
 
 
@@ -15,7 +15,9 @@ class CopyRecord:
     bytes: int
 
 
-_lock = threading.Lock()
+# record_copy() runs from write-back hooks, so from finalisers too, which the collector may start inside one of
+# the meter's own critical sections: it goes through FinalizerLock.call() and never waits
+_lock = FinalizerLock()
 _active: list[CopyMeter] = []
 
 #: per-copy records a meter keeps; past this it keeps exact totals per mapper only (a meter left open over a
@@ -93,9 +95,12 @@ def copy_meter() -> CopyMeter:
 def record_copy(mapper: str, nbytes: int) -> None:
     """Called by a mapper each time it copies ``nbytes`` bytes (bytes written, padding excluded)."""
     n = int(nbytes)
-    with _lock:
-        if not _active:
-            return
+    if _active:  # no meter open (the common case): nothing to take the lock for
+        _lock.call(_record, mapper, n)
+
+
+def _record(mapper: str, n: int) -> None:
+    if _active:
         rec = CopyRecord(mapper, n)
         for m in _active:
             m._copies += 1

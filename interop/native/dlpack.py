@@ -7,12 +7,12 @@ interop's own views (regions, planes at offsets) export exactly what they descri
 from __future__ import annotations
 
 import ctypes
-import threading
 from ctypes import POINTER, c_char_p, c_int, c_int32, c_int64, c_uint8, c_uint16, c_uint32, c_uint64, c_void_p
 from typing import Any
 
 import numpy as np
 
+from .._locks import FinalizerLock
 from ..errors import UnsupportedTypeError
 
 # ---- DLPack ABI (dlpack.h 1.x) -------------------------------------------------------------------------------
@@ -69,13 +69,13 @@ _CODE_KINDS = {0: "i", 1: "u", 2: "f", 6: "b"}
 
 # managed-tensor address -> (ctypes block, keep-alive object); the deleter drops the entry
 _live: dict[int, tuple[Any, Any]] = {}
-_live_lock = threading.Lock()
+# _drop() runs from capsule destructors, which the collector may start inside one of these critical sections
+_live_lock = FinalizerLock()
 
 
 def _drop(addr: int | None) -> None:
     if addr:
-        with _live_lock:
-            _live.pop(addr, None)
+        _live_lock.call(_live.pop, addr, None)
 
 
 @_Deleter

@@ -22,6 +22,7 @@ import threading
 import weakref
 from dataclasses import dataclass
 
+from .._locks import FinalizerLock
 from ..errors import InteropError, InvalidTensorError, ResourceError
 
 
@@ -367,7 +368,8 @@ _PROT_READ, _PROT_WRITE, _MAP_SHARED = 1, 2, 1
 _MAP_FAILED = ctypes.c_void_p(-1).value
 
 # live mappings, address -> weakref(Mapping); lets cpu_to_dma recognise memory that came from one of our buffers
-_live_lock = threading.Lock()
+# (finalisers take it through call(): the collector may run one while this very thread is inside it)
+_live_lock = FinalizerLock()
 _live: dict[int, weakref.ref[Mapping]] = {}
 _stats = {"mappings": 0}
 
@@ -375,9 +377,14 @@ _stats = {"mappings": 0}
 def _unmap(addr: int, length: int) -> None:
     if sys.is_finalizing():  # interpreter teardown: daemon threads are frozen, maybe holding our locks; the OS frees it
         return
-    with _live_lock:
-        _live.pop(addr, None)
-        _stats["mappings"] -= 1
+    _live_lock.call(_forget_and_unmap, addr, length)
+
+
+def _forget_and_unmap(addr: int, length: int) -> None:
+    ref = _live.get(addr)
+    if ref is not None and ref() is None:  # never another live mapping at a reused address
+        del _live[addr]
+    _stats["mappings"] -= 1
     _libc.munmap(addr, length)
 
 

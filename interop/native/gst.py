@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .._locks import FinalizerLock
 from ..errors import BackendUnavailableError, InvalidTensorError, ResourceError
 
 GST_MAP_READ = 1
@@ -58,7 +59,9 @@ class GstVideoMeta(_c.Structure):
 
 DESTROY_NOTIFY = _c.CFUNCTYPE(None, _vp)
 
-_lock = threading.Lock()
+# finalisers (_unmap) and GStreamer's destroy notifies (_release_kept) take it through call(): either may run while
+# this very thread is inside one of its critical sections (a collection, an unref that frees a memory)
+_lock = FinalizerLock()
 _libs: list[tuple[Any, Any]] = []
 
 # ---- interpreter exit ------------------------------------------------------------------------------------------
@@ -231,8 +234,11 @@ def _unmap(mem: int, info: GstMapInfo, buf: int, locked: bool, live: dict[str, i
     g.gst_mini_object_unref(mem)
     if buf:
         g.gst_mini_object_unref(buf)
-    with _lock:
-        live["mappings"] -= 1
+    _lock.call(_count_unmapped, live)
+
+
+def _count_unmapped(live: dict[str, int]) -> None:
+    live["mappings"] -= 1
 
 
 #: GstMiniObject.lockstate counts locks in bits 8-15 (each gst_memory_map takes one) and GStreamer does not check
@@ -609,21 +615,25 @@ _kept: dict[int, object] = {}
 _next_key = [1]
 
 
+def _forget_kept(key: int, _kept: dict[int, object] = _kept) -> Any:
+    kept = _kept.pop(key, None)
+    # dropped after the lock is let go: its finalisers (an fd closed, a pool slot back) may take other locks
+    return lambda: kept
+
+
 def _release_kept(key: int | None, _kept: dict[int, object] = _kept, _lock: Any = _lock,
-                  _exiting: list[bool] = _exiting) -> None:
+                  _exiting: list[bool] = _exiting, _forget_kept: Any = _forget_kept) -> None:
     # GStreamer calls this from whichever thread frees the memory; ctypes takes the GIL for it. Its globals are
     # bound as defaults: it may run during module teardown. From the exit on it drops nothing (exit rule: what it
     # would drop may be a pool slot another thread takes, or an fd number it reuses).
     if _exiting[0]:
         return
-    with _lock:
-        kept = _kept.pop(int(key or 0), None)
-    del kept  # dropped outside the lock: its finalisers (an fd closed, a pool slot back) may take other locks
+    _lock.call(_forget_kept, int(key or 0), _kept)
 
 
 _release_cb = DESTROY_NOTIFY(_release_kept)  # GStreamer may call it as long as the process lives
 # what GStreamer's memories point into, and the callback that lets go of it: never freed by module teardown
-_immortal(_kept, _release_cb, _release_kept)
+_immortal(_kept, _release_cb, _release_kept, _forget_kept)
 
 
 def live_wrapped() -> int:

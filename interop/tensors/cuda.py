@@ -13,10 +13,12 @@ Nothing here imports torch or CuPy; the CUDA driver is loaded on first use.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
 
+from .._locks import FinalizerLock
 from ..backends import (
     Backend,
     BackendReport,
@@ -415,7 +417,7 @@ class PinnedPool:
     def __init__(self, device: int):
         self.device = device
         self._free: dict[int, list[int]] = {}
-        self._lock = threading.Lock()
+        self._lock = FinalizerLock()  # _give runs from finalisers: never waits on it
         self.allocated = 0  # blocks ever allocated (tests check reuse)
 
     def take(self, nbytes: int) -> np.ndarray:
@@ -435,12 +437,14 @@ class PinnedPool:
         return holder
 
     def _give(self, cap: int, ptr: int) -> None:
-        with self._lock:
-            blocks = self._free.setdefault(cap, [])
-            if len(blocks) < self.KEEP:
-                blocks.append(ptr)
-                return
-        driver().host_free(ptr)
+        self._lock.call(self._keep_or_free, cap, ptr)
+
+    def _keep_or_free(self, cap: int, ptr: int) -> Callable[[], None] | None:
+        blocks = self._free.setdefault(cap, [])
+        if len(blocks) < self.KEEP:
+            blocks.append(ptr)
+            return None
+        return lambda: driver().host_free(ptr)
 
 
 _pools: dict[int, PinnedPool] = {}

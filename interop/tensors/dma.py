@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .._locks import FinalizerLock
 from ..backends import Backend, BackendReport, register_backend
 from ..context import Context, register_default_context
 from ..errors import (
@@ -184,7 +185,8 @@ class DMABuffer:
         self.sealed = bool(sealed)
         self.persistent = persistent  # a pool's buffer (informational: every buffer lives as long as its object)
         self._close_on_free = False  # set by close_when_free(): the owner (a closed pool) gave it up
-        self._lock = threading.Lock()
+        # a FinalizerLock: unuse() runs from tensors' finalisers, which the collector may start inside mapping()
+        self._lock = FinalizerLock()
         self._users = 0
         self._closed = False
         self._maps: dict[bool, nd.Mapping] = {}
@@ -236,12 +238,18 @@ class DMABuffer:
             self._users += 1
 
     def unuse(self) -> None:
-        with self._lock:
-            self._users -= 1
-            free = self._users == 0
-            callbacks = list(self._on_free) if free else []
-        if not free:
-            return
+        # A tensor's release hook, so often run by a finaliser: it never waits on the lock (a collection inside one
+        # of this buffer's critical sections, on this very thread, would wait for ever); the holder runs it instead.
+        self._lock.call(self._unuse_locked)
+
+    def _unuse_locked(self) -> Callable[[], None] | None:
+        self._users -= 1
+        if self._users != 0:
+            return None
+        callbacks = list(self._on_free)
+        return lambda: self._freed(callbacks)  # outside the lock: the callbacks take the pool's or transport's locks
+
+    def _freed(self, callbacks: list[Callable[[], None]]) -> None:
         for cb in callbacks:
             try:
                 cb()

@@ -1,0 +1,236 @@
+"""Finalisers never wait on a lock: the collector (or a last reference going) can run one on a thread that is inside
+the very critical section the finaliser needs. Before FinalizerLock, `interop.map(array, DMA)` hung for good when a
+collection inside `find_mapping` finalised a DMA mapping (seen as an interpreter that never exited in CI)."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+
+import numpy as np
+
+import interop
+from interop._locks import FinalizerLock
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _finishes(body: Callable[[], object], timeout: float = 20.0) -> object:
+    """Run ``body`` on a daemon thread; fail (instead of hanging the suite) when it does not finish in time."""
+    out: list[object] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            out.append(body())
+        except BaseException as e:  # noqa: BLE001 - re-raised on the test's thread
+            errors.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout)
+    assert not t.is_alive(), "deadlock: a finaliser waited on a lock its own thread holds"
+    if errors:
+        raise errors[0]
+    return out[0] if out else None
+
+
+# ---- the lock itself --------------------------------------------------------------------------------------------
+
+
+def test_call_on_a_free_lock_runs_at_once_holding_it():
+    lock = FinalizerLock()
+    seen: list[bool] = []
+    lock.call(lambda: seen.append(lock.locked()))
+    assert seen == [True] and not lock.locked()
+
+
+def test_call_from_the_holding_thread_runs_when_it_lets_go():
+    lock = FinalizerLock()
+    seen: list[str] = []
+
+    def body() -> None:
+        with lock:
+            lock.call(seen.append, "deferred")  # what a finaliser started by the collector in here does
+            seen.append("still inside")
+        seen.append("after")
+
+    _finishes(body)
+    assert seen == ["still inside", "deferred", "after"]
+
+
+def test_call_from_another_thread_never_waits_and_the_holder_runs_it():
+    lock = FinalizerLock()
+    seen: list[str] = []
+    lock.acquire()
+    t = threading.Thread(target=lock.call, args=(seen.append, "from a finaliser"))
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), "call() waited for the lock"
+    assert seen == []
+    lock.release()
+    assert seen == ["from a finaliser"]
+
+
+def test_follow_up_runs_after_the_lock_is_let_go_and_errors_are_logged(caplog):
+    lock = FinalizerLock()
+    seen: list[object] = []
+
+    def work() -> Callable[[], None]:
+        seen.append(lock.locked())
+        return lambda: seen.append(lock.locked())
+
+    lock.call(work)
+    assert seen == [True, False]
+    with caplog.at_level(logging.ERROR, logger="interop"):
+        lock.call(lambda: 1 / 0)
+    assert "deferred clean-up" in caplog.text and not lock.locked()
+
+
+def test_condition_works_over_it():
+    lock = FinalizerLock()
+    cond = threading.Condition(lock)  # type: ignore[arg-type]
+    box: list[int] = []
+
+    def producer() -> None:
+        with cond:
+            box.append(1)
+            cond.notify()
+
+    with cond:
+        threading.Thread(target=producer).start()
+        assert cond.wait_for(lambda: box, 10)
+
+
+# ---- each lock a finaliser takes, with the finaliser run inside its critical section (what a collection does) ----
+
+
+def test_dma_mapping_unmapped_inside_find_mapping():
+    from interop.dma import DMABuffer
+    from interop.native import dmabuf as nd
+
+    buf = DMABuffer.allocate(4096)
+    before = nd.live_mappings()
+    m = nd.Mapping(buf.fd, buf.size, True, owner=buf)
+    addr = m.address
+
+    def body() -> None:
+        nonlocal m
+        with nd._live_lock:
+            m = None  # the last reference goes: its finaliser runs here, as a collection inside find_mapping runs it
+            assert nd.live_mappings() == before + 1, "unmapped inside the critical section"
+        assert nd.live_mappings() == before
+
+    _finishes(body)
+    assert nd.find_mapping(addr, 1) is None
+    buf.close()
+
+
+def test_dma_buffer_unuse_inside_its_own_critical_section():
+    from interop.dma import DMABuffer
+
+    buf = DMABuffer.allocate(4096)
+    freed: list[int] = []
+    buf.on_free(lambda: freed.append(1))
+    buf.use()
+
+    def body() -> None:
+        with buf._lock:  # e.g. mapping() making a Mapping, where the collector finalises a tensor over this buffer
+            buf.unuse()
+            assert freed == []
+        assert freed == [1] and buf.users == 0
+
+    _finishes(body)
+    buf.close()
+
+
+def test_copy_recorded_by_a_finaliser_inside_the_meter():
+    from interop import meter
+
+    with interop.copy_meter() as m:
+        def body() -> None:
+            with meter._lock:  # e.g. reading m.records, where the collector runs a write-back hook that copies
+                meter.record_copy("test_mapper", 10)
+            return m.copies
+
+        assert _finishes(body) == 1
+    assert m.by_mapper == {"test_mapper": (1, 10)}
+
+
+def test_dlpack_capsule_dropped_inside_the_table_lock():
+    from interop.native import dlpack
+
+    a = np.arange(12, dtype=np.uint8)
+    before = dlpack.live_capsules()
+    cap = dlpack.make_capsule(a.ctypes.data, a.shape, a.strides, a.dtype, (1, 0), a, versioned=True)
+    assert dlpack.live_capsules() == before + 1
+
+    def body() -> None:
+        nonlocal cap
+        with dlpack._live_lock:
+            cap = None  # the capsule's destructor runs here, as the collector would run it
+        return dlpack.live_capsules()
+
+    assert _finishes(body) == before
+
+
+def test_pinned_block_given_back_inside_the_pool_lock():
+    from interop.tensors.cuda import PinnedPool
+
+    pool = PinnedPool(0)
+
+    def body() -> None:
+        with pool._lock:
+            pool._give(1 << 16, 0x1000)  # kept (under KEEP): no driver call
+            assert pool._free == {}
+        return pool._free
+
+    assert _finishes(body) == {1 << 16: [0x1000]}
+
+
+# ---- the whole library under a collector that runs at random points --------------------------------------------
+
+_STRESS = """
+import faulthandler, gc, sys
+faulthandler.dump_traceback_later(90, exit=True)
+import numpy as np, interop
+from interop import MemoryType
+from tests.reliability import backends as B
+ok, _ = B.probe_factories()
+rng = np.random.default_rng(0)
+n = 0
+for threshold in (50, 100, 150):
+    gc.set_threshold(threshold, 1, 1)  # collections land inside the library's critical sections
+    for rnd in range(15):
+        for kind in sorted(ok):
+            m = B.make(kind, rng)
+            junk = [m.obj]
+            for d in B.runnable_destinations(MemoryType[ok[kind]]):
+                try:
+                    t = interop.map(m.obj, d, allow_copy=True)
+                except interop.InteropError:
+                    continue
+                junk.append(t)
+                n += 1
+                try:
+                    junk.append(np.asarray(B.planes_of(t)[0]))
+                except Exception:
+                    pass
+            cycle = {"junk": junk}
+            cycle["self"] = cycle  # only the collector frees these
+            del m, junk, cycle
+print("OK", n)
+"""
+
+
+def test_maps_with_garbage_collected_at_random_points_never_hang():
+    out = subprocess.run([sys.executable, "-c", _STRESS], capture_output=True, text=True, timeout=180, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": ROOT})
+    assert out.returncode == 0, f"exit status {out.returncode} (a hang dumps every thread's stack): {out.stderr[-3000:]}"
+    assert out.stdout.startswith("OK") and int(out.stdout.split()[1]) > 1000
+    gc.collect()
