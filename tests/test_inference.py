@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -433,6 +434,35 @@ def test_wait_all_timeout_is_typed(frames: list) -> None:
     finally:
         release.set()
     inf.wait_all(timeout=30)
+    inf.close()
+
+
+def test_infer_async_timeout_when_every_request_is_busy(frames: list) -> None:
+    """infer_async(timeout=) waits at most that long for a free request, then raises a typed TimeoutError and
+    starts nothing; with a request free (or freed in time) it starts the input."""
+    from interop.errors import InteropError, InvalidTensorError
+
+    inf = interop.Inference(tiny_model(), "CPU", config={"INFERENCE_PRECISION_HINT": "f32"})
+    release = threading.Event()
+    done: list[str] = []
+    try:
+        n = inf.pool_size(frames[0])
+        for _ in range(n):
+            inf.infer_async(frames[0], lambda outputs, _: release.wait(30), timeout=5)
+        for limit in (0, 0.1):
+            t0 = time.monotonic()
+            with pytest.raises(TimeoutError, match="still busy") as ei:
+                inf.infer_async(frames[0], lambda outputs, _: done.append("late"), timeout=limit)
+            assert isinstance(ei.value, InteropError) and time.monotonic() - t0 < limit + 2
+            assert inf.pending == n  # the refused input was not started
+        with pytest.raises(InvalidTensorError):
+            inf.infer_async(frames[0], timeout=float("nan"))
+        threading.Timer(0.2, release.set).start()
+        inf.infer_async(frames[0], lambda outputs, _: done.append("started"), timeout=10)  # a request frees in time
+    finally:
+        release.set()
+    inf.wait_all(timeout=30)
+    assert done == ["started"]
     inf.close()
 
 

@@ -288,6 +288,7 @@ class Inference:
     VARIANTS_LIMIT = 8  # compiled layouts kept; past it the least recently used one is dropped
     HOST_FRAMES_IN_FLIGHT = 3  # NPU frames over imported host pages (FFmpeg buffers) in flight at once
     POLL_S = 0.05  # how often waiting paths look for requests that failed inside OpenVINO (they never call back)
+    READY_TICK_S = 0.001  # how often infer_async(timeout=) looks for a free request
 
 
     def __init__(self, model: Any, device: str | None = None, *,
@@ -478,10 +479,10 @@ class Inference:
         if v is not None:
             v.used = next(self._tick)
             return v
+        self._release_idle_pools()  # waits for callbacks to return: never while holding _variants_lock
         with self._variants_lock:
             v = self._variants.get(key)
             if v is None:
-                self._release_idle_pools()
                 v = self._compile(build(), key)
                 while len(self._variants) >= self.VARIANTS_LIMIT:
                     old = min(self._variants.values(), key=lambda x: x.used)
@@ -664,12 +665,14 @@ class Inference:
                 return False
         return True
 
-    def _submit(self, x: Any, job_cb: Callback | None, userdata: Any, event: threading.Event | None) -> _Job:
+    def _submit(self, x: Any, job_cb: Callback | None, userdata: Any, event: threading.Event | None,
+                timeout: float | None = None) -> _Job:
         self._check_open()
         with self._inside_openvino():
-            return self._submit_inside(x, job_cb, userdata, event)
+            return self._submit_inside(x, job_cb, userdata, event, timeout)
 
-    def _submit_inside(self, x: Any, job_cb: Callback | None, userdata: Any, event: threading.Event | None) -> _Job:
+    def _submit_inside(self, x: Any, job_cb: Callback | None, userdata: Any, event: threading.Event | None,
+                       timeout: float | None) -> _Job:
         v, inputs, keep = self._prepare(x)
         job = _Job(v, job_cb, userdata, keep, event)
         if self._memory_type is MemoryType.NPU and _holds_host_import(keep):
@@ -685,8 +688,11 @@ class Inference:
         with self._cond:
             self._pending += 1
         try:
-            with v.submit_lock:  # blocks (GIL released) while every request of the pool is busy
-                self._start(v, inputs, job)
+            if timeout is None:
+                with v.submit_lock:  # blocks (GIL released) while every request of the pool is busy
+                    self._start(v, inputs, job)
+            else:
+                self._start_within(v, inputs, job, timeout)
         except BaseException:
             with self._cond:
                 self._pending -= 1
@@ -694,6 +700,34 @@ class Inference:
                 self._cond.notify_all()
             raise
         return job
+
+    def _start_within(self, v: _Variant, inputs: list[Any], job: _Job, timeout: float) -> None:
+        """_start once a request is free, waiting ``timeout`` seconds at most (InteropTimeoutError past it)."""
+        deadline = time.monotonic() + timeout
+        if not v.submit_lock.acquire(timeout=timeout):
+            raise self._busy(timeout)
+        try:
+            # A request turns free only after its callback has returned, which nothing signals: poll in short ticks,
+            # and now and then look for a request that failed inside OpenVINO (it never turns free).
+            reap_at = time.monotonic() + self.POLL_S
+            while not v.pool.queue.is_ready():
+                now = time.monotonic()
+                if now >= deadline:
+                    raise self._busy(timeout)
+                if now >= reap_at:
+                    self._reap(v, v.pool)
+                    reap_at = now + self.POLL_S
+                    continue
+                with self._cond:
+                    self._cond.wait(min(self.READY_TICK_S, deadline - now))
+            self._start(v, inputs, job)
+        finally:
+            v.submit_lock.release()
+
+    def _busy(self, timeout: float) -> InteropTimeoutError:
+        return InteropTimeoutError(f"every inference request of {self.model_name} was still busy after {timeout} s: "
+                                   f"the input was not started; try again, wait_all(), or look for a completion "
+                                   f"callback that does not return")
 
     def _start(self, v: _Variant, inputs: list[Any], job: _Job) -> None:
         """start_async on the variant's pool (submit_lock held). A pool with a failed request raises that request's
@@ -904,8 +938,11 @@ class Inference:
                 self._release_job(job)
                 self._cond.notify_all()
 
-    def infer_async(self, x: Any, callback: Callback | None = None, userdata: Any = None) -> None:
-        """Start inference and return at once; from a thread of the caller's, waits while every request is busy.
+    def infer_async(self, x: Any, callback: Callback | None = None, userdata: Any = None, *,
+                    timeout: float | None = None) -> None:
+        """Start inference and return at once; from a thread of the caller's, waits while every request is busy:
+        ``timeout`` seconds at most (None: for ever; 0: start only if a request is free now), then
+        InteropTimeoutError (a TimeoutError), the input not started.
 
         ``callback(outputs, userdata)`` runs on OpenVINO's thread; an exception it raises is re-raised by wait_all().
         A completion callback (of this or another Inference) may call infer_async: there it never waits, as a
@@ -916,7 +953,7 @@ class Inference:
         """
         if callback is not None and not callable(callback):
             raise UnsupportedTypeError(f"callback must be callable, not {type(callback).__name__}")
-        self._submit(x, callback, userdata, None)
+        self._submit(x, callback, userdata, None, _check_timeout(timeout))
 
     def wait_all(self, timeout: float | None = None) -> None:
         """Wait until every started (and queued) request has completed; re-raise the first error since the last
