@@ -70,6 +70,24 @@ def model_status() -> tuple[bool, str]:
         return False, f"not installed: run `interop models install` ({' '.join(install_command('python')[1:])})"
 
 
+def compile_config(device: str | None, precision: str | None) -> dict[str, Any] | None:
+    """OpenVINO compile properties for the detector: the precision asked for, and on the CPU one stream per
+    physical core (the THROUGHPUT hint picks fewer at f32 on many-core machines, which this small network does not
+    need: more streams keep every core busy while other work, such as decoding, takes some of them)."""
+    cfg: dict[str, Any] = {}
+    if precision:
+        cfg["INFERENCE_PRECISION_HINT"] = precision
+    if (device or "CPU").upper() == "CPU":
+        try:
+            import openvino as ov
+
+            low, high = ov.Core().get_property("CPU", "RANGE_FOR_STREAMS")
+            cfg["NUM_STREAMS"] = int(high)
+        except Exception:  # noqa: BLE001 - an OpenVINO without the property: its own choice
+            pass
+    return cfg or None
+
+
 def input_size_for(width: int, height: int, max_side: int = 960, multiple: int = 32) -> tuple[int, int]:
     """Model input (width, height) for a frame: aspect kept, longest side <= ``max_side``, multiples of 32."""
     s = min(1.0, max_side / max(width, height))

@@ -480,3 +480,22 @@ def test_run_reports_progress_and_results_through_callbacks_and_writes_nothing(c
     for r in results:  # the same results the RunResult keeps
         assert r.to_json() == res.result(r.index).to_json() and r.boxes
     assert threading.get_ident() not in threads  # made on the result thread, not the caller's
+
+
+def test_detector_compiles_with_one_stream_per_core() -> None:
+    """`interop run` (and the benchmarks beside it) compile the bundled detector with one CPU stream per physical
+    core; other devices and user models keep OpenVINO's own choice."""
+    import openvino as ov
+
+    from interop import textdet
+    from interop.pipeline import _make_inference
+
+    cores = int(ov.Core().get_property("CPU", "RANGE_FOR_STREAMS")[1])
+    assert textdet.compile_config("CPU", "f32") == {"INFERENCE_PRECISION_HINT": "f32", "NUM_STREAMS": cores}
+    assert textdet.compile_config(None, None) == {"NUM_STREAMS": cores}
+    assert textdet.compile_config("NPU", None) is None
+    inf, _, _ = _make_inference(None, "CPU", "f32", (64, 64), 64, 64)
+    try:
+        assert int(inf.compiled_property("NUM_STREAMS")) == cores
+    finally:
+        inf.close()

@@ -59,7 +59,7 @@ def _inference(precision: str | None) -> Any:
     from .. import textdet
     from ..inference import Inference
 
-    cfg = {"INFERENCE_PRECISION_HINT": precision} if precision else None
+    cfg = textdet.compile_config("CPU", precision)  # as `interop run` compiles the detector
     return Inference(textdet.model_path(), "CPU", input_size=INPUT_SIZE, mean=textdet.MEAN, scale=textdet.SCALE,
                      rgb=textdet.RGB, config=cfg)
 
@@ -130,9 +130,8 @@ class PlainNetwork:
         core = ov.Core()
         model = core.read_model(textdet.model_path())
         model.reshape({model.inputs[0]: ov.PartialShape([1, 3, h, w])})
-        cfg: dict[str, Any] = {"PERFORMANCE_HINT": "THROUGHPUT"}  # Inference's default
-        if precision:
-            cfg["INFERENCE_PRECISION_HINT"] = precision
+        # as interop's Inference compiles the detector: its default hint plus the run's config
+        cfg: dict[str, Any] = {"PERFORMANCE_HINT": "THROUGHPUT", **(textdet.compile_config("CPU", precision) or {})}
         self.compiled = core.compile_model(model, "CPU", cfg)
         self.used = str(self.compiled.get_property("INFERENCE_PRECISION_HINT"))
         self.nreq = nreq

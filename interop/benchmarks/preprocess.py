@@ -245,9 +245,8 @@ def run(quick: bool = False, precision: str | None = None, reps: int | None = No
     frames = 16 if quick else 48
     tw, th = INPUT_SIZE
     mean, scale = textdet.MEAN, textdet.SCALE
-    cfg: dict[str, Any] = {"PERFORMANCE_HINT": "THROUGHPUT"}
-    if precision:
-        cfg["INFERENCE_PRECISION_HINT"] = precision
+    # as `interop run` compiles the detector
+    cfg: dict[str, Any] = {"PERFORMANCE_HINT": "THROUGHPUT", **(textdet.compile_config("CPU", precision) or {})}
     core = ov.Core()
     held = _frames()
     nv12 = [vf.reformat(format="nv12") for vf in held]
