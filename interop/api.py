@@ -11,7 +11,7 @@ from .errors import BackendUnavailableError, ContextMismatchError, InteropError,
 from .frame import Frame
 from .info import TensorInfo
 from .mapper import MemoryMapper, wrap_native
-from .routing import alternatives, map_object, route_object
+from .routing import alternatives, direct_map, map_object, route_object
 from .tensor import Tensor
 from .types import AccessMode, FrameFormat, MemoryType, check_bool, check_memory_type, check_mode
 
@@ -89,6 +89,10 @@ def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.REA
     src_ctx = obj.context
     if obj.memory_type is dst_type and (dst_ctx is None or src_ctx is None or src_ctx == dst_ctx):
         return obj
+    if dst_ctx is None and native is None:
+        out = direct_map(obj, src_ctx, dst_type, mode, allow_copy)
+        if out is not None:
+            return out
     try:
         out, chain = map_object(obj, dst_type, dst_ctx, mode, allow_copy)
     except (BackendUnavailableError, ContextMismatchError) as first:

@@ -31,6 +31,7 @@ from .errors import (
 )
 from .frame import Frame
 from .mapper import Cost, MemoryMapper, MemoryMapperChain, reachable, registered, release_outputs, wrap_native
+from .mapper import _registry as _registry_of_mappers
 from .tensor import Tensor
 from .types import AccessMode, MemoryType, check_memory_type, check_mode
 
@@ -361,12 +362,51 @@ def map_object(obj: Tensor | Frame, d: MemoryType, dctx: Context | None, mode: A
                allow_copy: bool) -> tuple[Any, MemoryMapperChain]:
     """interop.map()'s general path: the route ``route_object`` names, mapped (the steps mapped while choosing it
     are kept, the rest mapped now), and the chain."""
-    plan = _plan(obj, obj.memory_type, d, dctx, mode, allow_copy)
+    s, sctx = obj.memory_type, obj.context
+    plan = _plan(obj, s, d, dctx, mode, allow_copy)
     mappers = plan.option.chain._mappers
     out: Any = plan.held[-1] if plan.held else obj
     for m in mappers[len(plan.held):]:
         out = m.map(out, mode, allow_copy=allow_copy)
+    if dctx is None and len(mappers) == 1 and len(plan.held) == 1 and plan.costs[0] is Cost.ZERO_COPY:
+        options = _all_options(s, d, sctx, None, mode)
+        if options and options[0] is plan.option:
+            _remember_direct(obj, d, mode, allow_copy, sctx, mappers[0])
     return out, plan.option.chain
+
+
+# (input class, source type, id(source context), destination, mode, allow_copy) -> (source context, mapper, size of
+# the mapper registry): interop.map()'s one-step path for inputs whose route was planned before (a received frame,
+# a decoded frame, once per frame). Only the first route of the ranked options is remembered, and only when it took
+# its input in one zero-copy step: for any input that this step takes without a copy again, _plan would choose the
+# same step (no other route can beat it), so ``direct_map`` gives what the general path gives. An input the step
+# would copy or refuses takes the general path.
+_direct: dict[tuple[Any, ...], tuple[Context | None, MemoryMapper, int]] = {}
+_REGISTRY = _registry_of_mappers
+
+
+def _remember_direct(obj: Any, d: MemoryType, mode: AccessMode, allow_copy: bool, sctx: Context | None,
+                     m: MemoryMapper) -> None:
+    if len(_direct) >= 256:
+        _direct.clear()
+    # holds the context, so its id cannot be reused while the entry lives
+    _direct[(type(obj), obj.memory_type, id(sctx), d, mode, allow_copy)] = (sctx, m, len(_REGISTRY))
+
+
+def direct_map(obj: Tensor | Frame, sctx: Context | None, d: MemoryType, mode: AccessMode, allow_copy: bool) -> Any:
+    """``obj`` (whose context is ``sctx``) mapped to ``d`` (no destination context) by the one step planned before
+    for its kind, or None when there is none (or the step would not take this very input without a copy): then
+    map_object() decides."""
+    hit = _direct.get((type(obj), obj.memory_type, id(sctx), d, mode, allow_copy))
+    if hit is None or hit[0] is not sctx or hit[2] != len(_REGISTRY):  # a mapper registered since: plan again
+        return None
+    m = hit[1]
+    try:
+        if m.cost(obj, mode) is not Cost.ZERO_COPY:
+            return None
+        return m.map(obj, mode, allow_copy=False)  # as _plan maps a zero-copy first step
+    except InteropError:
+        return None  # the general path raises what it raises for this input (or finds another route)
 
 
 def alternatives(chain: MemoryMapperChain, allow_copy: bool, limit: int | None = 8, *, obj: Any = None,
@@ -405,3 +445,4 @@ def forget_cached_routes() -> None:
     _cached_route.cache_clear()
     _by_identity.clear()
     _by_object.clear()
+    _direct.clear()

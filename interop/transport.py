@@ -195,10 +195,16 @@ def _slots_message(frame: Frame, bufs: list[DMABuffer], marker: int, refs: tuple
     """The whole SLOTS message of ``frame`` over buffers the consumer holds (``refs``, no fd), frame id, sequence
     and pts zero: the template and its references, cached together."""
     planes: list[DMATensor] = frame._tensors  # type: ignore[assignment]
-    many = len(bufs) > 1
+    # a TensorInfo is keyed by what its equality compares (shape, dtype, strides): hashing those runs no Python code
+    layout: tuple[tuple[object, ...], ...]
+    if len(bufs) > 1:
+        layout = tuple([(t._info.shape, t._info.strides, t._info.dtype, t._offset, t._drm_modifier, t._drm_fourcc,
+                         bufs.index(t._buffer)) for t in planes])
+    else:
+        layout = tuple([(t._info.shape, t._info.strides, t._info.dtype, t._offset, t._drm_modifier, t._drm_fourcc)
+                        for t in planes])
     key = (frame._format, frame._width, frame._height, frame._colorspace, frame._color_range, frame._time_base,
-           frame._pts is None, marker, refs, tuple([(t._info, t._offset, t._drm_modifier, t._drm_fourcc,
-                                                      bufs.index(t._buffer) if many else 0) for t in planes]))
+           frame._pts is None, marker, refs, layout)
     msg = cache.get(key)
     if msg is None:
         msg = _slots_template(frame, bufs, marker, cache) + b"".join(_REF.pack(*r) for r in refs)
@@ -206,6 +212,26 @@ def _slots_message(frame: Frame, bufs: list[DMABuffer], marker: int, refs: tuple
             cache.clear()
         cache[key] = msg
     return msg
+
+
+def _buffers(frame: Frame) -> list[DMABuffer]:
+    """``buffers_of(frame)`` (the distinct live buffers of a DMA frame's planes, in plane order), without its
+    per-plane property calls for the usual frame: every plane a live DMATensor over one open buffer. Anything else
+    (a released frame or plane, a closed buffer, several buffers, another tensor class) takes buffers_of(), which
+    raises what it raises."""
+    if not frame._released:
+        b = None
+        for t in frame._tensors:
+            if type(t) is not DMATensor or t._released:
+                break
+            if b is None:
+                b = t._buffer
+            elif t._buffer is not b:
+                break
+        else:
+            if b is not None and not b._closed:
+                return [b]
+    return buffers_of(frame)
 
 
 def _commit_marker(view: memoryview, seq: int) -> None:
@@ -379,13 +405,34 @@ _PARSED_MAX = 256
 
 _FID_SEQ = struct.Struct("<QQ")
 _PTS = struct.Struct("<q")
+_PER_FRAME = struct.Struct(f"<{_FID_AT}xQQ{_PTS_AT - _SEQ_AT - 8}xq")  # frame id, sequence, pts: one unpack
+# plain ints: socket's flags are IntFlag members, and combining or testing those runs Python code on every message
+_TRUNCATED = int(socket.MSG_CTRUNC | socket.MSG_TRUNC)
+_NOWAIT = int(socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT)
+_CLOEXEC = int(socket.MSG_CMSG_CLOEXEC)
+_CLOEXEC_NOWAIT = int(socket.MSG_CMSG_CLOEXEC | socket.MSG_DONTWAIT)
 _MAGIC_VER = MAGIC + struct.pack("<H", VERSION)
 _KIND_SLOTS = struct.pack("<H", MSG_SLOTS)
 _KIND_FORGET = struct.pack("<H", MSG_FORGET)
 
 
 def _layout_key(msg: bytes) -> bytes:
+    """Everything in a SLOTS message but frame id, sequence and pts (magic, version and type included: a message
+    whose key was parsed and checked before is a valid SLOTS message of that layout whatever those three say)."""
     return msg[:_FID_AT] + msg[_SEQ_AT + 8:_PTS_AT] + msg[_PTS_AT + 8:]
+
+
+def _per_frame(rec: _Received, msg: bytes) -> tuple[int, int, int | None]:
+    """The frame id, sequence and pts of a SLOTS message whose layout ``rec`` was checked before: the only fields
+    left to check."""
+    fid, seq, pts = _PER_FRAME.unpack_from(msg)
+    if fid == 0:
+        raise ProtocolError("a frame message has frame id 0 (ids start at 1)")
+    if rec.hdr.pts is None:
+        if pts != 0:
+            raise ProtocolError("a frame message without a pts carries one")
+        return fid, seq, None
+    return fid, seq, pts
 
 
 def _parse_done(msg: bytes) -> int | None:
@@ -567,10 +614,10 @@ class FrameSender:
         """
         if not isinstance(frame, Frame) or frame.memory_type is not MemoryType.DMA:
             raise InvalidTensorError("send() takes a DMA Frame: interop.map(frame, MemoryType.DMA) or a FramePool frame")
-        deadline = _deadline(timeout, "FrameSender.send")
+        deadline = None if timeout is None else _deadline(timeout, "FrameSender.send")
         if self._closed.is_set():
             raise PeerClosedError("the consumer is gone (its socket closed); accept a new consumer")
-        bufs = buffers_of(frame)
+        bufs = _buffers(frame)
         seq, marker = 0, NO_MARKER
         slot = bufs[0].pool_slot
         if slot is not None and len(bufs) == 1:
@@ -593,6 +640,9 @@ class FrameSender:
                 fds = array.array("i", [b.fd for b in bufs])
                 self._send_message(msg, fds, deadline, timeout)
                 n_fds = len(fds)
+                with self._send_lock:
+                    self.sent += 1
+                    self.fds_sent += n_fds
         except BaseException as e:
             self._return(fid)
             if isinstance(e, OSError) and not isinstance(e, InteropError) and \
@@ -600,9 +650,6 @@ class FrameSender:
                 self._closed.set()
                 raise PeerClosedError(f"the consumer is gone ({e.strerror}); its buffers went back to the pool") from None
             raise
-        with self._lock:
-            self.sent += 1
-            self.fds_sent += n_fds
         return fid
 
     def _send_slots(self, fid: int, frame: Frame, bufs: list[DMABuffer], seq: int, marker: int,
@@ -630,9 +677,9 @@ class FrameSender:
                 try:
                     if fds:
                         anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
-                        self._sock.sendmsg([body], anc, socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT)
+                        self._sock.sendmsg([body], anc, _NOWAIT)
                     else:
-                        self._sock.send(body, socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT)
+                        self._sock.send(body, _NOWAIT)
                 except BlockingIOError:
                     pass
                 except ValueError:
@@ -640,6 +687,8 @@ class FrameSender:
                 else:
                     if commit is not None:
                         commit()
+                    self.sent += 1  # counted under _send_lock, beside the message
+                    self.fds_sent += len(fds)
                     return len(fds)
             self._wait_writable(deadline, timeout)
 
@@ -659,7 +708,7 @@ class FrameSender:
                 self._forgets.popleft()
                 continue
             try:
-                self._sock.send(_forget_message(index, gen), socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT)
+                self._sock.send(_forget_message(index, gen), _NOWAIT)
             except BlockingIOError:
                 return  # sent with a later frame
             except (OSError, ValueError):
@@ -686,7 +735,7 @@ class FrameSender:
         anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)]
         while True:
             try:
-                self._sock.sendmsg([msg], anc, socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT)
+                self._sock.sendmsg([msg], anc, _NOWAIT)
                 return
             except BlockingIOError:
                 pass
@@ -709,7 +758,7 @@ class FrameSender:
         try:
             while True:
                 try:
-                    data, anc, flags, _ = self._sock.recvmsg(64, socket.CMSG_SPACE(MAX_FDS * 4), socket.MSG_CMSG_CLOEXEC)
+                    data, anc, flags, _ = self._sock.recvmsg(64, _CMSG_BYTES, _CLOEXEC)
                 except InterruptedError:
                     continue
                 except (OSError, ValueError):
@@ -719,7 +768,7 @@ class FrameSender:
                     _close_quiet(fd)
                 if not data and not fds and _hung_up(self._sock):
                     break
-                fid = None if fds or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) else _parse_done(data)
+                fid = None if fds or flags & _TRUNCATED else _parse_done(data)
                 if fid is not None and self._return(fid):
                     with self._lock:
                         self.returned += 1
@@ -825,7 +874,7 @@ class _DoneChannel:
     def _try(self, fid: int) -> bool:
         """True when the DONE needs no more work (sent, or the producer is gone)."""
         try:
-            self._sock.send(_done_message(fid), socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
+            self._sock.send(_done_message(fid), _NOWAIT)
         except BlockingIOError:
             return False
         except (OSError, ValueError):  # the producer is gone, or our socket closed: nothing to return buffers to
@@ -998,13 +1047,12 @@ class FrameReceiver:
             try:
                 if deadline is None and sock.gettimeout() is None:
                     # no deadline on a blocking socket: wait in recvmsg itself (one system call per frame)
-                    msg, anc, flags, _ = sock.recvmsg(_RECV_BYTES, _CMSG_BYTES, socket.MSG_CMSG_CLOEXEC)
+                    msg, anc, flags, _ = sock.recvmsg(_RECV_BYTES, _CMSG_BYTES, _CLOEXEC)
                 else:
                     if not select.select([sock], [], [], _left(deadline))[0]:
                         msg = None
                     else:
-                        msg, anc, flags, _ = sock.recvmsg(_RECV_BYTES, _CMSG_BYTES,
-                                                          socket.MSG_CMSG_CLOEXEC | socket.MSG_DONTWAIT)
+                        msg, anc, flags, _ = sock.recvmsg(_RECV_BYTES, _CMSG_BYTES, _CLOEXEC_NOWAIT)
             except (BlockingIOError, InterruptedError):  # another thread took the message
                 continue
             except ConnectionResetError:
@@ -1015,6 +1063,20 @@ class FrameReceiver:
                 raise
             if msg is None:
                 raise TransportTimeoutError(f"no frame within {timeout} s: the producer sent nothing")
+            if not anc and not flags & _TRUNCATED:
+                # a frame over buffers this receiver holds, in a layout checked before: one lookup, one unpack
+                rec = self._parsed.get(msg[:_FID_AT] + msg[_SEQ_AT + 8:_PTS_AT] + msg[_PTS_AT + 8:])
+                if rec is not None and rec.version == self._table.version:
+                    try:
+                        fid, seq, pts = _per_frame(rec, msg)
+                    except ProtocolError:
+                        pass  # the general path below raises it, and answers the frame id
+                    else:
+                        frame = self._build_slots(rec, fid, seq, pts, [])
+                        if frame is not None:
+                            self.received += 1
+                            return frame
+                        continue
             fds = _fds_of(anc) if anc else []
             if not msg and not fds and not _hung_up(self._sock):
                 raise ProtocolError("an empty message from the producer (a SEQPACKET EOF looks the same; the "
@@ -1047,7 +1109,7 @@ class FrameReceiver:
 
     def _build(self, msg: bytes, fds: list[int], flags: int) -> Frame | None:
         try:
-            if flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC):
+            if flags & _TRUNCATED:
                 raise ProtocolError("a frame message was truncated (too many fds or too long): peer and library "
                                     "versions differ?")
             if msg[6:8] == _KIND_SLOTS and msg[:6] == _MAGIC_VER:
@@ -1115,14 +1177,7 @@ class FrameReceiver:
                 self._parsed.clear()
             self._parsed[key] = _Received(hdr)
             return self._parsed[key], hdr.frame_id, hdr.seq, hdr.pts
-        fid, seq = _FID_SEQ.unpack_from(msg, _FID_AT)
-        (pts,) = _PTS.unpack_from(msg, _PTS_AT)
-        if fid == 0:
-            raise ProtocolError("a frame message has frame id 0 (ids start at 1)")
-        if rec.hdr.pts is None:
-            if pts != 0:
-                raise ProtocolError("a frame message without a pts carries one")
-            return rec, fid, seq, None
+        fid, seq, pts = _per_frame(rec, msg)
         return rec, fid, seq, pts
 
     def _build_slots(self, rec: _Received, fid: int, seq: int, pts: int | None, fds: list[int]) -> Frame | None:

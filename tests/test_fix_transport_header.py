@@ -4,6 +4,7 @@ receiver keeps working."""
 from __future__ import annotations
 
 import array
+import gc
 import os
 import socket
 
@@ -30,6 +31,7 @@ def _send_raw(sock: socket.socket, msg: bytes, fds: list[int]) -> None:
 
 
 def _fd_count() -> int:
+    gc.collect()  # an earlier test's frames, collected mid-test, would close their fds and change the count
     return len(os.listdir("/proc/self/fd"))
 
 
