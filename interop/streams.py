@@ -69,6 +69,8 @@ class StreamResult:
     error_type: str | None = None
     worker_copies: int = 0
     worker_bytes: int = 0
+    worker_zero_copy: int = 0  # frames the decoder wrote straight into the pool (GStreamer took the offered pool)
+    worker_copy: str | None = None  # what the worker's copy is, when it made one
     decode_s: float = 0.0
     exit_status: int | None = None
     wall: float = 0.0  # from the run's start to this stream's last result
@@ -79,8 +81,8 @@ class StreamResult:
                   {"type": self.error_type or "StreamError", "message": self.error},
                   "fps": round(self.run.frames / self.wall, 3) if self.wall > 0 else 0.0,
                   "copies": self.worker_copies, "bytes_copied": self.worker_bytes,
-                  "copy": "decoded frame written into the worker's pool buffer (PyAV cannot decode into it)"
-                  if self.worker_copies else None,
+                  "copy": (self.worker_copy or COPY_PYAV) if self.worker_copies else None,
+                  "zero_copy_frames": self.worker_zero_copy,
                   "decode_s": round(self.decode_s, 6)})
         return d
 
@@ -165,12 +167,63 @@ def worker_main(sock_fd: int, video: str, frames: int | None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the inference process's to handle: it closes our socket
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     _die_with_parent()
+    from .pipeline import GST_PREFIX, is_gst_input
+
+    if is_gst_input(video):
+        return _gst_worker(sock_fd, video[len(GST_PREFIX):], frames)
+    return _av_worker(sock_fd, video, frames)
+
+
+def _read_pool_size() -> int:
+    try:
+        return int(json.loads(sys.stdin.readline() or "{}").get("pool", 0))
+    except (ValueError, AttributeError, OSError):
+        return 0
+
+
+class _CopyIn:
+    """The counted copy of a decoded frame (CPU views) into a frame of the worker's own FramePool."""
+
+    def __init__(self, pool_size: int):
+        self.pool_size = pool_size
+        self.pool: Any = None
+
+    def __call__(self, cpu: Any, what: str) -> Any:
+        import interop
+        from interop import AccessMode, MemoryType
+        from interop.meter import record_copy
+
+        from .dma import FramePool
+
+        if self.pool is None or (self.pool.format, self.pool.width, self.pool.height) != (cpu.format, cpu.width,
+                                                                                          cpu.height):
+            if self.pool is not None:
+                self.pool.close()
+            self.pool = FramePool(cpu.format, cpu.width, cpu.height, self.pool_size)
+        f = self.pool.acquire()  # waits while inference holds the whole pool: the back-pressure
+        nbytes = 0
+        with interop.map(f, MemoryType.CPU, mode=AccessMode.WRITE) as dst:
+            assert isinstance(dst, interop.Frame)
+            for s, d in zip(cpu.tensors, dst.tensors):
+                a = np.asarray(s)
+                np.copyto(np.asarray(d), a)
+                nbytes += a.nbytes
+        record_copy(what, nbytes)
+        return f
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+
+def _av_worker(sock_fd: int, video: str, frames: int | None) -> int:
+    """A file decoded by PyAV: each frame copied into the pool (PyAV cannot decode into a foreign buffer)."""
     import interop
-    from interop import AccessMode, MemoryType
-    from interop.meter import copy_meter, record_copy
+    from interop import MemoryType
+    from interop.meter import copy_meter
     from interop.pipeline import _Input
 
-    from .dma import FramePool, FrameSender, PeerClosedError
+    from .dma import FrameSender, PeerClosedError
 
     try:
         src = _Input(video)
@@ -178,15 +231,12 @@ def worker_main(sock_fd: int, video: str, frames: int | None) -> int:
         _say({"error": {"type": type(e).__name__, "message": str(e)}})
         return 1
     _say({"hello": {"width": src.width, "height": src.height, "declared": src.declared}})
-    try:
-        pool_size = int(json.loads(sys.stdin.readline() or "{}").get("pool", 0))
-    except (ValueError, AttributeError, OSError):
-        pool_size = 0
+    pool_size = _read_pool_size()
     if pool_size < 3:  # the inference process is gone, or failed before starting us
         src.close()
         return 0
     tx = FrameSender(socket.socket(fileno=sock_fd))
-    pool: Any = None
+    copy_in = _CopyIn(pool_size)
     sent = 0
     decode_s = 0.0
     perf = time.perf_counter
@@ -202,19 +252,7 @@ def worker_main(sock_fd: int, video: str, frames: int | None) -> int:
                 decode_s += perf() - t0
                 with interop.map(vf, MemoryType.CPU) as cpu:  # views of the decoder's planes (no copy)
                     assert isinstance(cpu, interop.Frame)
-                    if pool is None or (pool.format, pool.width, pool.height) != (cpu.format, cpu.width, cpu.height):
-                        if pool is not None:
-                            pool.close()
-                        pool = FramePool(cpu.format, cpu.width, cpu.height, pool_size)
-                    f = pool.acquire()  # waits while inference holds the whole pool: the back-pressure
-                    nbytes = 0
-                    with interop.map(f, MemoryType.CPU, mode=AccessMode.WRITE) as dst:
-                        assert isinstance(dst, interop.Frame)
-                        for s, d in zip(cpu.tensors, dst.tensors):
-                            a = np.asarray(s)
-                            np.copyto(np.asarray(d), a)
-                            nbytes += a.nbytes
-                    record_copy("decode worker: decoded frame -> pool buffer", nbytes)
+                    f = copy_in(cpu, "decode worker: decoded frame -> pool buffer")
                 f.pts, f.time_base = vf.pts, src.time_base
                 f.colorspace, f.color_range = cpu.colorspace, cpu.color_range
                 tx.send(f)
@@ -222,7 +260,8 @@ def worker_main(sock_fd: int, video: str, frames: int | None) -> int:
                 sent += 1
         # frames still held by the inference process stay valid there (it owns its fds): no need to wait for them
         _say({"done": {"frames": sent, "decode_errors": src.errors, "copies": meter.copies, "bytes": meter.bytes,
-                       "decode_s": decode_s}})
+                       "decode_s": decode_s, "zero_copy_frames": 0,
+                       "copy": COPY_PYAV if meter.copies else None}})
         return 0
     except PeerClosedError:  # the inference process stopped (Ctrl-C, killed, done with us): a clean exit
         return 0
@@ -231,9 +270,117 @@ def worker_main(sock_fd: int, video: str, frames: int | None) -> int:
         return 1
     finally:
         tx.close()
+        copy_in.close()
+        src.close()
+
+
+#: what a stream's copy is, in its report
+COPY_PYAV = "decoded frame written into the worker's pool buffer (PyAV cannot decode into it)"
+COPY_GST = ("GStreamer frame copied into the worker's pool buffer: the element before the appsink did not write into "
+            "the pool offered in its ALLOCATION query (it keeps its own buffers, e.g. avdec_*, or dropped the query)")
+#: seconds a GStreamer pipeline may go without a frame, EOS or error
+GST_TIMEOUT = 10.0
+
+
+def _gst_worker(sock_fd: int, description: str, frames: int | None) -> int:
+    """A GStreamer pipeline whose appsink offers the worker's FramePool in the ALLOCATION query: an element that
+    takes it writes each picture straight into a pool buffer, and that frame is sent as it is (no copy). A sample
+    in a buffer of its own (the element kept its pool) is copied into the pool, counted, per frame."""
+    from fractions import Fraction
+
+    import interop
+    from interop import MemoryType
+    from interop.meter import copy_meter
+
+    from .dma import FrameSender, PeerClosedError
+    from .elements.appsink import AppSinkSource
+    from .elements.base import PipelineError
+    from .elements.pool import GstFramePool
+    from .pipeline import VideoInputError
+
+    tx: Any = None
+    copy_in: _CopyIn | None = None
+    pool: GstFramePool | None = None
+    src: Any = None
+    try:
+        if not description.strip():
+            raise VideoInputError("gst: needs a GStreamer pipeline after it, e.g. 'gst:filesrc location=clip.mp4 ! "
+                                  "qtdemux ! h264parse ! avdec_h264 ! appsink'")
+        pool = GstFramePool()
+        src = AppSinkSource(description, timeout=GST_TIMEOUT, pool=pool)
+        # the size: from the caps the pool was configured with (the element then waits in its acquire until the
+        # pool is sized), or from the first frame when no element took the pool
+        first = None
+        deadline = time.monotonic() + GST_TIMEOUT
+        while not pool.configured.is_set() and first is None:
+            first = src.try_read(0.05)
+            if first is None and src.eos:
+                raise VideoInputError(f"the GStreamer pipeline {description!r} ended without giving a frame")
+            if time.monotonic() > deadline:
+                raise PipelineError(f"the GStreamer pipeline {description!r} gave no frame within {GST_TIMEOUT:g} s")
+        if first is not None:
+            width, height = first.width, first.height
+        else:
+            assert pool.layout is not None
+            width, height = pool.layout.width, pool.layout.height
+    except InteropError as e:
+        if src is not None:
+            src.close()
         if pool is not None:
             pool.close()
+        _say({"error": {"type": type(e).__name__, "message": str(e)}})
+        return 1
+    _say({"hello": {"width": width, "height": height, "declared": 0}})
+    pool_size = _read_pool_size()
+    if pool_size < 3:
         src.close()
+        pool.close()
+        return 0
+    # the appsink holds up to max_buffers samples (each a pool buffer) beside those inference holds
+    pool.set_count(pool_size + src.max_buffers)
+    tx = FrameSender(socket.socket(fileno=sock_fd))
+    copy_in = _CopyIn(pool_size)
+    ns = Fraction(1, 1_000_000_000)
+    sent = zero = 0
+    decode_s = 0.0
+    perf = time.perf_counter
+    try:
+        with copy_meter() as meter:
+            while frames is None or sent < frames:
+                t0 = perf()
+                gf = first if first is not None else src.read()
+                first = None
+                if gf is None:
+                    break
+                decode_s += perf() - t0
+                f = pool.claim(gf.native)
+                if f is not None:
+                    zero += 1
+                else:
+                    with interop.map(gf, MemoryType.CPU) as cpu:
+                        f = copy_in(cpu, "decode worker: GStreamer frame -> pool buffer (the pool was not used)")
+                f.pts, f.time_base = gf.pts, ns
+                f.colorspace, f.color_range = gf.colorspace, gf.color_range
+                gf.release()
+                gf = None  # the sample goes: GStreamer lets go of the buffer
+                tx.send(f)
+                f.release()
+                sent += 1
+        _say({"done": {"frames": sent, "decode_errors": 0, "copies": meter.copies, "bytes": meter.bytes,
+                       "decode_s": decode_s, "zero_copy_frames": zero, "copy": COPY_GST if meter.copies else None}})
+        return 0
+    except PeerClosedError:
+        return 0
+    except InteropError as e:
+        _say({"error": {"type": type(e).__name__, "message": str(e)}})
+        return 1
+    finally:
+        if tx is not None:
+            tx.close()
+        src.close()
+        pool.close()
+        if copy_in is not None:
+            copy_in.close()
 
 
 # ---- the inference process ------------------------------------------------------------------------------
@@ -563,6 +710,8 @@ def _on_status(s: StreamResult, msg: dict[str, Any]) -> None:
     if "done" in msg:
         d = msg["done"]
         s.worker_copies, s.worker_bytes = int(d.get("copies", 0)), int(d.get("bytes", 0))
+        s.worker_zero_copy = int(d.get("zero_copy_frames", 0))
+        s.worker_copy = d.get("copy") if isinstance(d.get("copy"), str) else None
         s.decode_s = float(d.get("decode_s", 0.0))
         s.run.decode_errors = int(d.get("decode_errors", 0))
         s.run.decode = s.decode_s

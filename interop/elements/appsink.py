@@ -91,10 +91,15 @@ class AppSinkSource(Source):
     ``sync=False`` (the default) makes the appsink deliver as fast as upstream decodes rather than at the clock's
     pace (None keeps the pipeline's own setting). ``max_buffers`` bounds the frames waiting in the appsink:
     upstream blocks when it is full (back-pressure). The pipeline starts on the first ``read()`` and is set to
-    NULL by ``close()`` (frames mapped before stay valid: their mappings hold the buffers)."""
+    NULL by ``close()`` (frames mapped before stay valid: their mappings hold the buffers).
+
+    ``pool`` (an ``interop.elements.pool.GstFramePool``) is offered in the ALLOCATION query instead of GstVideoMeta
+    support alone, so that upstream may write straight into FramePool buffers (``pool.claim(frame.native)``);
+    ``close()`` stops it first, so an element waiting for one of its buffers lets the pipeline stop."""
 
     def __init__(self, pipeline: Any, *, timeout: float = 10.0, sink_name: str | None = None,
-                 sync: bool | None = False, max_buffers: int = 4, offer_video_meta: bool = True):
+                 sync: bool | None = False, max_buffers: int = 4, offer_video_meta: bool = True,
+                 pool: Any = None):
         Gst = gst()
         self.timeout = _check_timeout(timeout)
         if isinstance(pipeline, str):
@@ -113,8 +118,12 @@ class AppSinkSource(Source):
             sink.set_property("sync", bool(sync))
         sink.set_property("max-buffers", int(max_buffers))
         sink.set_property("emit-signals", False)
-        if offer_video_meta:
+        if pool is not None:
+            pool.offer(sink)  # GstVideoMeta support and the pool
+        elif offer_video_meta:
             ng.offer_video_meta(sink)
+        self.pool = pool
+        self.max_buffers = int(max_buffers)
         self.pipeline = p
         self.sink = sink
         self.frames = 0
@@ -137,13 +146,26 @@ class AppSinkSource(Source):
             self.close()
             raise err or PipelineError("GStreamer could not start the pipeline (state change to PLAYING failed)")
 
+    @property
+    def eos(self) -> bool:
+        """The pipeline reached its end (or the source was closed)."""
+        return self._eos or self._closed
+
     def read(self) -> Frame | None:
         """The next frame; None at EOS. PipelineError on a bus error, PipelineTimeoutError when stalled."""
+        return self._read(self.timeout, True)
+
+    def try_read(self, seconds: float) -> Frame | None:
+        """The next frame if one comes within ``seconds``, else None (``eos`` tells the end from no frame yet).
+        PipelineError on a bus error."""
+        return self._read(float(seconds), False)
+
+    def _read(self, seconds: float, stall_error: bool) -> Frame | None:
         if self._eos or self._closed:
             return None
         self.start()
         Gst = gst()
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + seconds
         while True:
             sample = self.sink.emit("try-pull-sample", int(POLL * Gst.SECOND))
             if sample is not None:
@@ -158,6 +180,8 @@ class AppSinkSource(Source):
                 self.close()
                 return None
             if time.monotonic() > deadline:
+                if not stall_error:
+                    return None
                 self.close()
                 raise PipelineTimeoutError(
                     f"the GStreamer pipeline gave no frame, EOS or error in {self.timeout:g} s (after {self.frames} "
@@ -168,6 +192,8 @@ class AppSinkSource(Source):
         if self._closed:
             return
         self._closed = True
+        if self.pool is not None:
+            self.pool.stop()  # an element waiting in the pool's acquire returns FLUSHING: the state change can finish
         self._fin()
 
 
