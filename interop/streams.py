@@ -4,7 +4,9 @@ Each input (a file, or ``gst:PIPELINE``) is decoded in a worker process of its o
 GIL of the process that runs inference. A worker writes each decoded frame into a buffer of its own ``FramePool`` and
 hands it over by slot reference (``interop.dma``: the buffer's fd crosses once, then each frame is a small message).
 PyAV cannot decode into a foreign buffer, so that write is one copy per frame: counted (``copies``,
-``bytes_copied``) and reported per stream. The inference process (this one) owns one ``Inference`` and keeps its
+``bytes_copied``) and reported per stream. A ``gst:`` worker offers its pool in the appsink's ALLOCATION query
+(``interop.elements.pool``): an element that takes it writes into pool buffers and the frame is sent with no copy
+(``zero_copy_frames``); samples in the element's own buffers are copied, counted, per frame. The inference process (this one) owns one ``Inference`` and keeps its
 whole request pool busy with frames of every stream: it maps each received frame to the model's memory type (zero
 copy, the pool buffer itself) and starts a request; the buffer goes back to the worker's pool when the request is
 done. Results are kept per stream, in frame order.

@@ -15,9 +15,10 @@ The pool is bounded: ``acquire`` waits for a free slot (the back-pressure of a s
 be stopped. The FramePool is made when the upstream element configures the pool (its caps and alignment are known
 then) and only once ``set_count`` has said how many buffers it may have.
 
-A decoder may configure the pool with a GstVideoAlignment (padding, stride alignment: avdec_* asks for one when it
-wants to decode into downstream buffers, "direct rendering"); the FramePool is then made at the padded size with
-GStreamer's aligned pitches and ``claim`` crops the frame to the visible size (a zero-copy view).
+The pool does not advertise the video-alignment option (see ``do_get_options`` and docs/streams.md: avdec_*'s
+direct rendering into it ends in a copy inside GStreamer); an element that configures a GstVideoAlignment anyway gets
+a FramePool at the padded size with GStreamer's aligned pitches, and ``claim`` crops the frame to the visible size
+(a zero-copy view).
 """
 
 from __future__ import annotations
@@ -342,6 +343,9 @@ def _pool_class() -> type:
             self._owner = weakref.ref(owner)
 
         def do_get_options(self) -> list[str]:
+            # not VIDEO_ALIGNMENT: avdec_* would then decode into pool buffers (direct rendering) but push copies of
+            # them in system memory (a picture FFmpeg keeps as a reference stays mapped for writing), which is a
+            # hidden copy on top of ours; without it avdec keeps its own pool and we copy once, counted
             return [VIDEO_META]
 
         # no do_set_config: its GIR annotation says the config is handed over, but GStreamer keeps it, so PyGObject
