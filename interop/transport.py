@@ -689,19 +689,32 @@ class FrameSender:
                         commit()
                     self.sent += 1  # counted under _send_lock, beside the message
                     self.fds_sent += len(fds)
-                    return len(fds)
+                    break
             self._wait_writable(deadline, timeout)
+        if self._forgets:  # queued while we held the lock (a buffer collected or closed meanwhile): send them now
+            self._after_send()
+        return len(fds)
 
     def _forgotten(self, index: int, gen: int) -> None:
         """A buffer that had a slot was closed or collected: tell the consumer to let its fd go (never blocks)."""
         self._forgets.append((index, gen))
-        if self._send_lock.acquire(blocking=False):
+        self._after_send()
+
+    def _after_send(self) -> None:
+        """Send the queued FORGETs if _send_lock is free. Whoever lets go of _send_lock calls this too: a FORGET
+        queued while the lock was held (by a finaliser inside the critical section, or on another thread) must not
+        wait for a next send, which at the end of a stream never comes."""
+        # Again after letting go: a FORGET queued by another thread whose try came while we held the lock.
+        while self._forgets and self._send_lock.acquire(blocking=False):
             try:
-                self._flush_forgets()
+                blocked = self._flush_forgets()
             finally:
                 self._send_lock.release()
+            if blocked:  # the consumer's socket is full: the reader thread retries when a DONE comes back
+                return
 
-    def _flush_forgets(self) -> None:
+    def _flush_forgets(self) -> bool:
+        """Send queued FORGETs (under _send_lock); True when the socket is full and some are left."""
         while self._forgets:
             index, gen = self._forgets[0]
             if not self._slots.still(index, gen):  # reassigned since: the consumer replaces the old fd itself
@@ -710,12 +723,13 @@ class FrameSender:
             try:
                 self._sock.send(_forget_message(index, gen), _NOWAIT)
             except BlockingIOError:
-                return  # sent with a later frame
+                return True  # sent after a later DONE, or with a later frame
             except (OSError, ValueError):
                 self._forgets.clear()
-                return
+                return False
             self._slots.release(index, gen)
             self._forgets.popleft()
+        return False
 
     def _wait_writable(self, deadline: float | None, timeout: object) -> None:
         if self._closed.is_set():
@@ -772,6 +786,8 @@ class FrameSender:
                 if fid is not None and self._return(fid):
                     with self._lock:
                         self.returned += 1
+                    if self._forgets:  # left when the socket was full: the consumer reads again
+                        self._after_send()
                     continue
                 with self._lock:
                     self.bad_messages += 1
