@@ -36,6 +36,7 @@ import select
 import socket
 import stat
 import struct
+import sys
 import threading
 import time
 import weakref
@@ -43,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from types import TracebackType
+from typing import Any
 
 import numpy as np
 
@@ -1012,6 +1014,178 @@ class _SlotTable:
             e.buf.close_when_free()
 
 
+_AGAIN = object()  # FrameReceiver._message: nothing to hand over (a FORGET, a torn frame): receive again
+_NO_LAYOUTS = [None] * MAX_SLOTS
+_MIN_SLOTS = _HEAD.size + _FRAME.size  # shorter messages are never a SLOTS frame
+_finalizing = sys.is_finalizing
+
+
+class _ViewShape:
+    """What FrameViews show beside the planes, shared by every frame of one layout."""
+
+    __slots__ = ("format", "width", "height", "time_base", "colorspace", "color_range", "marker", "marker_at",
+                 "writer")
+
+    def __init__(self, fmt: FrameFormat, width: int, height: int, time_base: Fraction | None,
+                 colorspace: ColorSpace | None, color_range: ColorRange | None, marker: memoryview | None,
+                 marker_at: int | None, writer: bool):
+        self.format, self.width, self.height, self.time_base = fmt, width, height, time_base
+        self.colorspace, self.color_range = colorspace, color_range
+        self.marker, self.marker_at, self.writer = marker, marker_at, writer
+
+
+class _ViewLayout(_ViewShape):
+    """A SLOTS message without fds, built and checked once by the general path, as recv_views() compares the next
+    ones with it: the message cut around frame id, sequence and pts, the slot table version its buffers were
+    resolved under, and each plane's numpy ``__array_interface__`` over the buffer's mapping (kept here)."""
+
+    __slots__ = ("size", "version", "unpack", "head", "mid", "tail", "has_pts", "ifaces", "maps")
+
+    def __init__(self, msg: bytes, rec: _Received, version: int, writer: bool):
+        hdr = rec.hdr
+        maps: list[object] = [b.mapping(writer) for b in rec.bufs]
+        marker = None
+        if hdr.marker != NO_MARKER:
+            m, marker = rec.bufs[0].marker_view(hdr.marker, writer)
+            maps.append(m)
+        super().__init__(hdr.format, hdr.width, hdr.height, hdr.time_base, hdr.colorspace, hdr.color_range, marker,
+                         None if hdr.marker == NO_MARKER else hdr.marker, writer)
+        self.size = len(msg)
+        self.version = version
+        # one unpack gives the three per-frame fields and the bytes around them, compared as bytes
+        self.unpack = struct.Struct(f"<8sQQ{_PTS_AT - _SEQ_AT - 8}sq{len(msg) - _PTS_AT - 8}s").unpack_from
+        self.head, _, _, self.mid, _, self.tail = self.unpack(msg)
+        self.has_pts = hdr.pts is not None
+        self.ifaces = tuple({"version": 3, "shape": info.shape, "typestr": info.dtype.str,
+                             "data": (maps[bi].address + offset, not writer),  # type: ignore[attr-defined]
+                             "strides": info.strides} for bi, info, offset, _ in rec.specs)
+        self.maps = tuple(maps)
+
+
+class _ViewHold:
+    """One received frame's hold, shared by its FrameViews and every numpy view of it: when the last of them is
+    gone, ``done(token)`` (the DONE to the producer, or the release of the frame behind the views). It keeps the
+    mappings the views read. A plain object with ``__del__``: a frame costs no finaliser registration. Not during
+    interpreter shutdown: a DONE then would let the producer reuse a buffer a daemon thread may still be reading."""
+
+    __slots__ = ("done", "token", "keep")
+
+    def __init__(self, done: Callable[[Any], None], token: object, keep: object):
+        self.done = done
+        self.token = token
+        self.keep = keep
+
+    def __del__(self) -> None:
+        try:
+            if not _finalizing():
+                self.done(self.token)
+        except Exception:  # __del__ must not raise (Python would print it); the library logs instead
+            try:
+                log.exception("ending a received frame's hold failed")
+            except Exception:
+                pass
+
+
+class _PlaneView:
+    """The base object of one plane's numpy view: its array interface (a copy of the layout's: a caller who edits
+    this one changes no later frame) and the frame's hold, which stays alive as long as the view."""
+
+    __slots__ = ("__array_interface__", "hold")
+
+    def __init__(self, iface: dict[str, object], hold: _ViewHold):
+        self.__array_interface__ = iface.copy()
+        self.hold = hold
+
+
+def _release_frame(frame: object) -> None:
+    frame.release()  # type: ignore[attr-defined]
+
+
+class FrameViews:
+    """A received frame as numpy views of its planes, from :meth:`FrameReceiver.recv_views`.
+
+    ``planes`` (also ``views[i]``, ``len``, iteration): one numpy array per plane, in the frame format's plane
+    order and shapes (NV12: Y (H, W), UV (H/2, W/2, 2)), with the producer's row pitch; read-only, writable for a
+    ``writer`` receiver. ``frame_id``, ``sequence``, ``pts``, ``time_base``, ``format``, ``width``, ``height``,
+    ``colorspace``, ``color_range``, ``metadata``.
+
+    The frame stays out of the producer's pool while this object is not released or any view of it (or view of a
+    view) is alive: ``release()`` (or the end of ``with``, or dropping this object) lets go of this object's hold;
+    the producer gets the buffer back once the last view is gone too. A writer calls ``commit()`` after its last
+    write."""
+
+    __slots__ = ("planes", "frame_id", "sequence", "pts", "_hold", "_shape")
+
+    def __init__(self, planes: list[np.ndarray], hold: _ViewHold, frame_id: int, sequence: int, pts: int | None,
+                 shape: _ViewShape):
+        self.planes: tuple[np.ndarray, ...] = tuple(planes)
+        self.frame_id = frame_id
+        self.sequence = sequence
+        self.pts = pts
+        self._hold: _ViewHold | None = hold
+        self._shape = shape
+
+    format = property(lambda self: self._shape.format, doc="FrameFormat of the frame")
+    width = property(lambda self: self._shape.width, doc="visible width in pixels")
+    height = property(lambda self: self._shape.height, doc="visible height in pixels")
+    time_base = property(lambda self: self._shape.time_base, doc="time base of pts (a Fraction), or None")
+    colorspace = property(lambda self: self._shape.colorspace, doc="ColorSpace, or None when unknown")
+    color_range = property(lambda self: self._shape.color_range, doc="ColorRange, or None when unknown")
+
+    @property
+    def metadata(self) -> dict[str, object]:
+        """``frame_id``, ``sequence`` and (pool frames) ``commit_marker``, as a received Frame's metadata has them
+        (a new dict each time)."""
+        meta: dict[str, object] = {"frame_id": self.frame_id, "sequence": self.sequence}
+        if self._shape.marker_at is not None:
+            meta["commit_marker"] = self._shape.marker_at
+        return meta
+
+    @property
+    def released(self) -> bool:
+        return self._hold is None
+
+    def __len__(self) -> int:
+        return len(self.planes)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        if self._hold is None:
+            raise InvalidTensorError("these frame views were released: keep the arrays you need before release(), "
+                                     "or receive the next frame")
+        return self.planes[i]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.planes)
+
+    def release(self) -> None:
+        """Let go of this object's hold (idempotent). Views taken before keep the frame until they are gone."""
+        self.planes = ()
+        self._hold = None
+
+    def commit(self) -> None:
+        """Mark the frame complete after writing it (writer receivers, pool frames): the consumer it goes to next
+        checks this marker."""
+        sh = self._shape
+        if not sh.writer:
+            raise InvalidTensorError("commit() is for frames of a writer receiver (FrameReceiver(sock, writer=True))")
+        if self._hold is None:
+            raise InvalidTensorError("these frame views were released: commit before release()")
+        if sh.marker is None:
+            raise InvalidTensorError("this frame has no commit marker (it does not come from a FramePool)")
+        _commit_marker(sh.marker, self.sequence)
+
+    def __enter__(self) -> FrameViews:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        sh = self._shape
+        state = " released" if self._hold is None else ""
+        return f"<FrameViews {sh.format.name} {sh.width}x{sh.height} frame {self.frame_id} seq {self.sequence}{state}>"
+
+
 class FrameReceiver:
     """Receives DMA frames from one producer. ``recv()`` returns a Frame over the producer's memory (zero-copy),
     or None once the producer is gone. Release each frame when done (``with`` or ``release()``): that sends DONE
@@ -1039,6 +1213,9 @@ class FrameReceiver:
         self._table = _SlotTable()
         self._parsed: dict[bytes, _Received] = {}
         self._ctx: Context | None = None
+        self._rbuf: bytearray | None = bytearray(_RECV_BYTES)  # recv_views() receives into it
+        self._view_layouts: list[_ViewLayout | None] = [None] * MAX_SLOTS  # by the last reference's slot index
+        self._layouts_version = 0
         self._fin = weakref.finalize(self, self._done.close, False)
         self._fin_table = weakref.finalize(self, self._table.close)
 
@@ -1093,28 +1270,163 @@ class FrameReceiver:
                             self.received += 1
                             return frame
                         continue
-            fds = _fds_of(anc) if anc else []
-            if not msg and not fds and not _hung_up(self._sock):
-                raise ProtocolError("an empty message from the producer (a SEQPACKET EOF looks the same; the "
-                                    "producer is still connected, so it is not one)")
-            if not msg and not fds:
-                self.closed = True
-                self._done.close(wait=False)
-                self._table.close()
+            got = self._message(msg, anc, flags)
+            if got is not _AGAIN:
+                return got  # type: ignore[return-value]
+
+    def _message(self, msg: bytes, anc: list[tuple[int, int, bytes]], flags: int) -> Frame | None | object:
+        """Handle one message by the general path: a Frame, None at EOF, or _AGAIN (a FORGET, a torn frame)."""
+        fds = _fds_of(anc) if anc else []
+        if not msg and not fds and not _hung_up(self._sock):
+            raise ProtocolError("an empty message from the producer (a SEQPACKET EOF looks the same; the "
+                                "producer is still connected, so it is not one)")
+        if not msg and not fds:
+            self.closed = True
+            self._done.close(wait=False)
+            self._table.close()
+            return None
+        self.fds_received += len(fds)
+        try:
+            if msg[6:8] == _KIND_FORGET and msg[:6] == _MAGIC_VER:
+                self._forget(msg, fds)
+                return _AGAIN
+            frame = self._build(msg, fds, flags)
+        except BaseException:
+            for fd in fds:  # what _build did not hand to a DMABuffer (it marks those -1)
+                _close_quiet(fd)
+            raise
+        if self._table.version != self._layouts_version:  # layouts of recv_views() over buffers let go: drop them
+            self._layouts_version = self._table.version
+            self._view_layouts[:] = _NO_LAYOUTS
+        if frame is None:
+            return _AGAIN
+        self.received += 1
+        return frame
+
+    def recv_views(self, timeout: float | None = None) -> FrameViews | None:
+        """The next complete frame as numpy views of its planes (a :class:`FrameViews`); None when the producer is
+        gone (or this receiver was closed). Timeouts and errors as :meth:`recv`.
+
+        The fast way to read a frame on the CPU: no Frame, no tensors, no ``interop.map()``. A frame over buffers
+        this receiver holds, in a layout it checked before, costs one receive into a buffer kept for it, one unpack
+        and a comparison of the message with that layout, a commit-marker check, and one numpy array per plane
+        built from a description made when the layout was first seen. The views are read-only (writable for a
+        ``writer`` receiver, which calls ``FrameViews.commit()`` after writing). Each view holds the frame: the
+        producer gets the buffer back (DONE) once ``release()`` was called (or the FrameViews dropped) and the last
+        view, and every view of a view, is gone. A view never shows a later frame's data."""
+        deadline = None if timeout is None else _deadline(timeout, "FrameReceiver.recv_views")
+        if self._done._thread is None:
+            self._done.start()
+        buf = self._rbuf
+        if buf is None:  # another thread is receiving into ours
+            buf = bytearray(_RECV_BYTES)
+        self._rbuf = None
+        try:
+            return self._recv_views(buf, deadline, timeout)
+        finally:
+            self._rbuf = buf
+
+    def _recv_views(self, buf: bytearray, deadline: float | None, timeout: object) -> FrameViews | None:
+        sock = self._sock
+        into = [buf]
+        cache = self._view_layouts
+        table = self._table
+        blocking = deadline is None and sock.gettimeout() is None
+        while True:
+            if self.closed:
                 return None
-            self.fds_received += len(fds)
             try:
-                if msg[6:8] == _KIND_FORGET and msg[:6] == _MAGIC_VER:
-                    self._forget(msg, fds)
-                    continue
-                frame = self._build(msg, fds, flags)
-            except BaseException:
-                for fd in fds:  # what _build did not hand to a DMABuffer (it marks those -1)
-                    _close_quiet(fd)
+                if blocking:  # wait in the receive itself: one system call per frame, nothing between wake-up and it
+                    n, anc, flags, _ = sock.recvmsg_into(into, _CMSG_BYTES, _CLOEXEC)
+                else:  # try first: a frame already queued needs no select()
+                    try:
+                        n, anc, flags, _ = sock.recvmsg_into(into, _CMSG_BYTES, _CLOEXEC_NOWAIT)
+                    except BlockingIOError:
+                        if not select.select([sock], [], [], _left(deadline))[0]:
+                            raise TransportTimeoutError(f"no frame within {timeout} s: the producer sent nothing") \
+                                from None
+                        continue
+            except (BlockingIOError, InterruptedError):
+                continue
+            except ConnectionResetError:
+                n, anc, flags = 0, [], 0
+            except (OSError, ValueError):
+                if self.closed:
+                    return None
                 raise
-            if frame is not None:
-                self.received += 1
-                return frame
+            if not anc and not flags & _TRUNCATED and n > _MIN_SLOTS:
+                # Everything but frame id, sequence and pts must equal a layout checked before, over the slot's
+                # buffer this receiver still holds under that generation (the references are part of the compared
+                # bytes): then only those three fields and the commit marker are left to check.
+                lay = cache[buf[n - _REF.size]]
+                if lay is not None and lay.size == n and lay.version == table.version:
+                    head, fid, seq, mid, pts, tail = lay.unpack(buf)
+                    if head == lay.head and mid == lay.mid and tail == lay.tail and fid and (pts == 0 or lay.has_pts):
+                        marker = lay.marker
+                        if marker is not None and not self.writer:
+                            mg, state, wrote = _MARKER_READ.unpack_from(marker)
+                            if mg != MARKER_MAGIC or state != MARKER_COMMITTED or wrote != seq:
+                                self._torn(fid, state, wrote, seq)
+                                continue
+                        hold = _ViewHold(self._done.send, fid, lay)
+                        self.received += 1
+                        return FrameViews([np.asarray(_PlaneView(i, hold)) for i in lay.ifaces], hold, fid, seq,
+                                          pts if lay.has_pts else None, lay)
+            msg = bytes(memoryview(buf)[:n])
+            got = self._message(msg, anc, flags)
+            if got is _AGAIN:
+                continue
+            if got is None:
+                return None
+            frame: Frame = got  # type: ignore[assignment]
+            try:
+                views = self._views_of(frame)
+            except BaseException:
+                frame.release()
+                raise
+            if not anc and msg[6:8] == _KIND_SLOTS:
+                self._learn(msg)
+            return views
+
+    def _torn(self, fid: int, state: int, got: int, seq: int) -> None:
+        self.torn += 1
+        log.warning("dropped frame %d: its writer did not finish it (marker state %d, seq %d, expected %d)",
+                    fid, state, got, seq)
+        self._done.send(fid)
+
+    def _learn(self, msg: bytes) -> None:
+        """Remember the layout of a SLOTS message without fds that was just built, for recv_views' fast path."""
+        rec = self._parsed.get(_layout_key(msg))
+        if rec is None or rec.version != self._table.version:
+            return
+        lay = _ViewLayout(msg, rec, self._table.version, self.writer)
+        self._view_layouts[msg[-_REF.size]] = lay
+
+    def _views_of(self, frame: Frame) -> FrameViews:
+        """FrameViews over a frame built by the general path; the frame is released with the last view."""
+        writer = self.writer
+        keep: list[object] = [frame]
+        ifaces = []
+        for t in frame.tensors:
+            assert isinstance(t, DMATensor)
+            m = t.buffer.mapping(writer)
+            keep.append(m)
+            info = t.info
+            ifaces.append({"version": 3, "shape": info.shape, "typestr": info.dtype.str,
+                           "data": (m.address + t.offset, not writer), "strides": info.strides})
+        marker_at = frame.metadata.get("commit_marker")
+        marker = None
+        if isinstance(marker_at, int):
+            mk = buffers_of(frame)[0].marker_view(marker_at, writer)
+            keep.append(mk[0])
+            marker = mk[1]
+        hold = _ViewHold(_release_frame, frame, keep)
+        seq = frame.metadata.get("sequence", 0)
+        shape = _ViewShape(frame.format, frame.width, frame.height, frame.time_base, frame.colorspace,
+                           frame.color_range, marker, marker_at if isinstance(marker_at, int) else None, writer)
+        return FrameViews([np.asarray(_PlaneView(i, hold)) for i in ifaces], hold,
+                          int(frame.metadata.get("frame_id", 0)),  # type: ignore[call-overload]
+                          int(seq), frame.pts, shape)  # type: ignore[call-overload]
 
     def _forget(self, msg: bytes, fds: list[int]) -> None:
         if fds:
@@ -1252,6 +1564,7 @@ class FrameReceiver:
         self.closed = True
         self._done.close()
         self._table.close()
+        self._view_layouts[:] = _NO_LAYOUTS  # their mappings: views handed out keep their own
         self._sock.close()
 
     def __enter__(self) -> FrameReceiver:
@@ -1461,5 +1774,5 @@ def connect(path: str, timeout: float | None = 10.0, *, require_sealed: bool = T
         time.sleep(0.02 if left is None else min(0.02, left))
 
 
-__all__ = ["FrameSender", "FrameReceiver", "FrameServer", "connect", "commit", "seqpacket_pair", "PeerClosedError",
+__all__ = ["FrameSender", "FrameReceiver", "FrameViews", "FrameServer", "connect", "commit", "seqpacket_pair", "PeerClosedError",
            "ProtocolError", "TransportTimeoutError", "InvalidTimeoutError", "ServerPathError", "PathInUseError"]

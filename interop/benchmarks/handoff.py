@@ -2,7 +2,9 @@
 median and p99, for 1080p NV12 and 4K NV12 frames, and throughput from one producer to 1, 2 and 4 consumers.
 
 Side by side in one run:
-- ``interop``: a FramePool frame sent with a FrameSender (the consumer maps it to the CPU and reads it);
+- ``interop``: a FramePool frame sent with a FrameSender; the consumer takes numpy views of it with
+  ``FrameReceiver.recv_views()`` and reads them (rows "recv + map": the general path, ``recv()`` then
+  ``interop.map(frame, CPU)``);
 - ``iceoryx2``: its Python publish/subscribe of the same payload (loaned in its shared memory, no copy), with the
   consumer woken by an iceoryx2 Listener (an event service beside the data service);
 - ``pipe``: the frame's bytes through ``os.pipe`` into the consumer's buffer.
@@ -68,7 +70,9 @@ def iceoryx2_missing() -> str | None:
 # ---- consumers (run in their own process) ---------------------------------------------------------------
 
 
-def _consume_interop(sock_fd: int, poll: bool, reply: Callable[[Any], None]) -> None:
+def _consume_interop(sock_fd: int, poll: bool, views: bool, reply: Callable[[Any], None]) -> None:
+    """``views``: FrameReceiver.recv_views() (numpy views straight from the receive); else recv() and
+    interop.map(frame, CPU) (the general path, a Frame of tensors first)."""
     import interop
     from interop import MemoryType
     from interop.transport import FrameReceiver, TransportTimeoutError
@@ -77,22 +81,29 @@ def _consume_interop(sock_fd: int, poll: bool, reply: Callable[[Any], None]) -> 
     reply("ready")
     lat: list[int] = []
     frames = 0
+    receive = rx.recv_views if views else rx.recv
     while True:
         if poll:
             try:
-                g = rx.recv(timeout=0)
+                g = receive(timeout=0)
             except TransportTimeoutError:
                 continue
         else:
-            g = rx.recv()
+            g = receive()
         if g is None:
             break
-        with interop.map(g, MemoryType.CPU) as c:
-            assert isinstance(c, interop.Frame)
-            y = np.asarray(c[0])
+        if views:
+            y = g.planes[0]
             t0 = int(y[0, :8].view("<u8")[0])
             t1 = _now()
             del y
+        else:
+            with interop.map(g, MemoryType.CPU) as c:
+                assert isinstance(c, interop.Frame)
+                y = np.asarray(c[0])
+                t0 = int(y[0, :8].view("<u8")[0])
+                t1 = _now()
+                del y
         g.release()
         frames += 1
         if t0 != STOP:
@@ -176,7 +187,7 @@ def _main(argv: list[str]) -> int:
         sys.stdout.flush()
 
     if role == "interop":
-        _consume_interop(int(argv[1]), argv[2] == "poll", reply)
+        _consume_interop(int(argv[1]), argv[2] == "poll", argv[3] == "views", reply)
     elif role == "iceoryx2":
         _consume_iceoryx2(argv[1], int(argv[2]), int(argv[3]), argv[4] == "poll", reply)
     elif role == "pipe":
@@ -252,13 +263,16 @@ def _stamp(y: np.ndarray, t: int) -> None:
     y[0, :8] = np.frombuffer(int(t).to_bytes(8, "little"), np.uint8)
 
 
-def _latency_interop(w: int, h: int, n: int, interval: float, poll: bool, slots: int | None = None) -> list[int]:
-    """``slots=0``: every frame carries its buffer's fd (FRAME messages); None: slot references (the default)."""
+def _latency_interop(w: int, h: int, n: int, interval: float, poll: bool, slots: int | None = None,
+                     views: bool = True) -> list[int]:
+    """``slots=0``: every frame carries its buffer's fd (FRAME messages); None: slot references (the default).
+    ``views``: the consumer takes numpy views with recv_views(); else recv() and interop.map() to the CPU."""
     from interop.transport import FrameSender, seqpacket_pair
 
     pool, frames, ys = _interop_pool(w, h, 4)
     a, b = seqpacket_pair()
-    peer = _Peer(["interop", str(b.fileno()), "poll" if poll else "block"], [b.fileno()])
+    peer = _Peer(["interop", str(b.fileno()), "poll" if poll else "block", "views" if views else "map"],
+                 [b.fileno()])
     b.close()
     tx = FrameSender(a) if slots is None else FrameSender(a, slots=slots)
     peer.reply()
@@ -354,6 +368,10 @@ def latency(quick: bool = False) -> list[Result]:
         interval = 0.004 if label == "1080p" else 0.012  # above the slowest hand-off (the pipe) at that size
         out.append(_lat_result(f"interop blocking {label}", _latency_interop(w, h, n, interval, False), label, {}))
         out.append(_lat_result(f"interop busy-poll {label}", _latency_interop(w, h, n, interval, True), label, {}))
+        out.append(_lat_result(f"interop blocking, recv + map {label}",
+                               _latency_interop(w, h, n, interval, False, views=False), label, {}))
+        out.append(_lat_result(f"interop busy-poll, recv + map {label}",
+                               _latency_interop(w, h, n, interval, True, views=False), label, {}))
         out.append(_lat_result(f"interop blocking, fd with every frame {label}",
                                _latency_interop(w, h, n, interval, False, slots=0), label, {}))
         for poll, how in ((False, "blocking (Listener)"), (True, "busy-poll")):
@@ -372,7 +390,8 @@ def _ratios(results: list[Result]) -> None:
     by = {r.case: r for r in results if r.skipped is None}
     for label in SIZES:
         ref = by.get(f"iceoryx2 blocking (Listener) {label}")
-        for case in (f"interop blocking {label}", f"interop busy-poll {label}"):
+        for case in (f"interop blocking {label}", f"interop busy-poll {label}", f"interop blocking, recv + map {label}",
+                     f"interop busy-poll, recv + map {label}"):
             if ref is not None and case in by and ref.value > 0:
                 by[case].details["x_iceoryx2_blocking"] = round(by[case].value / ref.value, 2)
 
@@ -389,7 +408,7 @@ def _throughput_interop(w: int, h: int, consumers: int, seconds: float) -> tuple
     peers, senders = [], []
     for _ in range(consumers):
         a, b = seqpacket_pair()
-        peers.append(_Peer(["interop", str(b.fileno()), "block"], [b.fileno()]))
+        peers.append(_Peer(["interop", str(b.fileno()), "block", "views"], [b.fileno()]))
         b.close()
         senders.append(FrameSender(a))
     for p in peers:
