@@ -139,7 +139,7 @@ def test_writer_views_are_writable_and_commit(link):
     pool, tx, _ = link
     a, b = seqpacket_pair()
     tx2, rxw = FrameSender(a), FrameReceiver(b, writer=True)
-    for k in range(5):
+    for _ in range(5):
         f = pool.acquire(timeout=5)
         tx2.send(f, commit=False)
         buf = buffers_of(f)[0]
@@ -241,19 +241,21 @@ def test_fds_with_every_frame_and_forget_while_views_are_held():
     held = []
     for k in range(6):
         _send(pool, tx, k)
-        held.append(rx.recv_views(timeout=5))
-        held[-1].release() if k < 4 else None
-        if k < 4:
-            held.pop()
+        v = rx.recv_views(timeout=5)
+        if k < 4:  # the first four go back; the last two are held while the pool closes
+            v.release()
+            del v
             assert tx.wait_returned(5)
+        else:
+            held.append(v)
     pool.close()  # buffers held by the consumer stay open; the others are forgotten
-    views = [v[0] for v in held]
-    for v in held:
-        v.release()
+    views = [h[0] for h in held]
+    for h in held:
+        h.release()
     with pytest.raises(TransportTimeoutError):
         rx.recv_views(timeout=0.2)
     assert [int(y[0, 0]) for y in views] == [4, 5]
-    del views, held
+    del views, held, v
     assert tx.wait_returned(5)
     tx.close()
     rx.close()

@@ -81,7 +81,7 @@ def _consume_interop(sock_fd: int, poll: bool, views: bool, reply: Callable[[Any
     reply("ready")
     lat: list[int] = []
     frames = 0
-    receive = rx.recv_views if views else rx.recv
+    receive: Callable[..., Any] = rx.recv_views if views else rx.recv
     while True:
         if poll:
             try:
