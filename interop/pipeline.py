@@ -527,7 +527,9 @@ def _make_inference(model: str | None, device: str | None, precision: str | None
 
     config = {"INFERENCE_PRECISION_HINT": precision} if precision else None
     if model is None:
-        config = textdet.compile_config(device, precision)
+        from .inference import default_device
+
+        config = textdet.compile_config(device or default_device(), precision)
         size = input_size or textdet.input_size_for(width, height)
         # without --input-size the detector runs at each frame's own aspect (a size change mid-stream)
         sizing = input_size or (lambda w, h: textdet.input_size_for(w, h))

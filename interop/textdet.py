@@ -70,22 +70,35 @@ def model_status() -> tuple[bool, str]:
         return False, f"not installed: run `interop models install` ({' '.join(install_command('python')[1:])})"
 
 
-def compile_config(device: str | None, precision: str | None) -> dict[str, Any] | None:
-    """OpenVINO compile properties for the detector: the precision asked for, and on the CPU one stream per
-    physical core (the THROUGHPUT hint picks fewer at f32 on many-core machines, which this small network does not
-    need: more streams keep every core busy while other work, such as decoding, takes some of them)."""
+def compile_config(device: str, precision: str | None) -> dict[str, Any] | None:
+    """OpenVINO compile properties for the detector on ``device`` (the one picked: "CPU", "CPU:0", "NPU", ...):
+    the precision asked for, and on the CPU one stream per physical core (the THROUGHPUT hint picks fewer at f32 on
+    many-core machines, which this small network does not need: more streams keep every core busy while other
+    work, such as decoding, takes some of them)."""
     cfg: dict[str, Any] = {}
     if precision:
         cfg["INFERENCE_PRECISION_HINT"] = precision
-    if (device or "CPU").upper() == "CPU":
-        try:
-            import openvino as ov
-
-            low, high = ov.Core().get_property("CPU", "RANGE_FOR_STREAMS")
-            cfg["NUM_STREAMS"] = int(high)
-        except Exception:  # noqa: BLE001 - an OpenVINO without the property: its own choice
-            pass
+    if device.split(":")[0].strip().upper() == "CPU":
+        cores = physical_cores()
+        if cores:
+            cfg["NUM_STREAMS"] = cores
     return cfg or None
+
+
+def physical_cores() -> int:
+    """Physical cores this process may run on (hyper-threads of one core counted once); 0 when unknown."""
+    try:
+        cpus = os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        return 0
+    cores = set()
+    for c in cpus:
+        try:
+            with open(f"/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list") as f:
+                cores.add(f.read().strip())
+        except OSError:
+            cores.add(str(c))
+    return len(cores)
 
 
 def input_size_for(width: int, height: int, max_side: int = 960, multiple: int = 32) -> tuple[int, int]:

@@ -64,17 +64,87 @@ def test_call_from_the_holding_thread_runs_when_it_lets_go():
     assert seen == ["still inside", "deferred", "after"]
 
 
-def test_call_from_another_thread_never_waits_and_the_holder_runs_it():
+def test_call_from_another_thread_waits_for_the_holder_then_runs_itself():
+    """A thread holding no FinalizerLock waits for another thread's (short) critical section: when call() returns
+    the work is done (a frame released on one thread is back in its pool when release() returns)."""
     lock = FinalizerLock()
     seen: list[str] = []
     lock.acquire()
-    t = threading.Thread(target=lock.call, args=(seen.append, "from a finaliser"))
+    t = threading.Thread(target=lock.call, args=(seen.append, "from a finaliser"), daemon=True)
+    t.start()
+    t.join(0.2)
+    assert t.is_alive() and seen == []  # waiting for the holder
+    seen.append("holder done")
+    lock.release()
+    t.join(10)
+    assert not t.is_alive() and seen == ["holder done", "from a finaliser"]
+
+
+def test_call_from_a_thread_holding_another_finalizer_lock_never_waits():
+    """A finaliser started inside a critical section (this thread holds a FinalizerLock) never waits for another:
+    the work is queued and the other lock's holder runs it as it lets go."""
+    lock, other = FinalizerLock(), FinalizerLock()
+    seen: list[str] = []
+    lock.acquire()
+
+    def finaliser_inside_a_critical_section() -> None:
+        with other:
+            lock.call(seen.append, "queued")
+            seen.append("returned")
+
+    t = threading.Thread(target=finaliser_inside_a_critical_section, daemon=True)
     t.start()
     t.join(10)
-    assert not t.is_alive(), "call() waited for the lock"
-    assert seen == []
+    assert not t.is_alive(), "call() waited while its thread held another FinalizerLock"
+    assert seen == ["returned"]
     lock.release()
-    assert seen == ["from a finaliser"]
+    assert seen == ["returned", "queued"]
+
+
+def test_a_reader_taking_the_lock_runs_queued_work_first():
+    """Work queued by a finaliser runs before the next critical section: a copy recorded while another thread held
+    the meter's lock is counted by the time the recording thread reads its meter."""
+    lock, other = FinalizerLock(), FinalizerLock()
+    box: list[int] = []
+    done = threading.Event()
+    lock.acquire()
+
+    def recorder() -> None:
+        with other:  # queued, not waited for
+            lock.call(box.append, 1)
+        done.set()
+
+    threading.Thread(target=recorder, daemon=True).start()
+    assert done.wait(10)
+    # the holder lets go while a reader is about to take the lock: whoever takes it first runs the queue
+    lock.release()
+    with lock:
+        assert box == [1]
+
+
+def test_pool_frame_is_back_when_release_returns_while_another_thread_maps_its_buffer():
+    """Review finding: with unuse() queued behind another thread's mapping() of the same buffer, release() returned
+    before the slot was back and acquire(timeout=0) failed on an idle pool."""
+    from interop.dma import FramePool
+    from interop.types import FrameFormat
+
+    with FramePool(FrameFormat.NV12, 64, 32, 1) as pool:
+        buf = pool._buffers[0]
+        stop = threading.Event()
+
+        def mapper() -> None:
+            while not stop.is_set():
+                buf.mapping(True)
+
+        t = threading.Thread(target=mapper, daemon=True)
+        t.start()
+        try:
+            for _ in range(3000):
+                f = pool.acquire(timeout=0)
+                f.release()
+        finally:
+            stop.set()
+            t.join(10)
 
 
 def test_follow_up_runs_after_the_lock_is_let_go_and_errors_are_logged(caplog):
@@ -234,3 +304,26 @@ def test_maps_with_garbage_collected_at_random_points_never_hang():
     assert out.returncode == 0, f"exit status {out.returncode} (a hang dumps every thread's stack): {out.stderr[-3000:]}"
     assert out.stdout.startswith("OK") and int(out.stdout.split()[1]) > 1000
     gc.collect()
+
+
+def test_staging_buffer_given_back_inside_the_pool_lock():
+    from interop.mappers import cuda_to_opencl as m
+
+    class Staging:  # what the pool needs of an ExportableAllocation
+        device, nbytes, closed = 7, 4096, False
+
+        def close(self) -> None:
+            self.closed = True
+
+    alloc = Staging()
+
+    def body() -> None:
+        with m._pool_lock:  # e.g. _take_staging, where the collector finalises an OpenCL tensor over a staging buffer
+            m._give_back(alloc)
+            assert (7, 4096) not in m._pool
+        return m._pool.get((7, 4096))
+
+    try:
+        assert _finishes(body) == [alloc]
+    finally:
+        m._pool.pop((7, 4096), None)

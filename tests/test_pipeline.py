@@ -490,10 +490,12 @@ def test_detector_compiles_with_one_stream_per_core() -> None:
     from interop import textdet
     from interop.pipeline import _make_inference
 
-    cores = int(ov.Core().get_property("CPU", "RANGE_FOR_STREAMS")[1])
+    cores = textdet.physical_cores()
+    assert 1 <= cores <= int(ov.Core().get_property("CPU", "RANGE_FOR_STREAMS")[1])
     assert textdet.compile_config("CPU", "f32") == {"INFERENCE_PRECISION_HINT": "f32", "NUM_STREAMS": cores}
-    assert textdet.compile_config(None, None) == {"NUM_STREAMS": cores}
+    assert textdet.compile_config("cpu:0", None) == {"NUM_STREAMS": cores}
     assert textdet.compile_config("NPU", None) is None
+    assert textdet.compile_config("AUTO", "f16") == {"INFERENCE_PRECISION_HINT": "f16"}
     inf, _, _ = _make_inference(None, "CPU", "f32", (64, 64), 64, 64)
     try:
         assert int(inf.compiled_property("NUM_STREAMS")) == cores

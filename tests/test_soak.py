@@ -143,9 +143,11 @@ def _soak(cls: type[interop.MemoryMapper], n: int, allow_copy: bool) -> None:
     if rss1 - rss0 > RSS_SLACK:
         # The heap of a process that ran hundreds of tests moves by megabytes on its own (an allocator arena
         # trimmed or grown by another thread): a leak grows again over as many cycles, noise does not.
+        stats.note(f"soak: {name} rss growth bytes, first run", rss1 - rss0)
         rss0 = rss1
         _cycles(mapper, made.obj, n, allow_copy)
-        _, rss1, _ = _measure()
+        fd1b, rss1, live1b = _measure()
+        assert (fd1b, live1b) == (fd1, live1), f"{name}: fds or live allocations moved over the second run"
     stats.add("soak: map/release cycles", n)
     stats.add(f"soak: cycles {name}", n)
     stats.note(f"soak: {name} us/cycle", round(dt / n * 1e6, 1))

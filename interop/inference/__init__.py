@@ -247,6 +247,12 @@ class _Variant:
         return self.pool.queue
 
 
+def default_device(available: list[str] | None = None) -> str:
+    """The device ``Inference(device=None)`` picks: the NPU when OpenVINO sees one, else the CPU."""
+    avail = list(_get_core().available_devices) if available is None else available
+    return "NPU" if any(d.split(".")[0] == "NPU" for d in avail) else "CPU"
+
+
 class Inference:
     """Run an OpenVINO model on frames or tensors of any memory type, zero-copy.
 
@@ -366,7 +372,7 @@ class Inference:
     def _pick_device(self, device: str | None) -> str:
         avail = list(self._core.available_devices)
         if device is None:
-            dev = "NPU" if any(d.split(".")[0] == "NPU" for d in avail) else "CPU"
+            dev = default_device(avail)
             log.info("Inference: device %s (%s)", dev, "NPU found" if dev == "NPU" else f"no NPU among {avail}")
             return dev
         if not isinstance(device, str):
@@ -713,6 +719,8 @@ class Inference:
             while not v.pool.queue.is_ready():
                 now = time.monotonic()
                 if now >= deadline:
+                    if self._reap(v, v.pool) and v.pool.queue.is_ready():  # a failed request held the pool
+                        break
                     raise self._busy(timeout)
                 if now >= reap_at:
                     self._reap(v, v.pool)

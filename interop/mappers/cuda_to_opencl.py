@@ -22,6 +22,7 @@ import os
 import threading
 from typing import Any
 
+from .._locks import FinalizerLock
 from ..errors import BackendUnavailableError, ContextMismatchError, InvalidTensorError
 from ..mapper import MemoryMapper, register
 from ..meter import record_copy
@@ -203,7 +204,7 @@ class CUDAToOpenCL(MemoryMapper):
 # so a stream of frames (NVDEC surfaces, torch outputs) costs a GPU copy per map, not an allocation and an import.
 _POOL_MAX = 8  # free buffers kept per (device, size)
 _pool: dict[tuple[int, int], list[Any]] = {}
-_pool_lock = threading.Lock()
+_pool_lock = FinalizerLock()  # _give_back is a release hook, so often a finaliser: it never waits on itself
 
 
 def _take_staging(nbytes: int, device: int) -> Any:
@@ -217,12 +218,15 @@ def _take_staging(nbytes: int, device: int) -> Any:
 
 
 def _give_back(alloc: Any) -> None:
-    with _pool_lock:
-        free = _pool.setdefault((alloc.device, alloc.nbytes), [])
-        if len(free) < _POOL_MAX and not alloc.closed:
-            free.append(alloc)
-            return
-    alloc.close()
+    _pool_lock.call(_keep_or_close, alloc)
+
+
+def _keep_or_close(alloc: Any) -> Any:
+    free = _pool.setdefault((alloc.device, alloc.nbytes), [])
+    if len(free) < _POOL_MAX and not alloc.closed:
+        free.append(alloc)
+        return None
+    return alloc.close  # after the lock is let go
 
 
 def staging_count() -> int:

@@ -75,7 +75,12 @@ _live_lock = FinalizerLock()
 
 def _drop(addr: int | None) -> None:
     if addr:
-        _live_lock.call(_live.pop, addr, None)
+        _live_lock.call(_forget, addr)
+
+
+def _forget(addr: int) -> Any:
+    entry = _live.pop(addr, None)
+    return lambda: entry  # what the capsule kept alive goes after the lock is let go (its finalisers may take locks)
 
 
 @_Deleter

@@ -204,6 +204,9 @@ _INSTALL = "install libva (Debian/Ubuntu: apt-get install libva2 libva-drm2; a d
 
 
 def _load(name: str) -> ctypes.CDLL:
+    lib = _libs.get(name)
+    if lib is not None:  # loaded: no lock (finalisers call this, maybe while this thread loads another library)
+        return lib
     with _lock:
         lib = _libs.get(name)
         if lib is None:

@@ -260,7 +260,7 @@ class DMABuffer:
         # Otherwise the fd stays open while this object is reachable: whoever holds it (t.native) can still use it,
         # and with nobody holding it reference counting runs the finaliser (closing the fd) as the tensors let go.
         if self._close_on_free:
-            self.close()
+            self.close_when_free()  # checks for users again under the lock: one may have come since
 
     def close_when_free(self) -> None:
         """Close the fd now if no tensor uses the buffer, else when the last user lets go (FramePool.close()):

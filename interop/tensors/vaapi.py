@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .._locks import FinalizerLock
 from ..backends import Backend, BackendReport, register_backend
 from ..context import Context, register_default_context
 from ..errors import (
@@ -167,7 +168,7 @@ class VASurface:
         self.width = int(width)
         self.height = int(height)
         self.keep = keep
-        self._lock = threading.Lock()
+        self._lock = FinalizerLock()  # unuse() is a release hook, so often a finaliser: it never waits on itself
         self._users = 0
         self._closers: list[Callable[[], None]] = []
         self._fin = weakref.finalize(self, _destroy, context.display, self.surface_id, self._closers, own)
@@ -175,16 +176,18 @@ class VASurface:
     def use(self) -> None:
         """Count a user (a plane tensor, a CPU mapping); the surface is destroyed when the last one lets go."""
         with self._lock:
-            if not self._fin.alive:
-                raise InvalidTensorError(f"VA surface {self.surface_id} was destroyed; map or decode the frame again")
-            self._users += 1
+            alive = self._fin.alive
+            if alive:
+                self._users += 1
+        if not alive:
+            raise InvalidTensorError(f"VA surface {self.surface_id} was destroyed; map or decode the frame again")
 
     def unuse(self) -> None:
-        with self._lock:
-            self._users -= 1
-            last = self._users == 0
-        if last:
-            self.release()
+        self._lock.call(self._unuse_locked)
+
+    def _unuse_locked(self) -> Callable[[], None] | None:
+        self._users -= 1
+        return self.release if self._users == 0 else None  # after the lock is let go
 
     @property
     def display(self) -> Any:
