@@ -23,11 +23,17 @@ from collections.abc import Callable
 from typing import Any
 
 _log = logging.getLogger("interop")
-_here = threading.local()  # .held: how many FinalizerLocks this thread holds
+
+
+class _Here(threading.local):
+    held = 0  # how many FinalizerLocks this thread holds
+
+
+_here = _Here()
 
 
 def _held() -> int:
-    return getattr(_here, "held", 0)
+    return _here.held
 
 
 class FinalizerLock:
@@ -44,15 +50,17 @@ class FinalizerLock:
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         if not self._lock.acquire(blocking, timeout):
             return False
-        _here.held = _held() + 1
+        _here.held += 1
         if self._pending:
             self._run_pending()
         return True
 
     def release(self) -> None:
         while True:
-            after, self._after = self._after, []
-            _here.held = _held() - 1
+            after = self._after
+            if after:
+                self._after = []
+            _here.held -= 1
             self._lock.release()
             for then in after:
                 _run(then)
@@ -63,12 +71,23 @@ class FinalizerLock:
     def locked(self) -> bool:
         return self._lock.locked()
 
+    # acquire() and release() written out: the lock is on per-frame paths (a DMA buffer's use count)
     def __enter__(self) -> FinalizerLock:
-        self.acquire()
+        self._lock.acquire()
+        _here.held += 1
+        if self._pending:
+            self._run_pending()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.release()
+        if self._after or self._pending:
+            self.release()
+            return
+        _here.held -= 1
+        self._lock.release()
+        if self._pending:  # queued between the check above and letting go
+            if self.acquire(blocking=False):
+                self.release()
 
     def call(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` holding the lock (see the module's doc for when it waits and when it queues). When
