@@ -529,12 +529,13 @@ def _make_inference(model: str | None, device: str | None, precision: str | None
     if model is None:
         from .inference import default_device
 
-        config = textdet.compile_config(device or default_device(), precision)
+        picked = device or default_device()
+        config = textdet.compile_config(picked, precision)
         size = input_size or textdet.input_size_for(width, height)
         # without --input-size the detector runs at each frame's own aspect (a size change mid-stream)
         sizing = input_size or (lambda w, h: textdet.input_size_for(w, h))
         inf = Inference(textdet.model_path(), device, input_size=sizing, mean=textdet.MEAN, scale=textdet.SCALE,
-                        rgb=textdet.RGB, config=config)
+                        rgb=textdet.RGB, config=config, requests=textdet.compile_requests(picked))
         return inf, textdet.MODEL_NAME, size
     inf = Inference(model, device, input_size=input_size, config=config)
     return inf, inf.model_name, input_size

@@ -85,6 +85,13 @@ def compile_config(device: str, precision: str | None) -> dict[str, Any] | None:
     return cfg or None
 
 
+def compile_requests(device: str) -> int | None:
+    """Infer requests for the detector on ``device``: two per CPU stream (one runs while the run loop hands the
+    stream its next frame), None elsewhere (the device's own number)."""
+    cfg = compile_config(device, None)
+    return 2 * int(cfg["NUM_STREAMS"]) if cfg and "NUM_STREAMS" in cfg else None
+
+
 def physical_cores() -> int:
     """Physical cores this process may run on (hyper-threads of one core counted once); 0 when unknown."""
     try:

@@ -437,6 +437,25 @@ def test_wait_all_timeout_is_typed(frames: list) -> None:
     inf.close()
 
 
+def test_requests_sets_the_pool_size(frames: list) -> None:
+    from interop.errors import InvalidTensorError, UnsupportedTypeError
+
+    inf = interop.Inference(tiny_model(), "CPU", config={"INFERENCE_PRECISION_HINT": "f32"}, requests=5)
+    try:
+        assert inf.pool_size(frames[0]) == 5
+        seen: list[int] = []
+        for i in range(12):
+            inf.infer_async(frames[0], lambda outputs, k: seen.append(k), i)
+        inf.wait_all(timeout=30)
+        assert sorted(seen) == list(range(12))
+    finally:
+        inf.close()
+    for bad, err in ((0, InvalidTensorError), (2000, InvalidTensorError), (2.0, UnsupportedTypeError),
+                     (True, UnsupportedTypeError), ("4", UnsupportedTypeError)):
+        with pytest.raises(err, match="requests"):
+            interop.Inference(tiny_model(), "CPU", requests=bad)
+
+
 def test_infer_async_timeout_when_every_request_is_busy(frames: list) -> None:
     """infer_async(timeout=) waits at most that long for a free request, then raises a typed TimeoutError and
     starts nothing; with a request free (or freed in time) it starts the input."""

@@ -267,7 +267,9 @@ class Inference:
     the model cannot take zero-copy (docs/run.md, Pixel formats) is converted, each conversion a copy counted in
     ``copy_meter()`` (a decoded av.VideoFrame to yuv420p by PyAV; a GRAY16 Frame to GRAY8, its high byte, by
     numpy); ``converted`` maps each such format to what it became. Without it such frames raise
-    UnsupportedFormatError, one line naming the supported formats.
+    UnsupportedFormatError, one line naming the supported formats. ``requests``: infer requests per compiled
+    model (default: the device's OPTIMAL_NUMBER_OF_INFER_REQUESTS; more than one per stream keeps a stream busy
+    while the caller hands it the next input).
 
     ``infer(x)`` returns ``{output name: ndarray}``; ``infer_async(x, callback, userdata)`` returns at once and
     calls ``callback(outputs, userdata)`` on OpenVINO's thread; ``wait_all(timeout=None)`` waits for every request
@@ -300,7 +302,14 @@ class Inference:
     def __init__(self, model: Any, device: str | None = None, *,
                  input_size: int | Sequence[int] | InputSize | None = None,
                  mean: float | Sequence[float] | None = None, scale: float | Sequence[float] | None = None,
-                 rgb: bool = True, config: Mapping[str, Any] | None = None, allow_copy: bool = False):
+                 rgb: bool = True, config: Mapping[str, Any] | None = None, allow_copy: bool = False,
+                 requests: int | None = None):
+        if requests is not None:
+            if isinstance(requests, (bool, np.bool_)) or not isinstance(requests, (int, np.integer)):
+                raise UnsupportedTypeError(f"requests must be a positive int or None, not {requests!r}")
+            if not 1 <= requests <= 1024:
+                raise InvalidTensorError(f"requests must be 1..1024 (infer requests in the pool), not {requests}")
+        self._requests = None if requests is None else int(requests)
         self._ov = ov = require("openvino", "OpenVINO", "openvino")
         self._core = core = _get_core()
         self._model, self.model_name = load(ov, core, model)
@@ -451,7 +460,7 @@ class Inference:
                 f"{', '.join(self._core.available_devices) or 'none'}) and each config key and value "
                 f"(e.g. INFERENCE_PRECISION_HINT is one of the device's precisions such as 'f32')") from e
         try:
-            nreq = int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+            nreq = self._requests or int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
         except RuntimeError:
             nreq = 1
         nreq = max(1, nreq)
