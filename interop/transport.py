@@ -553,6 +553,28 @@ class _SlotAssigner:
             self._buf[i] = None
 
 
+class _SendPlan:
+    """What FrameSender.send() checks a frame against, and the message it sends for it: the layout of the last frame
+    sent from one buffer (format, size, colour, time base, whether it has a pts, commit-marker offset, each plane's
+    info, offset, modifier and fourcc), the slot naming that buffer (its weak reference in the slot table: a slot
+    reassigned or let go holds another), and that frame's SLOTS message, frame id, sequence and pts left to write."""
+
+    __slots__ = ("ref", "index", "gen", "n", "planes", "format", "width", "height", "colorspace", "color_range",
+                 "time_base", "no_pts", "marker_at", "msg", "mark")
+
+    def __init__(self, ref: weakref.ref[DMABuffer], index: int, gen: int,
+                 planes: tuple[tuple[TensorInfo, int, int, int], ...], frame: Frame, marker_at: int, msg: bytearray,
+                 mark: tuple[object, memoryview] | None):
+        self.ref, self.index, self.gen = ref, index, gen
+        self.n, self.planes = len(planes), planes
+        self.format, self.width, self.height = frame._format, frame._width, frame._height
+        self.colorspace, self.color_range, self.time_base = frame._colorspace, frame._color_range, frame._time_base
+        self.no_pts = frame._pts is None
+        self.marker_at = marker_at
+        self.msg = msg
+        self.mark = mark  # (mapping, view) of the commit marker: the mapping stays while the view is written
+
+
 class FrameSender:
     """Sends DMA frames to one consumer over a connected SOCK_SEQPACKET socket (this object owns the socket).
 
@@ -590,6 +612,8 @@ class FrameSender:
         self._send_lock = threading.Lock()  # orders slot assignment with the message that announces it; never waits
         self._forgets: collections.deque[tuple[int, int]] = collections.deque()
         self._templates: dict[tuple, bytes] = {}
+        self._gone = False  # mirrors _closed, read without a call on the planned path
+        self._plans: dict[int, _SendPlan] = {}  # id(buffer) -> the plan of the last frame sent from it
         self._reader = threading.Thread(target=self._read_loop, name="interop-frame-sender", daemon=True)
         self._reader.start()
 
@@ -614,10 +638,58 @@ class FrameSender:
         0 sends only if that needs no wait. Raises TransportTimeoutError (a TimeoutError) when it runs out: nothing
         was sent and the buffers are not held. Raises PeerClosedError when the consumer is gone.
         """
+        # A frame over one buffer in a layout this sender already sent from that buffer (a pool cycling its
+        # frames): checked field by field against the plan made then, it goes out as the plan's message with frame
+        # id, sequence and pts written in. Anything else, or a plan that no longer fits, takes the general path.
+        plan = None
+        if type(frame) is Frame and frame._attr_src is None and not frame._released and timeout is None:
+            ts = frame._tensors
+            t = ts[0]
+            if type(t) is DMATensor and not t._released:
+                b = t._buffer
+                plan = self._plans.get(id(b))
+                if plan is not None:
+                    slot = b.pool_slot
+                    if plan.ref() is not b or b._closed or len(ts) != plan.n or frame._format is not plan.format \
+                            or frame._width != plan.width or frame._height != plan.height \
+                            or frame._colorspace is not plan.colorspace or frame._color_range is not plan.color_range \
+                            or (frame._pts is None) is not plan.no_pts \
+                            or (frame._time_base is not plan.time_base and frame._time_base != plan.time_base) \
+                            or (NO_MARKER if slot is None else slot.marker_offset) != plan.marker_at:
+                        plan = None
+                    else:
+                        for t, (info, off, mod, cc) in zip(ts, plan.planes):
+                            if type(t) is not DMATensor or t._released or t._buffer is not b \
+                                    or (t._info is not info and t._info != info) or t._offset != off \
+                                    or t._drm_modifier != mod or t._drm_fourcc != cc:
+                                plan = None
+                                break
+        if plan is not None:
+            if self._gone:
+                raise PeerClosedError("the consumer is gone (its socket closed); accept a new consumer")
+            seq = 0 if slot is None else slot.seq
+            if commit and plan.mark is not None:  # what FramePool.commit() does
+                _commit_marker(plan.mark[1], seq)
+            with b._lock:  # one use of the buffer while the consumer holds it (DMABuffer.use, for the known buffer)
+                if b._closed:
+                    raise InvalidTensorError("this DMA buffer was closed; its fd is gone")
+                b._users += 1
+            bufs = [b]
+            with self._lock:
+                fid = self._next_id
+                self._next_id += 1
+                self._in_flight[fid] = bufs
+            try:
+                if not self._send_planned(plan, fid, seq, frame._pts):
+                    self._send_slots(fid, frame, bufs, seq, plan.marker_at, None, None)
+            except BaseException as e:
+                self._failed(fid, e)
+                raise
+            return fid
         if not isinstance(frame, Frame) or frame.memory_type is not MemoryType.DMA:
             raise InvalidTensorError("send() takes a DMA Frame: interop.map(frame, MemoryType.DMA) or a FramePool frame")
         deadline = None if timeout is None else _deadline(timeout, "FrameSender.send")
-        if self._closed.is_set():
+        if self._gone:
             raise PeerClosedError("the consumer is gone (its socket closed); accept a new consumer")
         bufs = _buffers(frame)
         seq, marker = 0, NO_MARKER
@@ -646,13 +718,64 @@ class FrameSender:
                     self.sent += 1
                     self.fds_sent += n_fds
         except BaseException as e:
-            self._return(fid)
-            if isinstance(e, OSError) and not isinstance(e, InteropError) and \
-                    e.errno in (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.EBADF):
-                self._closed.set()
-                raise PeerClosedError(f"the consumer is gone ({e.strerror}); its buffers went back to the pool") from None
+            self._failed(fid, e)
             raise
         return fid
+
+    def _failed(self, fid: int, e: BaseException) -> None:
+        """A send of ``fid`` failed with ``e``: its buffers go back; a consumer gone is a PeerClosedError."""
+        self._return(fid)
+        if isinstance(e, OSError) and not isinstance(e, InteropError) and \
+                e.errno in (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.EBADF):
+            self._set_gone()
+            raise PeerClosedError(f"the consumer is gone ({e.strerror}); its buffers went back to the pool") from None
+
+    def _set_gone(self) -> None:
+        self._gone = True
+        self._closed.set()
+
+    def _send_planned(self, plan: _SendPlan, fid: int, seq: int, pts: int | None) -> bool:
+        """Send ``plan``'s message for frame ``fid`` if that needs no wait and the slot still names the plan's
+        buffer; False (nothing sent) otherwise."""
+        with self._send_lock:
+            slots = self._slots
+            i = plan.index
+            if self._forgets or slots._buf[i] is not plan.ref:
+                return False
+            msg = plan.msg
+            _FID_SEQ.pack_into(msg, _FID_AT, fid, seq)
+            if pts is not None:
+                _PTS.pack_into(msg, _PTS_AT, pts)
+            try:
+                self._sock.send(msg, _NOWAIT)
+            except BlockingIOError:
+                return False
+            except ValueError:
+                raise PeerClosedError("this FrameSender was closed") from None
+            slots._tick += 1
+            slots._used[i] = slots._tick
+            self.sent += 1
+            return True
+
+    def _learn(self, frame: Frame, b: DMABuffer, marker: int) -> None:
+        """After a frame over the one buffer ``b`` went out by the general path (under _send_lock): remember its
+        layout and message for send()'s planned path."""
+        slots = self._slots
+        i = slots._index.get(id(b))
+        ref = None if i is None else slots._buf[i]
+        if i is None or ref is None or ref() is not b or b._closed or frame._attr_src is not None:
+            return
+        planes = []
+        for t in frame._tensors:
+            if type(t) is not DMATensor or t._released or t._buffer is not b:
+                return
+            planes.append((t._info, t._offset, t._drm_modifier, t._drm_fourcc))
+        msg = bytearray(_slots_template(frame, [b], marker, self._templates))
+        msg += _REF.pack(i, 0, slots._gen[i])
+        mark = b.marker_view(marker, True) if marker != NO_MARKER else None
+        if len(self._plans) >= 2 * MAX_SLOTS:
+            self._plans.clear()
+        self._plans[id(b)] = _SendPlan(ref, i, slots._gen[i], tuple(planes), frame, marker, msg, mark)
 
     def _send_slots(self, fid: int, frame: Frame, bufs: list[DMABuffer], seq: int, marker: int,
                     deadline: float | None, timeout: object) -> int:
@@ -691,6 +814,8 @@ class FrameSender:
                         commit()
                     self.sent += 1  # counted under _send_lock, beside the message
                     self.fds_sent += len(fds)
+                    if len(bufs) == 1:
+                        self._learn(frame, bufs[0], marker)
                     break
             self._wait_writable(deadline, timeout)
         if self._forgets:  # queued while we held the lock (a buffer collected or closed meanwhile): send them now
@@ -700,6 +825,9 @@ class FrameSender:
     def _forgotten(self, index: int, gen: int) -> None:
         """A buffer that had a slot was closed or collected: tell the consumer to let its fd go (never blocks)."""
         self._forgets.append((index, gen))
+        for k, plan in list(self._plans.items()):  # a plan keeps the marker's mapping: let it go with the buffer
+            if plan.index == index and plan.gen == gen:
+                self._plans.pop(k, None)
         self._after_send()
 
     def _after_send(self) -> None:
@@ -798,7 +926,7 @@ class FrameSender:
         except Exception:  # never let the reader die with buffers still held
             log.exception("the frame sender's reader failed; returning every buffer held for the consumer")
         finally:
-            self._closed.set()
+            self._set_gone()
             with self._lock:
                 ids = list(self._in_flight)
             for fid in ids:
@@ -828,7 +956,8 @@ class FrameSender:
             pass
         if threading.current_thread() is not self._reader:
             self._reader.join(5)
-        self._closed.set()
+        self._set_gone()
+        self._plans.clear()
         self._sock.close()
 
     def __enter__(self) -> FrameSender:

@@ -659,8 +659,10 @@ def aligned_pitches(format: FrameFormat, width: int, align: int = 64) -> list[in
 
 
 def _frame_on(buf: DMABuffer, format: FrameFormat, width: int, height: int, offsets: Sequence[int],
-              pitches: Sequence[int], context: Context | None, drm_modifier: int = 0) -> Frame:
-    infos = plane_infos(format, width, height, list(pitches))
+              pitches: Sequence[int], context: Context | None, drm_modifier: int = 0,
+              infos: Sequence[TensorInfo] | None = None) -> Frame:
+    if infos is None:
+        infos = plane_infos(format, width, height, list(pitches))
     code = DRM_FOURCC.get(format, 0)
     planes = [DMATensor(buf, inf, offset=off, drm_fourcc=code, drm_modifier=drm_modifier, context=context)
               for inf, off in zip(infos, offsets)]
@@ -861,6 +863,9 @@ class FramePool:
         self.pitches = aligned_pitches(format, width, pitch_align)
         self.offsets, data = packed_offsets(format, width, height, self.pitches)
         self.marker_offset = -(-data // 64) * 64
+        # every frame of the pool shares these (TensorInfo is immutable): a sender recognises a layout it sent
+        # before by identity
+        self.infos = tuple(plane_infos(format, width, height, list(self.pitches)))
         self.buffer_size = self.marker_offset + MARKER_SIZE
         self._cond = threading.Condition()
         self._free: list[int] = []
@@ -924,7 +929,8 @@ class FramePool:
             slot._held_pool = self
         try:
             write_marker(buf.mapping(True).address, self.marker_offset, MARKER_WRITING, seq)
-            f = _frame_on(buf, self.format, self.width, self.height, self.offsets, self.pitches, self.context)
+            f = _frame_on(buf, self.format, self.width, self.height, self.offsets, self.pitches, self.context,
+                          infos=self.infos)
         except BaseException:
             if buf.users == 0:
                 slot._held_pool = None
