@@ -1147,6 +1147,8 @@ _AGAIN = object()  # FrameReceiver._message: nothing to hand over (a FORGET, a t
 _NO_LAYOUTS = [None] * MAX_SLOTS
 _MIN_SLOTS = _HEAD.size + _FRAME.size  # shorter messages are never a SLOTS frame
 _finalizing = sys.is_finalizing
+_new = object.__new__
+_asarray = np.asarray
 
 
 class _ViewShape:
@@ -1450,72 +1452,81 @@ class FrameReceiver:
         if buf is None:  # another thread is receiving into ours
             buf = bytearray(_RECV_BYTES)
         self._rbuf = None
+        # one function from the receive to the views (no call per stage): after a wake-up this code runs cold
         try:
-            return self._recv_views(buf, deadline, timeout)
-        finally:
-            self._rbuf = buf
-
-    def _recv_views(self, buf: bytearray, deadline: float | None, timeout: object) -> FrameViews | None:
-        sock = self._sock
-        into = [buf]
-        cache = self._view_layouts
-        table = self._table
-        blocking = deadline is None and sock.gettimeout() is None
-        while True:
-            if self.closed:
-                return None
-            try:
-                if blocking:  # wait in the receive itself: one system call per frame, nothing between wake-up and it
-                    n, anc, flags, _ = sock.recvmsg_into(into, _CMSG_BYTES, _CLOEXEC)
-                else:  # try first: a frame already queued needs no select()
-                    try:
-                        n, anc, flags, _ = sock.recvmsg_into(into, _CMSG_BYTES, _CLOEXEC_NOWAIT)
-                    except BlockingIOError:
-                        if not select.select([sock], [], [], _left(deadline))[0]:
-                            raise TransportTimeoutError(f"no frame within {timeout} s: the producer sent nothing") \
-                                from None
-                        continue
-            except (BlockingIOError, InterruptedError):
-                continue
-            except ConnectionResetError:
-                n, anc, flags = 0, [], 0
-            except (OSError, ValueError):
+            sock = self._sock
+            into = [buf]
+            cache = self._view_layouts
+            table = self._table
+            blocking = deadline is None and sock.gettimeout() is None
+            while True:
                 if self.closed:
                     return None
-                raise
-            if not anc and not flags & _TRUNCATED and n > _MIN_SLOTS:
-                # Everything but frame id, sequence and pts must equal a layout checked before, over the slot's
-                # buffer this receiver still holds under that generation (the references are part of the compared
-                # bytes): then only those three fields and the commit marker are left to check.
-                lay = cache[buf[n - _REF.size]]
-                if lay is not None and lay.size == n and lay.version == table.version:
-                    head, fid, seq, mid, pts, tail = lay.unpack(buf)
-                    if head == lay.head and mid == lay.mid and tail == lay.tail and fid and (pts == 0 or lay.has_pts):
-                        marker = lay.marker
-                        if marker is not None and not self.writer:
-                            mg, state, wrote = _MARKER_READ.unpack_from(marker)
-                            if mg != MARKER_MAGIC or state != MARKER_COMMITTED or wrote != seq:
-                                self._torn(fid, state, wrote, seq)
-                                continue
-                        hold = _ViewHold(self._done.send, fid, lay)
-                        self.received += 1
-                        return FrameViews([np.asarray(_PlaneView(i, hold)) for i in lay.ifaces], hold, fid, seq,
-                                          pts if lay.has_pts else None, lay)
-            msg = bytes(memoryview(buf)[:n])
-            got = self._message(msg, anc, flags)
-            if got is _AGAIN:
-                continue
-            if got is None:
-                return None
-            frame: Frame = got  # type: ignore[assignment]
-            try:
-                views = self._views_of(frame)
-            except BaseException:
-                frame.release()
-                raise
-            if not anc and msg[6:8] == _KIND_SLOTS:
-                self._learn(msg)
-            return views
+                try:
+                    if blocking:  # wait in the receive itself: one system call per frame, nothing between wake-up and it
+                        n, anc, flags, _ = sock.recvmsg_into(into, _CMSG_BYTES, _CLOEXEC)
+                    else:  # try first: a frame already queued needs no select()
+                        try:
+                            n, anc, flags, _ = sock.recvmsg_into(into, _CMSG_BYTES, _CLOEXEC_NOWAIT)
+                        except BlockingIOError:
+                            if not select.select([sock], [], [], _left(deadline))[0]:
+                                raise TransportTimeoutError(f"no frame within {timeout} s: the producer sent "
+                                                            f"nothing") from None
+                            continue
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except ConnectionResetError:
+                    n, anc, flags = 0, [], 0
+                except (OSError, ValueError):
+                    if self.closed:
+                        return None
+                    raise
+                if not anc and not flags & _TRUNCATED and n > _MIN_SLOTS:
+                    # Everything but frame id, sequence and pts must equal a layout checked before, over the slot's
+                    # buffer this receiver still holds under that generation (the references are part of the
+                    # compared bytes): then only those three fields and the commit marker are left to check.
+                    lay = cache[buf[n - _REF.size]]
+                    if lay is not None and lay.size == n and lay.version == table.version:
+                        head, fid, seq, mid, pts, tail = lay.unpack(buf)
+                        if head == lay.head and mid == lay.mid and tail == lay.tail and fid \
+                                and (pts == 0 or lay.has_pts):
+                            marker = lay.marker
+                            if marker is not None and not self.writer:
+                                mg, state, wrote = _MARKER_READ.unpack_from(marker)
+                                if mg != MARKER_MAGIC or state != MARKER_COMMITTED or wrote != seq:
+                                    self._torn(fid, state, wrote, seq)
+                                    continue
+                            # the objects are filled in here rather than by __init__ calls: the same state
+                            hold = _new(_ViewHold)
+                            hold.done, hold.token, hold.keep = self._done.send, fid, lay
+                            planes = []
+                            for iface in lay.ifaces:
+                                base = _new(_PlaneView)
+                                base.__array_interface__ = iface.copy()
+                                base.hold = hold
+                                planes.append(_asarray(base))
+                            views = _new(FrameViews)
+                            views.planes, views.frame_id, views.sequence = tuple(planes), fid, seq
+                            views.pts, views._hold, views._shape = pts if lay.has_pts else None, hold, lay
+                            self.received += 1
+                            return views
+                msg = bytes(memoryview(buf)[:n])
+                got = self._message(msg, anc, flags)
+                if got is _AGAIN:
+                    continue
+                if got is None:
+                    return None
+                frame: Frame = got  # type: ignore[assignment]
+                try:
+                    views = self._views_of(frame)
+                except BaseException:
+                    frame.release()
+                    raise
+                if not anc and msg[6:8] == _KIND_SLOTS:
+                    self._learn(msg)
+                return views
+        finally:
+            self._rbuf = buf
 
     def _torn(self, fid: int, state: int, got: int, seq: int) -> None:
         self.torn += 1

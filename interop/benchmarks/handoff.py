@@ -241,60 +241,69 @@ def _pace(n: int, interval: float, publish: Callable[[int], None]) -> None:
     publish(STOP)
 
 
-def _interop_pool(w: int, h: int, count: int) -> tuple[Any, list[Any], list[np.ndarray]]:
-    """A pool, its frames held by the producer, and a writable view of each frame's Y plane."""
-    import interop
-    from interop import AccessMode, FrameFormat, MemoryType
+def _interop_pool(w: int, h: int, count: int) -> tuple[Any, dict[int, np.ndarray], list[Any]]:
+    """A pool, a writable numpy view of each of its buffers (by pool slot: the producer's own mapping of the pool,
+    made once, as iceoryx2's publisher has its shared memory mapped), every pixel set once, and the mappings."""
+    from interop import FrameFormat
     from interop.tensors.dma import FramePool
 
     pool = FramePool(FrameFormat.NV12, w, h, count)
-    frames = [pool.acquire() for _ in range(count)]
-    maps = [interop.map(f, MemoryType.CPU, mode=AccessMode.WRITE) for f in frames]
-    ys = []
-    for m in maps:
-        assert isinstance(m, interop.Frame)
-        for t in m:
-            np.asarray(t)[:] = 0x10
-        ys.append(np.asarray(m[0]))
-    return pool, frames, ys
+    views: dict[int, np.ndarray] = {}
+    maps = []
+    for slot in pool.slots:
+        m = slot.buffer.mapping(True)
+        maps.append(m)
+        mem = np.ctypeslib.as_array((ctypes.c_uint8 * slot.marker_offset).from_address(m.address))
+        mem[:] = 0x10
+        views[slot.index] = mem[pool.offsets[0]:]  # the Y plane's first row starts here
+    return pool, views, maps
 
 
 def _stamp(y: np.ndarray, t: int) -> None:
-    y[0, :8] = np.frombuffer(int(t).to_bytes(8, "little"), np.uint8)
+    y[:8] = np.frombuffer(int(t).to_bytes(8, "little"), np.uint8)
 
 
 def _latency_interop(w: int, h: int, n: int, interval: float, poll: bool, slots: int | None = None,
                      views: bool = True) -> list[int]:
     """``slots=0``: every frame carries its buffer's fd (FRAME messages); None: slot references (the default).
-    ``views``: the consumer takes numpy views with recv_views(); else recv() and interop.map() to the CPU."""
+    ``views``: the consumer takes numpy views with recv_views(); else recv() and interop.map() to the CPU.
+
+    Per frame the producer does what iceoryx2's does: takes a free buffer of the pool (FramePool.acquire, as
+    iceoryx2 loans a sample: before the time is taken), writes the time into it, sends it (which commits it, as
+    iceoryx2's send publishes its sample) and goes back to its pacing; it lets go of its own hold on the frame
+    before it takes the next one (the buffer returns to the pool once the consumer's DONE came too, as an iceoryx2
+    sample returns when its subscriber drops it)."""
     from interop.transport import FrameSender, seqpacket_pair
 
-    pool, frames, ys = _interop_pool(w, h, 4)
+    pool, ys, maps = _interop_pool(w, h, 4)
     a, b = seqpacket_pair()
     peer = _Peer(["interop", str(b.fileno()), "poll" if poll else "block", "views" if views else "map"],
                  [b.fileno()])
     b.close()
     tx = FrameSender(a) if slots is None else FrameSender(a, slots=slots)
     peer.reply()
-    k = [0]
+    held: list[Any] = []
 
     def publish(t: int) -> None:
-        i = k[0] % len(frames)
-        k[0] += 1
-        _stamp(ys[i], t if t == STOP else _now())
-        tx.send(frames[i])
-        tx.wait_returned(10)
+        if held:
+            held.pop().release()
+        f = pool.acquire(timeout=10)
+        held.append(f)
+        _stamp(ys[f.metadata["pool_slot"]], t if t == STOP else _now())
+        tx.send(f)
 
     try:
         _pace(n, interval, publish)
+        tx.wait_returned(10)
         tx.close()
         return list(peer.reply()["lat_ns"])
     finally:
+        for f in held:
+            f.release()
         tx.close()
         peer.close()
-        ys.clear()  # views keep their buffers in use
-        for f in frames:
-            f.release()
+        ys.clear()
+        maps.clear()
         pool.close()
 
 
