@@ -668,8 +668,10 @@ class FrameSender:
             if self._gone:
                 raise PeerClosedError("the consumer is gone (its socket closed); accept a new consumer")
             seq = 0 if slot is None else slot.seq
-            if commit and plan.mark is not None:  # what FramePool.commit() does
-                _commit_marker(plan.mark[1], seq)
+            if commit and plan.mark is not None:  # what FramePool.commit() does (_commit_marker, written out)
+                view = plan.mark[1]
+                _MARKER_SEQ.pack_into(view, 8, seq)
+                _MARKER_STATE.pack_into(view, 0, MARKER_MAGIC, MARKER_COMMITTED)
             with b._lock:  # one use of the buffer while the consumer holds it (DMABuffer.use, for the known buffer)
                 if b._closed:
                     raise InvalidTensorError("this DMA buffer was closed; its fd is gone")
@@ -746,14 +748,14 @@ class FrameSender:
             _FID_SEQ.pack_into(msg, _FID_AT, fid, seq)
             if pts is not None:
                 _PTS.pack_into(msg, _PTS_AT, pts)
+            tick = slots._tick + 1  # recency of the slot, recorded once the message went out
             try:
                 self._sock.send(msg, _NOWAIT)
             except BlockingIOError:
                 return False
             except ValueError:
                 raise PeerClosedError("this FrameSender was closed") from None
-            slots._tick += 1
-            slots._used[i] = slots._tick
+            slots._tick = slots._used[i] = tick
             self.sent += 1
             return True
 
