@@ -584,6 +584,7 @@ class Inference:
         if waits:
             with self._cond:
                 self._cond.wait_for(lambda: self._host_frames < self.HOST_FRAMES_IN_FLIGHT)
+        collected = False
         while True:
             with self._cond:
                 seen = self.requests_done
@@ -592,7 +593,13 @@ class Inference:
                 return self._map(x)
             except (WrongMemoryError, NoRouteError):
                 if not (waits and busy):
-                    raise
+                    if collected:
+                        raise
+                    # The import in the way may be garbage: NPU tensors of finished requests that sit in a reference
+                    # cycle (an exception's traceback holds them) until the collector runs. Collect once and retry.
+                    collected = True
+                    gc.collect()
+                    continue
                 with self._cond:  # the pages may be those of a frame in flight: retry once one request completed
                     while self.requests_done == seen and self._host_frames > 0:
                         self._cond.wait()

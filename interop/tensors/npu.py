@@ -306,16 +306,29 @@ class HostImports:
         self._live = [weakref.ref(i) for i in out]
         return out
 
+    def _find(self, start: int, end: int) -> HostImport | tuple[int, int] | None:
+        """The live import holding [start, end), or the (start, end) of one it overlaps, or None. The overlap is
+        answered without a reference to that import: the traceback of the error raised for it (kept by whoever
+        catches it, and freed only by the collector when it sits in a cycle) would keep the import, and so its
+        pages, alive, and the retry that waits for its request would find it still there."""
+        for imp in self.live():
+            if imp.start <= start and end <= imp.end:
+                return imp
+            if start < imp.end and imp.start <= end:
+                return (imp.start, imp.end)
+        return None
+
     def acquire(self, start: int, end: int, owner: Any) -> HostImport:
         with self._lock:
-            for imp in self.live():
-                if imp.start <= start and end <= imp.end:
-                    return imp
-                if start < imp.end and imp.start <= end:
-                    raise WrongMemoryError(
-                        f"the pages {start:#x}..{end:#x} overlap the pages {imp.start:#x}..{imp.end:#x} already imported "
-                        f"into the NPU plugin's Level Zero context for other memory (rule: imports never overlap, "
-                        f"{_ZE_SOURCE}); release the NPU tensors of that memory first, or use page-aligned buffers")
+            found = self._find(start, end)
+            if isinstance(found, HostImport):
+                return found
+            if found is not None:
+                clash = found
+                raise WrongMemoryError(
+                    f"the pages {start:#x}..{end:#x} overlap the pages {clash[0]:#x}..{clash[1]:#x} already imported "
+                    f"into the NPU plugin's Level Zero context for other memory (rule: imports never overlap, "
+                    f"{_ZE_SOURCE}); release the NPU tensors of that memory first, or use page-aligned buffers")
             ctx = self._ctx()
             assert ctx is not None
             props = {"MEM_TYPE": "CPU_VA", "MEM_HANDLE": handle_value(start)}
