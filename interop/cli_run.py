@@ -138,9 +138,6 @@ def streams_main(args: Any) -> int:
     out = sys.stderr if as_json else sys.stdout
     save = getattr(args, "save", None)
     ext = check_save_path(save) if save else ""
-    if getattr(args, "allow_copy", False):
-        raise RunArgumentError("--allow-copy applies to one input; with several, each worker writes its frames into "
-                               "the pool as they are decoded (pixel formats the model cannot take are refused)")
     input_size = getattr(args, "input_size", None)
     if input_size is not None and min(input_size) <= 0:
         raise RunArgumentError(f"--input-size W H must be positive, not {' '.join(map(str, input_size))}")
@@ -165,7 +162,8 @@ def streams_main(args: Any) -> int:
         res = run_streams(inputs, getattr(args, "model", None), getattr(args, "device", None),
                           getattr(args, "frames", None), getattr(args, "precision", None),
                           tuple(input_size) if input_size else None,  # type: ignore[arg-type]
-                          keep_last=bool(save) and ext in _IMAGE_EXT, on_progress=progress, on_stream_end=ended)
+                          keep_last=bool(save) and ext in _IMAGE_EXT, on_progress=progress, on_stream_end=ended,
+                          allow_copy=bool(getattr(args, "allow_copy", False)))
     except KeyboardInterrupt:
         print("interop run: interrupted (every worker stopped)", file=sys.stderr, flush=True)
         return 130

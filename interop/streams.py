@@ -162,7 +162,7 @@ def _say(obj: dict[str, Any]) -> None:
         pass
 
 
-def worker_main(sock_fd: int, video: str, frames: int | None) -> int:
+def worker_main(sock_fd: int, video: str, frames: int | None, allow_copy: bool = False) -> int:
     """Decode ``video`` into pool frames and send them over the socket ``sock_fd``. Status lines (JSON) on stdout:
     ``{"hello": ...}`` once the input is open, then ``{"done": ...}`` or ``{"error": ...}``. Between the two it reads
     ``{"pool": N}`` on stdin (the inference process sizes the pools once its model is compiled); EOF there: stop."""
@@ -173,7 +173,7 @@ def worker_main(sock_fd: int, video: str, frames: int | None) -> int:
 
     if is_gst_input(video):
         return _gst_worker(sock_fd, video[len(GST_PREFIX):], frames)
-    return _av_worker(sock_fd, video, frames)
+    return _av_worker(sock_fd, video, frames, allow_copy)
 
 
 def _read_pool_size() -> int:
@@ -218,12 +218,15 @@ class _CopyIn:
             self.pool.close()
 
 
-def _av_worker(sock_fd: int, video: str, frames: int | None) -> int:
-    """A file decoded by PyAV: each frame copied into the pool (PyAV cannot decode into a foreign buffer)."""
+def _av_worker(sock_fd: int, video: str, frames: int | None, allow_copy: bool = False) -> int:
+    """A file decoded by PyAV: each frame copied into the pool (PyAV cannot decode into a foreign buffer). With
+    ``allow_copy`` a pixel format interop has no planes for is converted first (as ``interop run --allow-copy`` does
+    for one input), that copy counted too."""
     import interop
     from interop import MemoryType
+    from interop.errors import UnsupportedFormatError
     from interop.meter import copy_meter
-    from interop.pipeline import _Input
+    from interop.pipeline import _converted, _Input, _supported_message
 
     from .dma import FrameSender, PeerClosedError
 
@@ -252,7 +255,14 @@ def _av_worker(sock_fd: int, video: str, frames: int | None) -> int:
                 except StopIteration:
                     break
                 decode_s += perf() - t0
-                with interop.map(vf, MemoryType.CPU) as cpu:  # views of the decoder's planes (no copy)
+                try:
+                    cpu = interop.map(vf, MemoryType.CPU)  # views of the decoder's planes (no copy)
+                except UnsupportedFormatError as e:
+                    if not allow_copy:
+                        raise UnsupportedFormatError(_supported_message(e, vf.format.name)) from None
+                    vf = _converted(vf)
+                    cpu = interop.map(vf, MemoryType.CPU)
+                with cpu:
                     assert isinstance(cpu, interop.Frame)
                     f = copy_in(cpu, "decode worker: decoded frame -> pool buffer")
                 f.pts, f.time_base = vf.pts, src.time_base
@@ -391,13 +401,14 @@ def _gst_worker(sock_fd: int, description: str, frames: int | None) -> int:
 class _Worker:
     """A decode worker process and our ends of its socket (frames) and stdout (status lines)."""
 
-    def __init__(self, index: int, video: str, frames: int | None):
+    def __init__(self, index: int, video: str, frames: int | None, allow_copy: bool = False):
         from .dma import FrameReceiver, seqpacket_pair
 
         self.index = index
         self.video = video
         ours, theirs = seqpacket_pair()
-        args = [sys.executable, "-m", "interop.streams", "--worker", str(theirs.fileno()), video, str(frames or 0)]
+        args = [sys.executable, "-m", "interop.streams", "--worker", str(theirs.fileno()), video, str(frames or 0),
+                "1" if allow_copy else "0"]
         try:
             self.proc = subprocess.Popen(args, pass_fds=[theirs.fileno()], stdout=subprocess.PIPE,
                                          stdin=subprocess.PIPE, start_new_session=False)
@@ -518,9 +529,12 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
                 pool_size: int | None = None, keep_last: bool = False,
                 on_progress: Callable[[int, int, int | None], None] | None = None,
                 on_result: Callable[[int, FrameResult], None] | None = None,
-                on_stream_end: Callable[[StreamResult], None] | None = None) -> MultiRunResult:
+                on_stream_end: Callable[[StreamResult], None] | None = None,
+                allow_copy: bool = False) -> MultiRunResult:
     """Decode each of ``inputs`` in a worker process and run them all through one ``Inference``; returns a
-    MultiRunResult (one StreamResult per input, in the order given). ``frames`` caps each stream.
+    MultiRunResult (one StreamResult per input, in the order given). ``frames`` caps each stream. ``allow_copy``:
+    a PyAV worker converts frames of a pixel format interop has no planes for to yuv420p (counted in its copies);
+    without it such a stream ends with UnsupportedFormatError.
 
     A stream whose worker fails ends with its ``error`` set; the run goes on with the others and raises nothing for
     it. KeyboardInterrupt stops every worker and re-raises after cleaning up (``interrupted`` on the result is for
@@ -534,7 +548,7 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
     from .dma import ProtocolError, TransportTimeoutError
 
     _check(inputs, pool_size, frames)
-    workers = [_Worker(k, v, frames) for k, v in enumerate(inputs)]
+    workers = [_Worker(k, v, frames, allow_copy) for k, v in enumerate(inputs)]
     streams: list[StreamResult] = []
     last: dict[int, Any] = {}
     inf: Any = None
@@ -749,7 +763,7 @@ def save_path(path: str, k: int, n: int) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "--worker":
-        raise SystemExit(worker_main(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]) or None))
+    if len(sys.argv) == 6 and sys.argv[1] == "--worker":
+        raise SystemExit(worker_main(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]) or None, sys.argv[5] == "1"))
     raise SystemExit("usage: python -m interop.streams --worker SOCKET_FD INPUT FRAMES (started by interop run with "
                      "several inputs)")
