@@ -1346,7 +1346,7 @@ class FrameReceiver:
         self._table = _SlotTable()
         self._parsed: dict[bytes, _Received] = {}
         self._ctx: Context | None = None
-        self._rbuf: bytearray | None = bytearray(_RECV_BYTES)  # recv_views() receives into it
+        self._rbufs: list[bytearray] = [bytearray(_RECV_BYTES)]  # recv_views() receives into one of these
         self._view_layouts: list[_ViewLayout | None] = [None] * MAX_SLOTS  # by the last reference's slot index
         self._layouts_version = 0
         self._fin = weakref.finalize(self, self._done.close, False)
@@ -1422,6 +1422,9 @@ class FrameReceiver:
         try:
             if msg[6:8] == _KIND_FORGET and msg[:6] == _MAGIC_VER:
                 self._forget(msg, fds)
+                if self._table.version != self._layouts_version:  # the forgotten buffer's layouts go now, not later
+                    self._layouts_version = self._table.version
+                    self._view_layouts[:] = _NO_LAYOUTS
                 return _AGAIN
             frame = self._build(msg, fds, flags)
         except BaseException:
@@ -1450,10 +1453,12 @@ class FrameReceiver:
         deadline = None if timeout is None else _deadline(timeout, "FrameReceiver.recv_views")
         if self._done._thread is None:
             self._done.start()
-        buf = self._rbuf
-        if buf is None:  # another thread is receiving into ours
+        # take the receive buffer atomically (list.pop is one step under the GIL): two threads in recv_views at once
+        # must never receive into the same bytes
+        try:
+            buf = self._rbufs.pop()
+        except IndexError:  # another thread is receiving into ours
             buf = bytearray(_RECV_BYTES)
-        self._rbuf = None
         # one function from the receive to the views (no call per stage): after a wake-up this code runs cold
         try:
             sock = self._sock
@@ -1528,7 +1533,8 @@ class FrameReceiver:
                     self._learn(msg)
                 return views
         finally:
-            self._rbuf = buf
+            if not self._rbufs:
+                self._rbufs.append(buf)
 
     def _torn(self, fid: int, state: int, got: int, seq: int) -> None:
         self.torn += 1

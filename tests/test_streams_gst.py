@@ -235,3 +235,28 @@ def test_cli_runs_two_gst_inputs_zero_copy(model):
     assert d["frames"] == 12 and d["copies"] == 0 and len(d["streams"]) == 2
     assert all(s["error"] is None and s["frames"] == 6 and s["zero_copy_frames"] == 6 and s["copies"] == 0
                for s in d["streams"])
+
+
+def test_a_claimed_frame_released_by_the_worker_keeps_the_slot_while_gstreamer_holds_the_memory() -> None:
+    """Review finding: claim() hands the worker a frame sharing the lease frame's tensors; the worker releasing it
+    after send gave the slot back to the FramePool while GStreamer still held the GstMemory (a decoder's reference
+    picture), so the next acquire could hand the same buffer out again."""
+    import gc
+
+    from interop.elements.pool import _Lease
+    from interop.tensors.dma import FramePool, PoolTimeoutError, buffers_of
+    from interop.types import FrameFormat
+
+    with FramePool(FrameFormat.NV12, 64, 32, 1) as fp:
+        f = fp.acquire(timeout=1)
+        lease = _Lease(f)  # what the GstFdMemory keeps while GStreamer has the buffer
+        claimed = f.derive(list(f.tensors))  # GstFramePool.claim, uncropped
+        claimed.release()  # the worker, once the frame is sent (and the consumer let go)
+        del f, claimed
+        with pytest.raises(PoolTimeoutError):
+            fp.acquire(timeout=0.1)
+        del lease  # GStreamer frees the memory
+        gc.collect()
+        g = fp.acquire(timeout=1)
+        assert buffers_of(g)[0].users >= 1
+        g.release()

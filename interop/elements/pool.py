@@ -67,18 +67,30 @@ def _qlib() -> Any:
 
 
 class _Lease:
-    """A pool frame lent to GStreamer: kept by the GstFdMemory over its buffer, released when GStreamer frees it."""
+    """A pool frame lent to GStreamer: kept by the GstFdMemory over its buffer, released when GStreamer frees it.
 
-    __slots__ = ("frame", "__weakref__")
+    It counts a use of the frame's buffers of its own: the frame that claim() hands the worker shares the lease
+    frame's tensors, and the worker releases it once sent, which must not give the slot back while GStreamer (a
+    decoder's reference picture, a tee, a sink's last sample) still holds the memory."""
+
+    __slots__ = ("frame", "_buffers", "__weakref__")
 
     def __init__(self, frame: Frame):
         self.frame = frame
+        self._buffers = buffers_of(frame)
+        for b in self._buffers:
+            b.use()
 
     def __del__(self) -> None:
         try:
             self.frame.release()
         except Exception:  # never raise from a finaliser (GStreamer's destroy notify runs it on its thread)
             pass
+        for b in self._buffers:
+            try:
+                b.unuse()
+            except Exception:  # as above
+                pass
 
 
 class _Layout:
@@ -285,6 +297,9 @@ class GstFramePool:
             os.close(fd)
             raise
         ng.add_video_meta(buf, lay.gst_format, lay.width, lay.height, list(fp.offsets), list(fp.pitches))
+        # Never queued back by GstBufferPool's default release (each acquire makes a new buffer over a pool frame):
+        # a tagged buffer is freed, and with it the memory and its lease, so the frame's slot can come back.
+        buffer.set_flags(Gst.BufferFlags.TAG_MEMORY)
         with self._lock:
             self._leases[mem] = weakref.ref(lease, _forget(self._leases, mem))
             self.acquired += 1
