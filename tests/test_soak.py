@@ -182,6 +182,14 @@ def test_copying_mapper_soak(name, soak):
     _soak(by_name[name], cycles(soak, 200, 20_000), allow_copy=True)
 
 
+def _make_cycles(kind: str, rng: np.random.Generator, n: int) -> None:
+    for i in range(n):
+        m = B.make(kind, rng)
+        if i % 2:
+            B.release(m.obj)
+        del m
+
+
 @pytest.mark.parametrize("kind", sorted(k for k in B.FACTORIES if not k.startswith("via:")))
 def test_factory_soak(kind, soak):
     """Make and release (or drop) tensors of each kind: allocations, fds and mappings all come back."""
@@ -192,12 +200,14 @@ def test_factory_soak(kind, soak):
     for _ in range(max(WARMUP, n)):  # random sizes: let the allocator reach its high-water mark first
         B.release(B.make(kind, rng).obj)
     fd0, rss0, live0 = _measure()
-    for i in range(n):
-        m = B.make(kind, rng)
-        if i % 2:
-            B.release(m.obj)
-        del m
+    _make_cycles(kind, rng, n)
     fd1, rss1, live1 = _measure()
+    if rss1 - rss0 > RSS_SLACK:  # heap noise or a leak: a leak grows again over as many cycles (see _soak)
+        stats.note(f"soak: {kind} rss growth bytes, first run", rss1 - rss0)
+        rss0 = rss1
+        _make_cycles(kind, rng, n)
+        fd1b, rss1, live1b = _measure()
+        assert (fd1b, live1b) == (fd1, live1), f"{kind}: fds or live allocations moved over the second run"
     stats.add("soak: make/release cycles", n)
     assert fd1 == fd0, f"{kind}: fd count went {fd0} -> {fd1} over {n} cycles"
     assert rss1 - rss0 <= RSS_SLACK, f"{kind}: RSS grew {(rss1 - rss0) / 2**20:.2f} MiB over {n} cycles"
