@@ -7,7 +7,8 @@ import os
 import pytest
 
 #: shared fixtures and the skip policy (tests/support/requirements.py: the `needs` marker, torch on CUDA machines)
-pytest_plugins = ["tests.support.requirements", "tests.support.ffmpeg_clips", "tests.support.va_fake"]
+pytest_plugins = ["tests.support.requirements", "tests.support.ffmpeg_clips", "tests.support.va_fake",
+                  "tests.support.transport_link"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -13,22 +13,11 @@ import numpy as np
 import pytest
 
 import interop
-from interop import AccessMode, FrameFormat, MemoryType, routing
+from interop import AccessMode, MemoryType, routing
 from interop.errors import InvalidTensorError
 from interop.mapper import _registry
-from interop.tensors.dma import FramePool
-from interop.transport import _FID_AT, _PTS_AT, FrameReceiver, FrameSender, ProtocolError, seqpacket_pair
-
-
-@pytest.fixture
-def link():
-    pool = FramePool(FrameFormat.NV12, 64, 32, 2)
-    a, b = seqpacket_pair()
-    tx, rx = FrameSender(a), FrameReceiver(b)
-    yield pool, tx, rx
-    tx.close()
-    rx.close()
-    pool.close()
+from interop.transport import _FID_AT, _PTS_AT, ProtocolError
+from tests.support.transport_link import capture_sent
 
 
 def _hand_over(pool, tx, rx, value: int):
@@ -113,14 +102,7 @@ def test_a_known_layout_still_has_its_per_frame_fields_checked(link):
         g.release()
         assert tx.wait_returned(5)
     f = pool.acquire(timeout=5)
-    sent = []
-    real_send = tx._sock.send
-
-    def capture(data, flags=0):
-        sent.append(bytes(data))
-        return real_send(data, flags)
-
-    tx._sock = _Wrapped(tx._sock, capture)
+    sent = capture_sent(tx)
     tx.send(f)
     f.release()
     g = rx.recv(timeout=5)
@@ -149,12 +131,3 @@ def test_a_known_layout_still_has_its_per_frame_fields_checked(link):
     g.release()
 
 
-class _Wrapped:
-    """A socket whose send() is observed (socket.socket's methods cannot be patched on the instance)."""
-
-    def __init__(self, sock, send):
-        self._sock = sock
-        self.send = send
-
-    def __getattr__(self, name):
-        return getattr(self._sock, name)

@@ -27,15 +27,11 @@ from interop.tensors.dma import DMATensor, FramePool, buffers_of, dma_frame
 from interop.transport import FrameReceiver, FrameSender, TransportTimeoutError, seqpacket_pair
 
 
-@pytest.fixture
-def link():
-    pool = FramePool(FrameFormat.NV12, 64, 32, 2)
-    a, b = seqpacket_pair()
-    tx, rx = FrameSender(a), FrameReceiver(b)
-    yield pool, tx, rx
-    tx.close()
-    rx.close()
-    pool.close()
+def _round_trip(tx, rx, f, timeout: float | None = None) -> None:
+    """Send ``f``, receive and release it at the other end, and wait for its buffer to come back."""
+    assert tx.send(f, timeout=timeout) > 0
+    rx.recv(timeout=5).release()
+    assert tx.wait_returned(5)
 
 
 def _general_calls(tx, monkeypatch) -> list[int]:
@@ -145,9 +141,7 @@ def test_another_layout_over_the_same_buffer_is_sent_as_it_is(link, monkeypatch)
     pool, tx, rx = link
     f = pool.acquire(timeout=5)
     _fill(f, 5)
-    tx.send(f)
-    rx.recv(timeout=5).release()
-    assert tx.wait_returned(5)
+    _round_trip(tx, rx, f)
     calls = _general_calls(tx, monkeypatch)
     # a GRAY8 frame over the Y plane of the same buffer, half as high
     y = f[0]
@@ -195,13 +189,9 @@ def test_slots_reassigned_send_the_fd_again():
 def test_closed_buffer_and_timeouts(link):
     pool, tx, rx = link
     f = pool.acquire(timeout=5)
-    tx.send(f)
-    rx.recv(timeout=5).release()
-    assert tx.wait_returned(5)
+    _round_trip(tx, rx, f)
     buf = buffers_of(f)[0]
-    assert tx.send(f, timeout=1) > 0  # a timeout: the general path
-    rx.recv(timeout=5).release()
-    assert tx.wait_returned(5)
+    _round_trip(tx, rx, f, timeout=1)  # a timeout: the general path
     buf.close()
     with pytest.raises(InvalidTensorError):
         tx.send(f)
@@ -212,9 +202,7 @@ def test_closed_buffer_and_timeouts(link):
 def test_full_socket_falls_back_to_waiting(link):
     pool, tx, rx = link
     f = pool.acquire(timeout=5)
-    tx.send(f)
-    rx.recv(timeout=5).release()
-    assert tx.wait_returned(5)
+    _round_trip(tx, rx, f)
     buf = buffers_of(f)[0]
     base = buf.users
     sent = 0

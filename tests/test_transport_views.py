@@ -29,17 +29,7 @@ from interop.transport import (
     TransportTimeoutError,
     seqpacket_pair,
 )
-
-
-@pytest.fixture
-def link():
-    pool = FramePool(FrameFormat.NV12, 64, 32, 2)
-    a, b = seqpacket_pair()
-    tx, rx = FrameSender(a), FrameReceiver(b)
-    yield pool, tx, rx
-    tx.close()
-    rx.close()
-    pool.close()
+from tests.support.transport_link import capture_sent
 
 
 def _send(pool, tx, value: int, pts: int | None = None) -> None:
@@ -164,24 +154,13 @@ def test_a_reader_cannot_commit(link):
         v.commit()
 
 
-class _Wrapped:
-    def __init__(self, sock, send):
-        self._sock = sock
-        self.send = send
-
-    def __getattr__(self, name):
-        return getattr(self._sock, name)
-
-
 def test_the_fast_path_checks_per_frame_fields_and_torn_frames(link):
     pool, tx, rx = link
     for k in range(4):
         _send(pool, tx, k)
         rx.recv_views(timeout=5).release()
         assert tx.wait_returned(5)
-    sent: list[bytes] = []
-    real = tx._sock.send
-    tx._sock = _Wrapped(tx._sock, lambda data, flags=0: (sent.append(bytes(data)), real(data, flags))[1])
+    sent = capture_sent(tx)
     _send(pool, tx, 5)
     v = rx.recv_views(timeout=5)
     assert type(v._shape).__name__ == "_ViewLayout"  # it came by the fast path
