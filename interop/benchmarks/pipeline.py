@@ -203,6 +203,18 @@ def naive(inf: Any, path: str, frames: int) -> dict[str, float]:
     return st
 
 
+def frame_pool_size(inf: Any, path: str) -> int:
+    """The request pool ``inf`` runs the decoded frames of ``path`` with (its variant for their layout)."""
+    import interop
+
+    from ..pipeline import open_video
+
+    container, stream = open_video(path)
+    first = interop.map(interop.wrap(next(iter(container.decode(stream)))), inf.memory_type)
+    container.close()
+    return int(inf.pool_size(first))
+
+
 def run(quick: bool = False, precision: str | None = None, reps: int | None = None) -> list[Result]:
     """All cases, ``reps`` interleaved repetitions (default 3; 1 when ``quick``): more on a noisy machine."""
     from ..pipeline import run as run_pipeline
@@ -215,16 +227,7 @@ def run(quick: bool = False, precision: str | None = None, reps: int | None = No
         used = str(inf.compiled_property("INFERENCE_PRECISION_HINT"))
     except Exception:  # noqa: BLE001 - informative only
         used = "?"
-    # the plain network gets the request pool interop's model runs its frames with
-    import interop
-
-    from ..pipeline import open_video
-
-    container, stream = open_video(path)
-    first = interop.map(interop.wrap(next(iter(container.decode(stream)))), inf.memory_type)
-    container.close()
-    nreq = inf.pool_size(first)
-    del first
+    nreq = frame_pool_size(inf, path)  # the plain network gets the request pool interop's model runs frames with
     plain = PlainNetwork(precision, nreq, path)
     dec: list[float] = []
     inf_only: list[float] = []

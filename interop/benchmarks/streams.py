@@ -99,17 +99,10 @@ def decode_processes(path: str, n: int, frames: int) -> float:
 def networks(path: str, frames: int, precision: str | None) -> tuple[float, float, int]:
     """(the plain network's fps fed pre-processed tensors from memory, interop's model (pre-processing inside) on
     decoded frames held in memory, its request pool)."""
-    import interop
-
-    from ..pipeline import open_video
-    from .pipeline import PlainNetwork, _inference, infer_only
+    from .pipeline import PlainNetwork, _inference, frame_pool_size, infer_only
 
     inf = _inference(precision)
-    container, stream = open_video(path)
-    first = interop.map(interop.wrap(next(iter(container.decode(stream)))), inf.memory_type)
-    container.close()
-    nreq = inf.pool_size(first)
-    del first
+    nreq = frame_pool_size(inf, path)
     model = infer_only(inf, path, frames)
     inf.close()
     return float(PlainNetwork(precision, nreq, path).infer_only(frames)), float(model), int(nreq)
