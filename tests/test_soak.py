@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -106,6 +108,20 @@ def _copying_mappers() -> list[type[interop.MemoryMapper]]:
                   key=lambda c: c.name)
 
 
+def _rss_run(label: str, rss0: int, rss1: int, fd_live: tuple[Any, Any], again: Callable[[], None]) -> tuple[int, int]:
+    """(RSS before, RSS after) of the run to judge: this one, or when it grew past RSS_SLACK, a second run of as many
+    cycles (``again``). The heap of a process that ran hundreds of tests moves by megabytes on its own (an
+    allocator arena trimmed or grown by another thread): a leak grows again over as many cycles, noise does not.
+    The second run must leave fds and live allocations (``fd_live``) where the first did."""
+    if rss1 - rss0 <= RSS_SLACK:
+        return rss0, rss1
+    stats.note(f"soak: {label} rss growth bytes, first run", rss1 - rss0)
+    again()
+    fd, rss2, live = _measure()
+    assert (fd, live) == fd_live, f"{label}: fds or live allocations moved over the second run"
+    return rss1, rss2
+
+
 def _cycles(mapper: interop.MemoryMapper, obj: object, n: int, allow_copy: bool) -> None:
     for i in range(n):
         out = mapper.map(obj, AccessMode.READ, allow_copy=allow_copy)
@@ -140,14 +156,7 @@ def _soak(cls: type[interop.MemoryMapper], n: int, allow_copy: bool) -> None:
     copies, first = (meter.copies, meter.records[:3]) if meter is not None else (0, [])
     del meter, one
     fd1, rss1, live1 = _measure()
-    if rss1 - rss0 > RSS_SLACK:
-        # The heap of a process that ran hundreds of tests moves by megabytes on its own (an allocator arena
-        # trimmed or grown by another thread): a leak grows again over as many cycles, noise does not.
-        stats.note(f"soak: {name} rss growth bytes, first run", rss1 - rss0)
-        rss0 = rss1
-        _cycles(mapper, made.obj, n, allow_copy)
-        fd1b, rss1, live1b = _measure()
-        assert (fd1b, live1b) == (fd1, live1), f"{name}: fds or live allocations moved over the second run"
+    rss0, rss1 = _rss_run(name, rss0, rss1, (fd1, live1), lambda o=made.obj: _cycles(mapper, o, n, allow_copy))
     stats.add("soak: map/release cycles", n)
     stats.add(f"soak: cycles {name}", n)
     stats.note(f"soak: {name} us/cycle", round(dt / n * 1e6, 1))
@@ -202,12 +211,7 @@ def test_factory_soak(kind, soak):
     fd0, rss0, live0 = _measure()
     _make_cycles(kind, rng, n)
     fd1, rss1, live1 = _measure()
-    if rss1 - rss0 > RSS_SLACK:  # heap noise or a leak: a leak grows again over as many cycles (see _soak)
-        stats.note(f"soak: {kind} rss growth bytes, first run", rss1 - rss0)
-        rss0 = rss1
-        _make_cycles(kind, rng, n)
-        fd1b, rss1, live1b = _measure()
-        assert (fd1b, live1b) == (fd1, live1), f"{kind}: fds or live allocations moved over the second run"
+    rss0, rss1 = _rss_run(kind, rss0, rss1, (fd1, live1), lambda: _make_cycles(kind, rng, n))
     stats.add("soak: make/release cycles", n)
     assert fd1 == fd0, f"{kind}: fd count went {fd0} -> {fd1} over {n} cycles"
     assert rss1 - rss0 <= RSS_SLACK, f"{kind}: RSS grew {(rss1 - rss0) / 2**20:.2f} MiB over {n} cycles"
