@@ -525,19 +525,18 @@ def _make_inference(model: str | None, device: str | None, precision: str | None
     for the report, and the input size reported (the first frame's)."""
     from .inference import Inference
 
-    config = {"INFERENCE_PRECISION_HINT": precision} if precision else None
     if model is None:
         from .inference import default_device
 
-        picked = device or default_device()
-        config = textdet.compile_config(picked, precision)
+        config = textdet.compile_config(device or default_device(), precision)
         size = input_size or textdet.input_size_for(width, height)
         # without --input-size the detector runs at each frame's own aspect (a size change mid-stream)
         sizing = input_size or (lambda w, h: textdet.input_size_for(w, h))
         inf = Inference(textdet.model_path(), device, input_size=sizing, mean=textdet.MEAN, scale=textdet.SCALE,
-                        rgb=textdet.RGB, config=config, requests=textdet.compile_requests(picked))
+                        rgb=textdet.RGB, config=config, requests=textdet.compile_requests(config))
         return inf, textdet.MODEL_NAME, size
-    inf = Inference(model, device, input_size=input_size, config=config)
+    user_config = {"INFERENCE_PRECISION_HINT": precision} if precision else None
+    inf = Inference(model, device, input_size=input_size, config=user_config)
     return inf, inf.model_name, input_size
 
 

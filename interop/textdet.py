@@ -85,11 +85,10 @@ def compile_config(device: str, precision: str | None) -> dict[str, Any] | None:
     return cfg or None
 
 
-def compile_requests(device: str) -> int | None:
-    """Infer requests for the detector on ``device``: two per CPU stream (one runs while the run loop hands the
-    stream its next frame), None elsewhere (the device's own number)."""
-    cfg = compile_config(device, None)
-    return 2 * int(cfg["NUM_STREAMS"]) if cfg and "NUM_STREAMS" in cfg else None
+def compile_requests(config: dict[str, Any] | None) -> int | None:
+    """Infer requests for the detector compiled with ``config`` (compile_config's): two per CPU stream (one runs
+    while the run loop hands the stream its next frame), None where it sets no streams (the device's own number)."""
+    return 2 * int(config["NUM_STREAMS"]) if config and "NUM_STREAMS" in config else None
 
 
 def physical_cores() -> int:

@@ -512,7 +512,8 @@ def test_detector_compiles_with_one_stream_per_core() -> None:
     assert textdet.compile_config("cpu:0", None) == {"NUM_STREAMS": cores}
     assert textdet.compile_config("NPU", None) is None
     assert textdet.compile_config("AUTO", "f16") == {"INFERENCE_PRECISION_HINT": "f16"}
-    assert textdet.compile_requests("CPU") == 2 * cores and textdet.compile_requests("NPU") is None
+    assert textdet.compile_requests(textdet.compile_config("CPU", None)) == 2 * cores
+    assert textdet.compile_requests(textdet.compile_config("NPU", None)) is None
     inf, _, _ = _make_inference(None, "CPU", "f32", (64, 64), 64, 64)
     try:
         assert int(inf.compiled_property("NUM_STREAMS")) == cores

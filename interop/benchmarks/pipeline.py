@@ -61,7 +61,7 @@ def _inference(precision: str | None) -> Any:
 
     cfg = textdet.compile_config("CPU", precision)  # as `interop run` compiles the detector
     return Inference(textdet.model_path(), "CPU", input_size=INPUT_SIZE, mean=textdet.MEAN, scale=textdet.SCALE,
-                     rgb=textdet.RGB, config=cfg, requests=textdet.compile_requests("CPU"))
+                     rgb=textdet.RGB, config=cfg, requests=textdet.compile_requests(cfg))
 
 
 def decode_only(path: str, frames: int) -> float:
