@@ -299,3 +299,24 @@ def test_inference_allow_copy_counts_the_bytes_written_not_the_padding(tmp_path:
     with interop.copy_meter() as m:
         inf.infer(vf)
     assert m.copies == 1 and m.bytes == 100 * 50 + 2 * 50 * 25, m.records
+
+
+@pytest.mark.parametrize(("n_in", "n_out"), [(1080, 544), (1920, 960), (540, 272), (960, 480), (721, 544), (5, 17),
+                                             (270, 544), (1081, 1080), (3, 2), (544, 1080)])
+def test_nearest_resize_by_gather_picks_the_pixels_interpolate_picks(n_in: int, n_out: int) -> None:
+    """The plane prefix resizes nearest with two Gathers of precomputed indices: the same pixels as OpenVINO's
+    Interpolate (nearest, half_pixel, round_prefer_floor) on either axis, shrinking and enlarging."""
+    import openvino as ov
+    import openvino.opset11 as ops
+
+    rng = np.random.default_rng(n_in * 7 + n_out)
+    plane = rng.integers(0, 256, (1, n_in, 3, 2), np.uint8)
+    p = ops.parameter(list(plane.shape), ov.Type.u8)
+    ref = ops.interpolate(p, np.array([n_out], np.int64), "nearest", "sizes", axes=np.array([1], np.int64),
+                          coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_floor")
+    ours = _preprocess._take_nearest(ops, p, 1, n_in, n_out)
+    compiled = ov.Core().compile_model(ov.Model([ref, ours], [p]), "CPU")
+    a, b = compiled(plane).values()
+    assert a.shape == b.shape == (1, n_out, 3, 2)
+    assert np.array_equal(a, b)
+    assert np.array_equal(b[0, :, 0, 0], plane[0, _preprocess.nearest_index(n_in, n_out), 0, 0])

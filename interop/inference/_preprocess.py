@@ -162,10 +162,13 @@ _KRKB = {ColorSpace.BT601: (0.299, 0.114), ColorSpace.BT709: (0.2126, 0.0722), C
 
 #: interpolation of large planes: nearest reads each output pixel once from the decoder's planes; OpenVINO's linear
 #: Interpolate on a 1080p plane costs more CPU per frame than the network's budget allows for pre-processing, and
-#: nearest stays within the accuracy limits there (``interop bench --only preprocess`` measures both). Upscaling
-#: (chroma to the luma's size) is nearest too: that is the replication of the standard I420/NV12 conversions
-#: (OpenVINO's, OpenCV's). Planes smaller than NEAREST_FROM pixels are shrunk linearly (as cv2.resize INTER_LINEAR):
-#: their cost is small, and at strong downscales of small frames nearest's half-pixel offset is visible.
+#: nearest stays within the accuracy limits there (``interop bench --only preprocess`` measures both). Nearest is two
+#: Gathers (the rows, then the columns of those rows) of precomputed source indices, which pick the same pixels as
+#: Interpolate's nearest mode on cv2.resize's half-pixel grid at a fraction of its CPU (OpenVINO's CPU plugin has no
+#: fast 8-bit nearest kernel for one-channel planes). Upscaling (chroma to the luma's size) is nearest too: that is the
+#: replication of the standard I420/NV12 conversions (OpenVINO's, OpenCV's). Planes smaller than NEAREST_FROM pixels
+#: are shrunk linearly (as cv2.resize INTER_LINEAR): their cost is small, and at strong downscales of small frames
+#: nearest's half-pixel offset is visible.
 RESIZE = "nearest"
 NEAREST_FROM = 512 * 512
 
@@ -236,16 +239,29 @@ def color_matrix(kind: str, colorspace: ColorSpace | None, color_range: ColorRan
     return (w * to8).astype(np.float32), bias.astype(np.float32)
 
 
+def nearest_index(n_in: int, n_out: int) -> np.ndarray:
+    """Source index of each of ``n_out`` samples resized nearest from ``n_in`` on the half-pixel grid, ties to the
+    lower index (Interpolate's ``half_pixel`` + ``round_prefer_floor``), in exact integer arithmetic:
+    ceil((o + 0.5) * n_in / n_out - 1)."""
+    num = (2 * np.arange(n_out, dtype=np.int64) + 1) * n_in - 2 * n_out
+    return np.clip(-(-num // (2 * n_out)), 0, n_in - 1)
+
+
+def _take_nearest(ops: Any, x: Any, axis: int, n_in: int, n_out: int) -> Any:
+    if n_in == n_out:
+        return x
+    idx = nearest_index(n_in, n_out).astype(np.int32)
+    return ops.gather(x, ops.constant(idx), ops.constant(np.int64(axis)))
+
+
 def _resize(ops: Any, x: Any, oh: int, ow: int, ph: int, pw: int) -> Any:
     """Resize NHWC ``x`` (axes 1, 2) from (ph, pw) to (oh, ow) on cv2.resize's half-pixel grid."""
     i64 = np.int64
-    kw: dict[str, Any] = {"coordinate_transformation_mode": "half_pixel"}
     shrinks = oh < ph or ow < pw
-    nearest = RESIZE == "nearest" and (not shrinks or ph * pw >= NEAREST_FROM)
-    mode = "nearest" if nearest else "linear_onnx"
-    if mode == "nearest":
-        kw["nearest_mode"] = "round_prefer_floor"
-    return ops.interpolate(x, np.array([oh, ow], i64), mode, "sizes", axes=np.array([1, 2], i64), **kw)
+    if RESIZE == "nearest" and (not shrinks or ph * pw >= NEAREST_FROM):
+        return _take_nearest(ops, _take_nearest(ops, x, 1, ph, oh), 2, pw, ow)
+    return ops.interpolate(x, np.array([oh, ow], i64), "linear_onnx", "sizes", axes=np.array([1, 2], i64),
+                           coordinate_transformation_mode="half_pixel")
 
 
 def plane_prefix(ov: Any, fmt: FrameFormat, shapes: list[tuple[int, ...]], dtypes: list[Any], width: int, height: int,
