@@ -9,7 +9,9 @@ PyAV cannot decode into a foreign buffer, so that write is one copy per frame: c
 (``zero_copy_frames``); samples in the element's own buffers are copied, counted, per frame. The inference process (this one) owns one ``Inference`` and keeps its
 whole request pool busy with frames of every stream: it maps each received frame to the model's memory type (zero
 copy, the pool buffer itself) and starts a request; the buffer goes back to the worker's pool when the request is
-done. Results are kept per stream, in frame order.
+done. The detector's text boxes are made in post-processing processes (``interop.postpool``), fed each map through
+shared memory, so this process's GIL stays with the frames and the requests. Results are kept per stream, in frame
+order.
 
 Back-pressure: a worker's pool is bounded; when inference falls behind, the frames it holds are the pool's buffers,
 and the worker waits for one to come back before decoding on. Nothing queues without bound.
@@ -462,25 +464,45 @@ class _Worker:
 
 
 class _Results:
-    """Outputs -> results (text boxes or an output summary) on a thread of its own, per stream; the caller's
-    callbacks after each. Bounded queue: a slow consumer of results holds inference back, not memory."""
+    """Outputs -> results, per stream; the caller's callbacks after each. Text boxes are made by a PostPool (processes
+    of their own: this process's GIL stays with the frame hand-off and the requests), an output summary on a thread
+    of its own. Both bounded: a slow consumer of results holds inference back, not memory. ``put`` runs on OpenVINO's
+    thread; with ``views`` (text boxes) its outputs are the request's own tensors, valid during the call."""
 
     def __init__(self, streams: list[StreamResult], is_textdet: bool, on_result: Callable[[int, FrameResult], None] | None,
-                 on_progress: Callable[[int, int, int | None], None] | None, t0: float, frames: int | None):
+                 on_progress: Callable[[int, int, int | None], None] | None, t0: float, frames: int | None,
+                 max_map_pixels: int = 0):
         self.streams = streams
         self.frames = frames
         self.is_textdet = is_textdet
+        self.views = is_textdet
         self.on_result = on_result
         self.on_progress = on_progress
         self.done = [0] * len(streams)
         self.t0 = t0
         self.error: BaseException | None = None
-        self._q: queue.Queue[tuple[Any, tuple[int, int]] | None] = queue.Queue(maxsize=64)
-        self._t = threading.Thread(target=self._loop, name="interop-streams-results", daemon=True)
-        self._t.start()
+        self._pool: Any = None
+        self._t: threading.Thread | None = None
+        if is_textdet:
+            from .postpool import PostPool
 
-    def put(self, outputs: Any, key: tuple[int, int]) -> None:  # OpenVINO's thread: queue, nothing more
-        self._q.put((outputs, key))
+            self._pool = PostPool(self._boxes, max_map_pixels)
+        else:
+            self._q: queue.Queue[tuple[Any, tuple[int, int]] | None] = queue.Queue(maxsize=64)
+            self._t = threading.Thread(target=self._loop, name="interop-streams-results", daemon=True)
+            self._t.start()
+
+    def put(self, outputs: Any, key: tuple[int, int]) -> None:  # OpenVINO's thread: hand over, nothing more
+        if self._pool is not None:
+            _, _, fw, fh = self.streams[key[0]].run.frame_info[key[1]]
+            self._pool.submit(next(iter(outputs.values())), key, fw, fh)
+        else:
+            self._q.put((outputs, key))
+
+    def _boxes(self, key: tuple[int, int], boxes: list[Any]) -> None:  # the PostPool's reader thread
+        k, i = key
+        self.streams[k].run.boxes[i] = boxes
+        self._after(k, i)
 
     def _loop(self) -> None:
         while (item := self._q.get()) is not None:
@@ -488,26 +510,34 @@ class _Results:
                 continue
             outputs, (k, i) = item
             try:
-                s = self.streams[k]
-                res = s.run
-                if self.is_textdet:
-                    _, _, fw, fh = res.frame_info[i]
-                    res.boxes[i] = textdet.boxes_from_map(next(iter(outputs.values())), fw, fh)
-                else:
-                    res.outputs[i] = _summary(outputs)
-                self.done[k] += 1
-                s.wall = time.perf_counter() - self.t0
-                if self.on_result is not None:
-                    self.on_result(k, res.result(i))
-                if self.on_progress is not None:
-                    total = res.declared_frames or None
-                    if self.frames is not None:
-                        total = min(total, self.frames) if total else self.frames
-                    self.on_progress(k, self.done[k], total)
+                self.streams[k].run.outputs[i] = _summary(outputs)
+                self._after(k, i)
             except BaseException as e:  # noqa: B036 - re-raised on the caller's thread by close()
                 self.error = e
 
+    def _after(self, k: int, i: int) -> None:
+        s = self.streams[k]
+        res = s.run
+        self.done[k] += 1
+        s.wall = time.perf_counter() - self.t0
+        if self.on_result is not None:
+            self.on_result(k, res.result(i))
+        if self.on_progress is not None:
+            total = res.declared_frames or None
+            if self.frames is not None:
+                total = min(total, self.frames) if total else self.frames
+            self.on_progress(k, self.done[k], total)
+
+    @property
+    def output_bytes(self) -> int:
+        """Map bytes the PostPool read out of the requests (into its shared memory)."""
+        return int(self._pool.bytes_copied) if self._pool is not None else 0
+
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            return
+        assert self._t is not None
         self._q.put(None)
         self._t.join()
         if self.error is not None:
@@ -590,7 +620,7 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
             assert w.proc.stdout is not None
             sel.register(w.proc.stdout, selectors.EVENT_READ, ("status", w))
         t0 = time.perf_counter()
-        results = _Results(streams, model is None, on_result, on_progress, t0, frames)
+        results = _Results(streams, model is None, on_result, on_progress, t0, frames, textdet.map_pixels(input_size))
         layouts: set[tuple[Any, ...]] = set()
         perf = time.perf_counter
         open_streams = {w.index for w in live}
@@ -634,7 +664,7 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
                             layouts.add(lay)
                             out.compile += perf() - t2
                         t2 = perf()
-                        inf.infer_async(mapped, results.put, (w.index, i))
+                        inf.infer_async(mapped, results.put, (w.index, i), copy_outputs=not results.views)
                         out.map += t2 - t1
                         out.infer += perf() - t2
                         if keep_last:
@@ -649,11 +679,11 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
             t3 = perf()
             inf.wait_all()
             results.close()
-            results = None
+            pooled_bytes, results = results.output_bytes, None
             out.infer += perf() - t3
         out.wall = perf() - t0 - out.compile
         out.copies, out.bytes_copied = meter.copies, meter.bytes
-        out.output_bytes = inf.output_bytes
+        out.output_bytes = inf.output_bytes + pooled_bytes
         if keep_last:
             from .pipeline import gst_bgr
 

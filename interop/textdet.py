@@ -107,7 +107,19 @@ def physical_cores() -> int:
     return len(cores)
 
 
-def input_size_for(width: int, height: int, max_side: int = 960, multiple: int = 32) -> tuple[int, int]:
+#: the longest side of the detector's input when the run picks it (and of its probability map)
+MAX_SIDE = 960
+
+
+def map_pixels(input_size: tuple[int, int] | None) -> int:
+    """The largest probability map (H x W) the detector makes in a run: the input size asked for, or (sized per
+    frame, as frames may change size) the largest ``input_size_for`` gives."""
+    if input_size is not None:
+        return input_size[0] * input_size[1]
+    return MAX_SIDE * MAX_SIDE
+
+
+def input_size_for(width: int, height: int, max_side: int = MAX_SIDE, multiple: int = 32) -> tuple[int, int]:
     """Model input (width, height) for a frame: aspect kept, longest side <= ``max_side``, multiples of 32."""
     s = min(1.0, max_side / max(width, height))
     w = max(multiple, int(round(width * s / multiple)) * multiple)

@@ -201,6 +201,32 @@ def test_async_callbacks_userdata_and_output_bytes(inf: interop.Inference, frame
     assert threading.get_ident() not in threads  # callbacks ran on OpenVINO's threads
 
 
+def test_async_callback_gets_views_of_the_request_outputs_without_copy_outputs(inf: interop.Inference,
+                                                                           frames: list) -> None:
+    """copy_outputs=False: the callback reads the request's own output tensors (no copy, output_bytes unchanged)."""
+    sync = [inf.infer(vf)["map"] for vf in frames]
+    got: dict[int, np.ndarray] = {}
+    owned: list[bool] = []
+    lock = threading.Lock()
+
+    def cb(outputs: dict, i: int) -> None:
+        with lock:
+            owned.append(outputs["map"].flags.owndata)
+            got[i] = outputs["map"].copy()  # the views are valid while the callback runs
+
+    before = inf.output_bytes
+    for i, vf in enumerate(frames):
+        inf.infer_async(vf, cb, i, copy_outputs=False)
+    inf.wait_all()
+    assert sorted(got) == list(range(len(frames)))
+    for i in got:
+        np.testing.assert_allclose(got[i], sync[i], rtol=1e-5)
+    assert owned and not any(owned)  # views of OpenVINO's tensors, not arrays of their own
+    assert inf.output_bytes == before
+    with pytest.raises(interop.InteropError, match="copy_outputs"):
+        inf.infer_async(frames[0], cb, 0, copy_outputs=None)  # type: ignore[arg-type]
+
+
 def test_pool_sized_by_optimal_number_of_requests(inf: interop.Inference, frames: list) -> None:
     v = inf._frame_variant(*_key(ov_frame(frames[0])))
     assert inf.pool_size(frames[0]) == v.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS") == len(v.queue)

@@ -223,6 +223,7 @@ class _Job:
     pool: _Pool | None = None
     done: bool = False
     host_frame: bool = False  # holds a host-memory import (NPU CPU_VA): counted against HOST_FRAMES_IN_FLIGHT
+    views: bool = False  # the callback gets views of the request's output tensors (copy_outputs=False)
 
 
 @dataclass(eq=False)
@@ -688,15 +689,15 @@ class Inference:
         return True
 
     def _submit(self, x: Any, job_cb: Callback | None, userdata: Any, event: threading.Event | None,
-                timeout: float | None = None) -> _Job:
+                timeout: float | None = None, views: bool = False) -> _Job:
         self._check_open()
         with self._inside_openvino():
-            return self._submit_inside(x, job_cb, userdata, event, timeout)
+            return self._submit_inside(x, job_cb, userdata, event, timeout, views)
 
     def _submit_inside(self, x: Any, job_cb: Callback | None, userdata: Any, event: threading.Event | None,
-                       timeout: float | None) -> _Job:
+                       timeout: float | None, views: bool = False) -> _Job:
         v, inputs, keep = self._prepare(x)
-        job = _Job(v, job_cb, userdata, keep, event)
+        job = _Job(v, job_cb, userdata, keep, event, views=views)
         if self._memory_type is MemoryType.NPU and _holds_host_import(keep):
             job.host_frame = True
             with self._cond:
@@ -880,10 +881,14 @@ class Inference:
         owners.append(id(self))
         try:
             assert job.variant is not None
-            outs = self._outputs(request, job.variant)
-            job.result = outs
-            if job.event is None and job.callback is not None:
-                job.callback(outs, job.userdata)
+            if job.views:  # valid while the callback runs: the request is not reused before it returns
+                if job.callback is not None:
+                    job.callback(self._output_views(request, job.variant), job.userdata)
+            else:
+                outs = self._outputs(request, job.variant)
+                job.result = outs
+                if job.event is None and job.callback is not None:
+                    job.callback(outs, job.userdata)
         except BaseException as e:  # noqa: B036 - must not escape into OpenVINO's thread
             job.error = e
             if job.event is None:
@@ -913,6 +918,11 @@ class Inference:
         with self._cond:
             self._output_bytes += n
         return outs
+
+    @staticmethod
+    def _output_views(request: Any, v: _Variant) -> Outputs:
+        """The request's outputs as numpy views of its output tensors (nothing copied, nothing counted)."""
+        return {k: request.get_output_tensor(i).data for i, k in enumerate(v.output_keys)}
 
     def _refuse_in_own_callback(self, what: str) -> None:
         if id(self) in _callbacks_here():
@@ -963,7 +973,7 @@ class Inference:
                 self._cond.notify_all()
 
     def infer_async(self, x: Any, callback: Callback | None = None, userdata: Any = None, *,
-                    timeout: float | None = None) -> None:
+                    timeout: float | None = None, copy_outputs: bool = True) -> None:
         """Start inference and return at once; from a thread of the caller's, waits while every request is busy:
         ``timeout`` seconds at most (None: for ever; 0: start only if a request is free now), then
         InteropTimeoutError (a TimeoutError), the input not started.
@@ -974,10 +984,16 @@ class Inference:
         referenced) and started by a thread of this Inference as requests complete, in the order queued.
         ``pending`` and ``wait_all()`` count queued inputs; an input that cannot be started is reported by
         ``wait_all()``. At most BACKLOG_LIMIT inputs wait so; past that infer_async raises ResourceError.
+
+        ``copy_outputs=False``: the callback gets numpy views of the request's own output tensors instead of copies
+        (nothing copied, ``output_bytes`` unchanged). They are valid only until the callback returns (the request
+        then runs another input): copy what must outlive it.
         """
         if callback is not None and not callable(callback):
             raise UnsupportedTypeError(f"callback must be callable, not {type(callback).__name__}")
-        self._submit(x, callback, userdata, None, _check_timeout(timeout))
+        if not isinstance(copy_outputs, bool):
+            raise UnsupportedTypeError(f"copy_outputs must be True or False, not {copy_outputs!r}")
+        self._submit(x, callback, userdata, None, _check_timeout(timeout), not copy_outputs)
 
     def wait_all(self, timeout: float | None = None) -> None:
         """Wait until every started (and queued) request has completed; re-raise the first error since the last

@@ -1,0 +1,289 @@
+"""Text-box post-processing in processes of its own, fed through shared memory.
+
+``interop run`` turns each frame's probability map into text boxes (``textdet.boxes_from_map``). Done on a thread of
+the process that runs inference, that work holds the GIL the decode loop, the frame hand-off and OpenVINO's
+completion callbacks all want, on cores the inference streams keep busy: each hand-over of the GIL waits for a
+core. ``PostPool`` runs it in ``processes`` child processes instead. A completion callback copies the map into a
+free slot of one shared memory block (the children map it once) and sends the slot's number; a child makes the
+boxes and sends them back; a thread of this process hands them to ``on_boxes`` and frees the slot.
+
+Bounded: ``slots`` maps are in flight at most; ``submit`` waits for a free slot (back-pressure on inference, never
+memory growth). Everything a child sends is checked (sequence number, slot, box count, finite coordinates): a
+wrong message or a child that dies ends the pool with PostPoolError, raised by the next ``submit`` and by
+``close``. Children exit when this process closes their socket or dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import mmap
+import os
+import selectors
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import InteropError
+from .textdet import MAX_CANDIDATES
+
+log = logging.getLogger(__name__)
+
+#: what the parent sends: sequence number, slot, map height and width, the frame's width and height
+_JOB = struct.Struct("<IIIIII")
+#: what a child answers: sequence number, slot, box count; then count x 9 float64 (4 corner points, score: the
+#: float32 points and the float score exactly as boxes_from_map made them)
+_DONE = struct.Struct("<III")
+_BOX_FLOATS = 9
+#: seconds ``close`` waits for outstanding maps before it gives up on a child
+CLOSE_TIMEOUT = 60.0
+
+
+class PostPoolError(InteropError, RuntimeError):
+    """A post-processing process died or sent a message that is not an answer to what it was given."""
+
+
+def default_processes() -> int:
+    """One process per eight CPUs, 1 to 4: the boxes of one frame take about a millisecond of one core."""
+    return max(1, min(4, (os.cpu_count() or 1) // 8))
+
+
+@dataclass
+class _Child:
+    proc: subprocess.Popen[bytes]
+    sock: socket.socket
+    outstanding: int = 0
+    alive: bool = True
+
+
+class PostPool:
+    """``submit(prob, key, frame_width, frame_height)`` from any thread; ``on_boxes(key, boxes)`` is called on the
+    pool's reader thread for each, in the order the children finish. ``max_pixels``: the largest map (H x W) that
+    will be submitted. An exception from ``on_boxes`` ends the pool and is re-raised by ``close``."""
+
+    def __init__(self, on_boxes: Callable[[Any, list[Any]], None], max_pixels: int, *,
+                 processes: int | None = None, slots: int | None = None):
+        n = processes or default_processes()
+        if n < 1 or max_pixels < 1:
+            raise ValueError(f"PostPool needs at least one process and one pixel, not {n} / {max_pixels}")
+        self._on_boxes = on_boxes
+        self._slot_bytes = mmap.PAGESIZE * -(-max_pixels * 4 // mmap.PAGESIZE)
+        self._nslots = slots or 4 * n + 4
+        self._cond = threading.Condition()
+        self._free = list(range(self._nslots))
+        self._pending: dict[int, tuple[Any, int, int]] = {}  # seq -> (key, slot, child)
+        self._seq = 0
+        self.bytes_copied = 0  # map bytes copied into the shared slots (results read out of the requests)
+        self._error: BaseException | None = None
+        self._closed = False
+        size = self._slot_bytes * self._nslots
+        fd = os.memfd_create("interop-postpool", os.MFD_CLOEXEC)
+        self._children: list[_Child] = []
+        try:
+            os.ftruncate(fd, size)
+            self._mem = mmap.mmap(fd, size)
+            self._maps = np.frombuffer(self._mem, np.float32)
+            for _ in range(n):
+                self._children.append(self._spawn(fd, self._slot_bytes, self._nslots))
+        except BaseException:
+            self._stop_children()
+            raise
+        finally:
+            os.close(fd)
+        self._sel = selectors.DefaultSelector()
+        for k, c in enumerate(self._children):
+            self._sel.register(c.sock, selectors.EVENT_READ, k)
+        self._reader = threading.Thread(target=self._read_loop, name="interop-postpool-reader", daemon=True)
+        self._reader.start()
+
+    @staticmethod
+    def _spawn(fd: int, slot_bytes: int, nslots: int) -> _Child:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", "interop.postpool", str(theirs.fileno()), str(fd),
+                                     str(slot_bytes), str(nslots)], pass_fds=[theirs.fileno(), fd],
+                                    stdin=subprocess.DEVNULL)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        return _Child(proc, ours)
+
+    def __enter__(self) -> PostPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close(raise_error=exc[0] is None)
+
+    def submit(self, prob: Any, key: Any, frame_width: int, frame_height: int) -> None:
+        """Queue one probability map ((H, W), (1, H, W) or (1, 1, H, W) float32) for boxes in a frame of that size;
+        waits while every slot is in use. Copies the map (into shared memory), so ``prob`` may be a view that is
+        valid only during the call."""
+        p = np.asarray(prob)
+        h, w = int(p.shape[-2]), int(p.shape[-1])
+        if h * w * 4 > self._slot_bytes:
+            raise PostPoolError(f"a {w}x{h} map does not fit the pool's slots ({self._slot_bytes} bytes): make the "
+                                f"pool for the largest map the model makes")
+        with self._cond:
+            while not self._free and self._error is None and not self._closed:
+                self._cond.wait()
+            self._raise_if_failed()
+            slot = self._free.pop()
+            alive = [k for k, c in enumerate(self._children) if c.alive]
+            k = min(alive, key=lambda j: self._children[j].outstanding)
+            self._seq = (self._seq + 1) & 0xFFFFFFFF
+            seq = self._seq
+            self._pending[seq] = (key, slot, k)
+            self._children[k].outstanding += 1
+            self.bytes_copied += h * w * 4
+        off = slot * self._slot_bytes // 4
+        np.copyto(self._maps[off:off + h * w].reshape(h, w), p.reshape(h, w), casting="same_kind")
+        try:
+            self._children[k].sock.send(_JOB.pack(seq, slot, h, w, frame_width, frame_height))
+        except OSError as e:
+            self._fail(PostPoolError(f"a post-processing process is gone ({e}): the run cannot make text boxes"))
+            self._raise_if_failed()
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise PostPoolError(f"text-box post-processing failed: {self._error}") from self._error
+        if self._closed:
+            raise PostPoolError("the post-processing pool is closed")
+
+    def _fail(self, e: BaseException) -> None:
+        with self._cond:
+            if self._error is None:
+                self._error = e
+            self._cond.notify_all()
+
+    def _read_loop(self) -> None:
+        from .textdet import TextBox
+
+        while True:
+            with self._cond:
+                if (self._closed and not self._pending) or self._error is not None:
+                    return
+            for skey, _ in self._sel.select(timeout=0.2):
+                k = skey.data
+                c = self._children[k]
+                try:
+                    msg = c.sock.recv(_DONE.size + 8 * _BOX_FLOATS * (MAX_CANDIDATES + 1))
+                except OSError:
+                    msg = b""
+                if not msg:
+                    c.alive = False
+                    self._sel.unregister(c.sock)
+                    code = c.proc.poll()
+                    self._fail(PostPoolError(f"post-processing process {c.proc.pid} exited ({code}) with "
+                                             f"{c.outstanding} maps unanswered"))
+                    return
+                try:
+                    key, boxes = self._parse(msg, k, TextBox)
+                    self._on_boxes(key, boxes)
+                except BaseException as e:  # noqa: B036 - ends the pool; close() re-raises it
+                    self._fail(e)
+                    return
+
+    def _parse(self, msg: bytes, k: int, box_type: Any) -> tuple[Any, list[Any]]:
+        if len(msg) < _DONE.size:
+            raise PostPoolError(f"a post-processing process sent {len(msg)} bytes, not an answer")
+        seq, slot, n = _DONE.unpack_from(msg)
+        if n > MAX_CANDIDATES or len(msg) != _DONE.size + 8 * _BOX_FLOATS * n:
+            raise PostPoolError(f"a post-processing answer says {n} boxes in {len(msg)} bytes")
+        with self._cond:
+            job = self._pending.get(seq)
+            if job is None or job[1] != slot or job[2] != k:
+                raise PostPoolError(f"a post-processing process answered job {seq} (slot {slot}), which it was not "
+                                    f"given")
+            del self._pending[seq]
+            self._free.append(slot)
+            self._children[k].outstanding -= 1
+            self._cond.notify_all()
+        vals = np.frombuffer(msg, np.float64, offset=_DONE.size).reshape(n, _BOX_FLOATS)
+        if not np.isfinite(vals).all():
+            raise PostPoolError("a post-processing process sent a box with a coordinate that is not a number")
+        return job[0], [box_type(v[:8].reshape(4, 2).astype(np.float32), float(v[8])) for v in vals]
+
+    def close(self, raise_error: bool = True) -> None:
+        """Wait for every submitted map's boxes (CLOSE_TIMEOUT at most), stop the children, free the memory;
+        re-raise the first error (``raise_error``)."""
+        with self._cond:
+            deadline = time.monotonic() + CLOSE_TIMEOUT
+            while self._pending and self._error is None and not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._error = PostPoolError(f"{len(self._pending)} maps still unanswered after {CLOSE_TIMEOUT:.0f} "
+                                                f"s: a post-processing process hangs")
+                    break
+                self._cond.wait(min(left, 0.5))
+            self._closed = True
+            self._cond.notify_all()
+        self._reader.join()
+        self._sel.close()
+        self._stop_children()
+        self._maps = np.empty(0, np.float32)
+        with contextlib.suppress(BufferError):  # a view still held elsewhere: the mapping goes with it
+            self._mem.close()
+        err = self._error
+        if err is not None and raise_error:
+            raise err if isinstance(err, InteropError) else PostPoolError(f"text-box post-processing failed: {err}")
+
+    def _stop_children(self) -> None:
+        for c in self._children:
+            c.sock.close()  # the child reads EOF and exits
+        for c in self._children:
+            try:
+                c.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                c.proc.kill()
+                c.proc.wait()
+
+
+def _child(sock_fd: int, mem_fd: int, slot_bytes: int, nslots: int) -> int:
+    """A post-processing process: maps in the shared block -> boxes, until the parent closes the socket. A message
+    that does not describe a map inside the block ends it (exit status 2): the parent reports that."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it closes our socket
+    with contextlib.suppress(OSError, AttributeError):  # Linux: die with the parent
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    import cv2
+
+    from .textdet import boxes_from_map
+
+    cv2.setNumThreads(1)  # one frame per process at a time: OpenCV's pool would only spin on the inference's cores
+    sock = socket.socket(fileno=sock_fd)
+    mem = mmap.mmap(mem_fd, slot_bytes * nslots, prot=mmap.PROT_READ)
+    os.close(mem_fd)
+    maps = np.frombuffer(mem, np.float32)
+    while True:
+        msg = sock.recv(64)
+        if not msg:
+            return 0
+        if len(msg) != _JOB.size:
+            return 2
+        seq, slot, h, w, fw, fh = _JOB.unpack(msg)
+        if slot >= nslots or not 0 < h * w * 4 <= slot_bytes or fw < 1 or fh < 1:
+            return 2
+        off = slot * slot_bytes // 4
+        boxes = boxes_from_map(maps[off:off + h * w].reshape(h, w), fw, fh)
+        out = np.empty((len(boxes), _BOX_FLOATS), np.float64)
+        for j, b in enumerate(boxes):
+            out[j, :8] = b.points.reshape(8)
+            out[j, 8] = b.score
+        sock.send(_DONE.pack(seq, slot, len(boxes)) + out.tobytes())
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 5:
+        raise SystemExit(_child(*(int(a) for a in sys.argv[1:])))
+    raise SystemExit("usage: python -m interop.postpool SOCKET_FD MEMORY_FD SLOT_BYTES SLOTS (started by interop run)")

@@ -1,0 +1,192 @@
+"""interop.postpool.PostPool: text boxes made in processes of their own from maps in shared memory.
+
+Same boxes as ``textdet.boxes_from_map`` in this process, bounded slots (back-pressure), submissions from many
+threads, and the faults: a child killed, a forged or malformed answer, an ``on_boxes`` that raises, a map larger than
+the slots, a child given a job that is not inside the shared block. Nothing is left behind (processes, fds).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from interop import textdet
+from interop.postpool import _DONE, _JOB, PostPool, PostPoolError
+
+H, W = 96, 160
+
+
+def _map(seed: int) -> np.ndarray:
+    """A probability map with a few text-like blobs (rectangles of high probability on noise)."""
+    rng = np.random.default_rng(seed)
+    m = rng.random((H, W), dtype=np.float32) * 0.2
+    for _ in range(1 + seed % 4):
+        y, x = int(rng.integers(0, H - 20)), int(rng.integers(0, W - 50))
+        m[y:y + int(rng.integers(6, 18)), x:x + int(rng.integers(15, 48))] = 0.5 + 0.5 * rng.random(dtype=np.float32)
+    return m
+
+
+def _same(a: list, b: list) -> bool:
+    return [(x.points.tolist(), x.score) for x in a] == [(x.points.tolist(), x.score) for x in b]
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_boxes_are_those_made_in_process_for_every_key_with_back_pressure() -> None:
+    fds = _fds()
+    got: dict[int, list] = {}
+    maps = [_map(s) for s in range(40)]
+    pool = PostPool(lambda k, b: got.__setitem__(k, b), H * W, processes=2, slots=3)
+    procs = [c.proc for c in pool._children]
+    with pool:
+        for i, m in enumerate(maps):  # more maps than slots: submit waits for answers
+            pool.submit(m[None, None], i, 640, 384)
+    assert sorted(got) == list(range(len(maps)))
+    for i, m in enumerate(maps):
+        assert _same(got[i], textdet.boxes_from_map(m, 640, 384))
+    assert any(got[i] for i in got)
+    assert pool.bytes_copied == len(maps) * H * W * 4
+    assert all(p.poll() is not None for p in procs)  # children gone
+    assert _fds() == fds
+
+
+def test_submit_from_many_threads() -> None:
+    got: dict[tuple[int, int], list] = {}
+    lock = threading.Lock()
+
+    def on_boxes(k: tuple[int, int], b: list) -> None:
+        with lock:
+            got[k] = b
+
+    with PostPool(on_boxes, H * W, processes=2, slots=4) as pool:
+        def feed(t: int) -> None:
+            for i in range(15):
+                pool.submit(_map(t * 100 + i), (t, i), W, H)
+        threads = [threading.Thread(target=feed, args=(t,)) for t in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert len(got) == 60
+    assert all(_same(got[(t, i)], textdet.boxes_from_map(_map(t * 100 + i), W, H)) for t, i in got)
+
+
+def test_a_killed_child_fails_the_pool_with_a_typed_error_not_a_hang() -> None:
+    pool = PostPool(lambda k, b: None, H * W, processes=1, slots=2)
+    pool.submit(_map(1), 0, W, H)
+    os.kill(pool._children[0].proc.pid, signal.SIGKILL)
+    with pytest.raises(PostPoolError, match="exited"):
+        for i in range(100):  # the reader notices the death; then submit refuses
+            pool.submit(_map(i), i, W, H)
+    with pytest.raises(PostPoolError):
+        pool.close()
+
+
+def test_an_on_boxes_error_is_raised_by_close() -> None:
+    def bad(k: int, b: list) -> None:
+        raise KeyError("the caller's bug")
+
+    pool = PostPool(bad, H * W, processes=1)
+    pool.submit(_map(2), 0, W, H)
+    with pytest.raises(PostPoolError, match="the caller's bug"):
+        pool.close()
+
+
+def test_a_map_larger_than_the_slots_is_refused() -> None:
+    with PostPool(lambda k, b: None, H * W, processes=1) as pool, pytest.raises(PostPoolError, match="does not fit"):
+        pool.submit(np.zeros((H * 2, W * 2), np.float32), 0, W, H)
+
+
+@pytest.mark.parametrize("case", ["unknown job", "wrong slot", "short", "length", "too many", "not a number"])
+def test_forged_answers_are_refused(case: str) -> None:
+    pool = PostPool(lambda k, b: None, H * W, processes=1, slots=2)
+    try:
+        with pool._cond:  # a job as submit records it, without a child working on it
+            pool._pending[7] = ("key", 1, 0)
+        box = np.array([1, 2, 3, 2, 3, 4, 1, 4, 0.9])
+        msg = {"unknown job": _DONE.pack(8, 1, 1) + box.tobytes(),
+               "wrong slot": _DONE.pack(7, 0, 1) + box.tobytes(),
+               "short": b"\x07\x00",
+               "length": _DONE.pack(7, 1, 2) + box.tobytes(),
+               "too many": _DONE.pack(7, 1, textdet.MAX_CANDIDATES + 1) + box.tobytes() * (textdet.MAX_CANDIDATES + 1),
+               "not a number": _DONE.pack(7, 1, 1) + np.where(np.arange(9) == 3, np.nan, box).tobytes()}[case]
+        with pytest.raises(PostPoolError):
+            pool._parse(msg, 0, textdet.TextBox)
+    finally:
+        with pool._cond:
+            pool._pending.clear()
+        pool.close(raise_error=False)
+
+
+def test_a_forged_answer_parses_to_the_boxes_it_carries() -> None:
+    """The check above refuses what is wrong; a right answer gives back exactly the boxes sent."""
+    pool = PostPool(lambda k, b: None, H * W, processes=1, slots=2)
+    try:
+        with pool._cond:
+            pool._pending[7] = ("key", 1, 0)
+            pool._free.remove(1)
+        box = np.array([1, 2, 3, 2, 3, 4, 1, 4, 0.9])
+        key, boxes = pool._parse(_DONE.pack(7, 1, 1) + box.tobytes(), 0, textdet.TextBox)
+        assert key == "key" and len(boxes) == 1 and boxes[0].score == 0.9
+        assert boxes[0].points.dtype == np.float32 and boxes[0].points.tolist() == [[1, 2], [3, 2], [3, 4], [1, 4]]
+        assert 1 in pool._free
+    finally:
+        pool.close(raise_error=False)
+
+
+@pytest.mark.parametrize("job", [_JOB.pack(1, 9, H, W, W, H), _JOB.pack(1, 0, H * 4, W * 4, W, H),
+                                 _JOB.pack(1, 0, H, W, 0, H), b"\x01\x02\x03"])
+def test_a_child_given_a_job_outside_its_block_exits_with_status_2(job: bytes) -> None:
+    slot_bytes = mmap.PAGESIZE * -(-H * W * 4 // mmap.PAGESIZE)
+    fd = os.memfd_create("t", os.MFD_CLOEXEC)
+    os.ftruncate(fd, slot_bytes * 2)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        p = subprocess.Popen([sys.executable, "-m", "interop.postpool", str(theirs.fileno()), str(fd), str(slot_bytes),
+                              "2"], pass_fds=[theirs.fileno(), fd])
+        theirs.close()
+        ours.send(job)
+        assert p.wait(60) == 2
+        assert ours.recv(64) == b""  # nothing answered
+    finally:
+        ours.close()
+        os.close(fd)
+
+
+def test_a_child_answers_a_valid_job_then_exits_when_the_socket_closes() -> None:
+    slot_bytes = mmap.PAGESIZE * -(-H * W * 4 // mmap.PAGESIZE)
+    fd = os.memfd_create("t", os.MFD_CLOEXEC)
+    os.ftruncate(fd, slot_bytes * 2)
+    mem = mmap.mmap(fd, slot_bytes * 2)
+    m = _map(3)
+    np.frombuffer(mem, np.float32)[slot_bytes // 4:slot_bytes // 4 + H * W] = m.reshape(-1)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        p = subprocess.Popen([sys.executable, "-m", "interop.postpool", str(theirs.fileno()), str(fd), str(slot_bytes),
+                              "2"], pass_fds=[theirs.fileno(), fd])
+        theirs.close()
+        ours.send(_JOB.pack(5, 1, H, W, 320, 192))
+        msg = ours.recv(1 << 16)
+        seq, slot, n = _DONE.unpack_from(msg)
+        ref = textdet.boxes_from_map(m, 320, 192)
+        assert (seq, slot, n) == (5, 1, len(ref)) and n > 0
+        vals = np.frombuffer(msg, np.float64, offset=_DONE.size).reshape(n, 9)
+        assert vals[:, :8].reshape(n, 4, 2).tolist() == [b.points.tolist() for b in ref]
+        assert vals[:, 8].tolist() == [b.score for b in ref]
+        ours.close()
+        assert p.wait(60) == 0
+    finally:
+        ours.close()
+        mem.close()
+        os.close(fd)
+
