@@ -45,7 +45,9 @@ _JOB = struct.Struct("<IIIIII")
 #: float32 points and the float score exactly as boxes_from_map made them)
 _DONE = struct.Struct("<III")
 _BOX_FLOATS = 9
-#: seconds ``close`` waits for outstanding maps before it gives up on a child
+#: what a child sends once it can take maps (its imports done, the block mapped)
+_READY = b"R"
+#: seconds ``close`` waits for outstanding maps before it gives up on a child, and ``wait_ready`` for children to start
 CLOSE_TIMEOUT = 60.0
 
 
@@ -64,12 +66,15 @@ class _Child:
     sock: socket.socket
     outstanding: int = 0
     alive: bool = True
+    ready: bool = False
 
 
 class PostPool:
     """``submit(prob, key, frame_width, frame_height)`` from any thread; ``on_boxes(key, boxes)`` is called on the
     pool's reader thread for each, in the order the children finish. ``max_pixels``: the largest map (H x W) that
-    will be submitted. An exception from ``on_boxes`` ends the pool and is re-raised by ``close``."""
+    will be submitted. An exception from ``on_boxes`` ends the pool and is re-raised by ``close``. The children start
+    in the background (importing OpenCV takes a while): ``wait_ready`` waits for them, so that a timed loop does not
+    count their start; maps submitted before then wait in the socket."""
 
     def __init__(self, on_boxes: Callable[[Any, list[Any]], None], max_pixels: int, *,
                  processes: int | None = None, slots: int | None = None):
@@ -86,6 +91,7 @@ class PostPool:
         self.bytes_copied = 0  # map bytes copied into the shared slots (results read out of the requests)
         self._error: BaseException | None = None
         self._closed = False
+        self._shut = False
         size = self._slot_bytes * self._nslots
         fd = os.memfd_create("interop-postpool", os.MFD_CLOEXEC)
         self._children: list[_Child] = []
@@ -125,6 +131,17 @@ class PostPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close(raise_error=exc[0] is None)
+
+    def wait_ready(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        """Wait until every child can take maps (PostPoolError past ``timeout`` seconds, or when one died)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not all(c.ready for c in self._children):
+                self._raise_if_failed()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise PostPoolError(f"the post-processing processes did not start within {timeout:.0f} s")
+                self._cond.wait(min(left, 0.5))
 
     def submit(self, prob: Any, key: Any, frame_width: int, frame_height: int) -> None:
         """Queue one probability map ((H, W), (1, H, W) or (1, 1, H, W) float32) for boxes in a frame of that size;
@@ -188,6 +205,11 @@ class PostPool:
                     self._fail(PostPoolError(f"post-processing process {c.proc.pid} exited ({code}) with "
                                              f"{c.outstanding} maps unanswered"))
                     return
+                if msg == _READY and not c.ready:
+                    with self._cond:
+                        c.ready = True
+                        self._cond.notify_all()
+                    continue
                 try:
                     key, boxes = self._parse(msg, k, TextBox)
                     self._on_boxes(key, boxes)
@@ -217,7 +239,10 @@ class PostPool:
 
     def close(self, raise_error: bool = True) -> None:
         """Wait for every submitted map's boxes (CLOSE_TIMEOUT at most), stop the children, free the memory;
-        re-raise the first error (``raise_error``)."""
+        re-raise the first error (``raise_error``). Once closed, closing again does nothing."""
+        if self._shut:
+            return
+        self._shut = True
         with self._cond:
             deadline = time.monotonic() + CLOSE_TIMEOUT
             while self._pending and self._error is None and not self._closed:
@@ -265,6 +290,7 @@ def _child(sock_fd: int, mem_fd: int, slot_bytes: int, nslots: int) -> int:
     mem = mmap.mmap(mem_fd, slot_bytes * nslots, prot=mmap.PROT_READ)
     os.close(mem_fd)
     maps = np.frombuffer(mem, np.float32)
+    sock.send(_READY)
     while True:
         msg = sock.recv(64)
         if not msg:

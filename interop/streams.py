@@ -463,19 +463,33 @@ class _Worker:
             self.proc.stdout.close()
 
 
+class _Boxes:
+    """The text detector's PostPool, started before the model compiles (its processes import OpenCV meanwhile);
+    its boxes go to the run's _Results once that exists."""
+
+    def __init__(self, max_map_pixels: int):
+        from .postpool import PostPool
+
+        self.results: _Results | None = None
+        self.pool = PostPool(self._boxes, max_map_pixels)
+
+    def _boxes(self, key: tuple[int, int], boxes: list[Any]) -> None:  # the PostPool's reader thread
+        assert self.results is not None  # maps are submitted only by the run's callbacks, made with the results
+        self.results.boxes(key, boxes)
+
+
 class _Results:
     """Outputs -> results, per stream; the caller's callbacks after each. Text boxes are made by a PostPool (processes
     of their own: this process's GIL stays with the frame hand-off and the requests), an output summary on a thread
     of its own. Both bounded: a slow consumer of results holds inference back, not memory. ``put`` runs on OpenVINO's
     thread; with ``views`` (text boxes) its outputs are the request's own tensors, valid during the call."""
 
-    def __init__(self, streams: list[StreamResult], is_textdet: bool, on_result: Callable[[int, FrameResult], None] | None,
+    def __init__(self, streams: list[StreamResult], on_result: Callable[[int, FrameResult], None] | None,
                  on_progress: Callable[[int, int, int | None], None] | None, t0: float, frames: int | None,
-                 max_map_pixels: int = 0):
+                 boxes: _Boxes | None = None):
         self.streams = streams
         self.frames = frames
-        self.is_textdet = is_textdet
-        self.views = is_textdet
+        self.views = boxes is not None
         self.on_result = on_result
         self.on_progress = on_progress
         self.done = [0] * len(streams)
@@ -483,10 +497,9 @@ class _Results:
         self.error: BaseException | None = None
         self._pool: Any = None
         self._t: threading.Thread | None = None
-        if is_textdet:
-            from .postpool import PostPool
-
-            self._pool = PostPool(self._boxes, max_map_pixels)
+        if boxes is not None:
+            self._pool = boxes.pool
+            boxes.results = self
         else:
             self._q: queue.Queue[tuple[Any, tuple[int, int]] | None] = queue.Queue(maxsize=64)
             self._t = threading.Thread(target=self._loop, name="interop-streams-results", daemon=True)
@@ -499,7 +512,7 @@ class _Results:
         else:
             self._q.put((outputs, key))
 
-    def _boxes(self, key: tuple[int, int], boxes: list[Any]) -> None:  # the PostPool's reader thread
+    def boxes(self, key: tuple[int, int], boxes: list[Any]) -> None:  # the PostPool's reader thread
         k, i = key
         self.streams[k].run.boxes[i] = boxes
         self._after(k, i)
@@ -583,11 +596,14 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
     last: dict[int, Any] = {}
     inf: Any = None
     results: _Results | None = None
+    boxes: _Boxes | None = None
     out = MultiRunResult(streams)
     sel = selectors.DefaultSelector()
     f: Any = None
     mapped: Any = None
     try:
+        if model is None:
+            boxes = _Boxes(textdet.map_pixels(input_size))
         hello = _await_hello(workers)
         for w in workers:
             h = hello.get(w.index, {})
@@ -619,8 +635,10 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
             sel.register(w.rx._sock, selectors.EVENT_READ, ("frame", w))
             assert w.proc.stdout is not None
             sel.register(w.proc.stdout, selectors.EVENT_READ, ("status", w))
+        if boxes is not None:
+            boxes.pool.wait_ready()  # started meanwhile: not part of the run's time
         t0 = time.perf_counter()
-        results = _Results(streams, model is None, on_result, on_progress, t0, frames, textdet.map_pixels(input_size))
+        results = _Results(streams, on_result, on_progress, t0, frames, boxes)
         layouts: set[tuple[Any, ...]] = set()
         perf = time.perf_counter
         open_streams = {w.index for w in live}
@@ -710,6 +728,9 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
         if results is not None:
             with contextlib.suppress(BaseException):
                 results.close()
+        elif boxes is not None:
+            with contextlib.suppress(BaseException):
+                boxes.pool.close(raise_error=False)
         for f in last.values():
             f.release()
         last.clear()

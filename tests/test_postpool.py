@@ -48,6 +48,8 @@ def test_boxes_are_those_made_in_process_for_every_key_with_back_pressure() -> N
     maps = [_map(s) for s in range(40)]
     pool = PostPool(lambda k, b: got.__setitem__(k, b), H * W, processes=2, slots=3)
     procs = [c.proc for c in pool._children]
+    pool.wait_ready()
+    assert all(c.ready for c in pool._children)
     with pool:
         for i, m in enumerate(maps):  # more maps than slots: submit waits for answers
             pool.submit(m[None, None], i, 640, 384)
@@ -85,11 +87,21 @@ def test_a_killed_child_fails_the_pool_with_a_typed_error_not_a_hang() -> None:
     pool = PostPool(lambda k, b: None, H * W, processes=1, slots=2)
     pool.submit(_map(1), 0, W, H)
     os.kill(pool._children[0].proc.pid, signal.SIGKILL)
-    with pytest.raises(PostPoolError, match="exited"):
+    with pytest.raises(PostPoolError, match="exited|is gone"):
         for i in range(100):  # the reader notices the death; then submit refuses
             pool.submit(_map(i), i, W, H)
     with pytest.raises(PostPoolError):
         pool.close()
+
+
+def test_a_child_that_dies_before_it_is_ready_fails_wait_ready() -> None:
+    pool = PostPool(lambda k, b: None, H * W, processes=1)
+    os.kill(pool._children[0].proc.pid, signal.SIGKILL)  # long before it has imported OpenCV
+    with pytest.raises(PostPoolError, match="exited"):
+        pool.wait_ready()
+    with pytest.raises(PostPoolError):
+        pool.close()
+    pool.close()  # closed once: nothing more to do
 
 
 def test_an_on_boxes_error_is_raised_by_close() -> None:
@@ -155,6 +167,7 @@ def test_a_child_given_a_job_outside_its_block_exits_with_status_2(job: bytes) -
         p = subprocess.Popen([sys.executable, "-m", "interop.postpool", str(theirs.fileno()), str(fd), str(slot_bytes),
                               "2"], pass_fds=[theirs.fileno(), fd])
         theirs.close()
+        assert ours.recv(64) == b"R"  # ready
         ours.send(job)
         assert p.wait(60) == 2
         assert ours.recv(64) == b""  # nothing answered
@@ -175,6 +188,7 @@ def test_a_child_answers_a_valid_job_then_exits_when_the_socket_closes() -> None
         p = subprocess.Popen([sys.executable, "-m", "interop.postpool", str(theirs.fileno()), str(fd), str(slot_bytes),
                               "2"], pass_fds=[theirs.fileno(), fd])
         theirs.close()
+        assert ours.recv(64) == b"R"  # ready
         ours.send(_JOB.pack(5, 1, H, W, 320, 192))
         msg = ours.recv(1 << 16)
         seq, slot, n = _DONE.unpack_from(msg)
