@@ -95,12 +95,19 @@ def plane_tensor_class() -> type:
 
 def frame_inputs(ov: Any, plane_inputs: PlaneInputs, m: Frame) -> tuple[list[Any], list[tuple[int, ...]]]:
     """The ov.Tensors a request reads for the planes of mapped frame ``m``, and their shapes."""
+    from ..tensors.openvino import OpenVINOTensor
+
     planes, shapes = [], []
     plane_cls = plane_tensor_class()
     for t in m.tensors:
         if type(t) is plane_cls and t._native is None:  # type: ignore[attr-defined]  # a decoded plane: reused
             planes.append(plane_inputs.get(t))
             shapes.append(t._info.shape)
+        elif type(t) is OpenVINOTensor and not t.is_remote and len(t.info.shape) == 4:
+            # a host plane already (1, rows, pitch, C) (a DMA or CPU frame's map): its shape is the array's, so
+            # OpenVINO is not asked for it (two calls into OpenVINO per plane per frame)
+            planes.append(t.native)
+            shapes.append(t.info.shape)
         else:
             nat = as_4d(ov, ov_native(t))
             planes.append(nat)
