@@ -8,9 +8,11 @@ free slot of one shared memory block (the children map it once) and sends the sl
 boxes and sends them back; a thread of this process hands them to ``on_boxes`` and frees the slot.
 
 Bounded: ``slots`` maps are in flight at most; ``submit`` waits for a free slot (back-pressure on inference, never
-memory growth). Everything a child sends is checked (sequence number, slot, box count, finite coordinates): a
-wrong message or a child that dies ends the pool with PostPoolError, raised by the next ``submit`` and by
-``close``. Children exit when this process closes their socket or dies.
+memory growth), ``timeout`` seconds at most: a child that answers nothing for that long (stopped, stuck) ends the
+pool. Everything a child sends is checked (sequence number, slot, box count, finite coordinates): a wrong message
+or a child that dies ends the pool with PostPoolError, raised by the next ``submit`` and by ``close``; an exception
+of ``on_boxes`` (the caller's own) ends it too and is raised as it is. Children exit when this process closes their
+socket or dies.
 """
 
 from __future__ import annotations
@@ -47,12 +49,17 @@ _DONE = struct.Struct("<III")
 _BOX_FLOATS = 9
 #: what a child sends once it can take maps (its imports done, the block mapped)
 _READY = b"R"
-#: seconds ``close`` waits for outstanding maps before it gives up on a child, and ``wait_ready`` for children to start
+#: seconds ``close`` waits for outstanding maps, ``submit`` for a free slot and ``wait_ready`` for children to start,
+#: before the pool gives up on its children
 CLOSE_TIMEOUT = 60.0
 
 
 class PostPoolError(InteropError, RuntimeError):
-    """A post-processing process died or sent a message that is not an answer to what it was given."""
+    """A post-processing process died, hangs, or sent a message that is not an answer to what it was given."""
+
+
+class PostPoolArgumentError(InteropError, ValueError):
+    """A PostPool made or fed with values it cannot work with."""
 
 
 def default_processes() -> int:
@@ -72,18 +79,23 @@ class _Child:
 class PostPool:
     """``submit(prob, key, frame_width, frame_height)`` from any thread; ``on_boxes(key, boxes)`` is called on the
     pool's reader thread for each, in the order the children finish. ``max_pixels``: the largest map (H x W) that
-    will be submitted. An exception from ``on_boxes`` ends the pool and is re-raised by ``close``. The children start
+    will be submitted. An exception from ``on_boxes`` ends the pool and is re-raised (as it is) by ``submit`` and
+    ``close``. ``timeout``: seconds a submit waits for a free slot and ``close`` for the last answers. The children start
     in the background (importing OpenCV takes a while): ``wait_ready`` waits for them, so that a timed loop does not
     count their start; maps submitted before then wait in the socket."""
 
     def __init__(self, on_boxes: Callable[[Any, list[Any]], None], max_pixels: int, *,
-                 processes: int | None = None, slots: int | None = None):
-        n = processes or default_processes()
-        if n < 1 or max_pixels < 1:
-            raise ValueError(f"PostPool needs at least one process and one pixel, not {n} / {max_pixels}")
+                 processes: int | None = None, slots: int | None = None, timeout: float = CLOSE_TIMEOUT):
+        n = default_processes() if processes is None else processes
+        nslots = 4 * n + 4 if slots is None else slots
+        if n < 1 or nslots < 1 or max_pixels < 1 or not timeout > 0:
+            raise PostPoolArgumentError(f"a PostPool needs at least one process, one slot, one pixel and a positive "
+                                        f"timeout, not processes={n}, slots={nslots}, max_pixels={max_pixels}, "
+                                        f"timeout={timeout}")
         self._on_boxes = on_boxes
+        self._timeout = timeout
         self._slot_bytes = mmap.PAGESIZE * -(-max_pixels * 4 // mmap.PAGESIZE)
-        self._nslots = slots or 4 * n + 4
+        self._nslots = nslots
         self._cond = threading.Condition()
         self._free = list(range(self._nslots))
         self._pending: dict[int, tuple[Any, int, int]] = {}  # seq -> (key, slot, child)
@@ -92,6 +104,7 @@ class PostPool:
         self._error: BaseException | None = None
         self._closed = False
         self._shut = False
+        self._close_lock = threading.Lock()  # one close at a time; a close that was interrupted can run again
         size = self._slot_bytes * self._nslots
         fd = os.memfd_create("interop-postpool", os.MFD_CLOEXEC)
         self._children: list[_Child] = []
@@ -132,8 +145,10 @@ class PostPool:
     def __exit__(self, *exc: object) -> None:
         self.close(raise_error=exc[0] is None)
 
-    def wait_ready(self, timeout: float = CLOSE_TIMEOUT) -> None:
-        """Wait until every child can take maps (PostPoolError past ``timeout`` seconds, or when one died)."""
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Wait until every child can take maps (PostPoolError past ``timeout`` seconds, the pool's by default, or
+        when one died)."""
+        timeout = self._timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
         with self._cond:
             while not all(c.ready for c in self._children):
@@ -148,13 +163,22 @@ class PostPool:
         waits while every slot is in use. Copies the map (into shared memory), so ``prob`` may be a view that is
         valid only during the call."""
         p = np.asarray(prob)
+        if p.ndim < 2 or p.size != p.shape[-2] * p.shape[-1]:
+            raise PostPoolArgumentError(f"a probability map is (H, W), (1, H, W) or (1, 1, H, W), not {p.shape}")
         h, w = int(p.shape[-2]), int(p.shape[-1])
         if h * w * 4 > self._slot_bytes:
-            raise PostPoolError(f"a {w}x{h} map does not fit the pool's slots ({self._slot_bytes} bytes): make the "
-                                f"pool for the largest map the model makes")
+            raise PostPoolArgumentError(f"a {w}x{h} map does not fit the pool's slots ({self._slot_bytes} bytes): "
+                                        f"make the pool for the largest map the model makes")
         with self._cond:
+            deadline = time.monotonic() + self._timeout
             while not self._free and self._error is None and not self._closed:
-                self._cond.wait()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._error = PostPoolError(f"no post-processing answer for {self._timeout:.0f} s ({self._stuck()}): "
+                                                f"a post-processing process hangs; the run stops")
+                    self._cond.notify_all()
+                    break
+                self._cond.wait(min(left, 0.5))
             self._raise_if_failed()
             slot = self._free.pop()
             alive = [k for k, c in enumerate(self._children) if c.alive]
@@ -172,9 +196,17 @@ class PostPool:
             self._fail(PostPoolError(f"a post-processing process is gone ({e}): the run cannot make text boxes"))
             self._raise_if_failed()
 
+    @property
+    def error(self) -> BaseException | None:
+        """What ended the pool (PostPoolError, or the caller's on_boxes exception), None while it works."""
+        return self._error
+
+    def _stuck(self) -> str:
+        return ", ".join(f"pid {c.proc.pid}: {c.outstanding} maps unanswered" for c in self._children if c.outstanding)
+
     def _raise_if_failed(self) -> None:
         if self._error is not None:
-            raise PostPoolError(f"text-box post-processing failed: {self._error}") from self._error
+            raise self._error  # the pool's PostPoolError, or the caller's on_boxes error as it is
         if self._closed:
             raise PostPoolError("the post-processing pool is closed")
 
@@ -199,11 +231,18 @@ class PostPool:
                 except OSError:
                     msg = b""
                 if not msg:
-                    c.alive = False
                     self._sel.unregister(c.sock)
-                    code = c.proc.poll()
-                    self._fail(PostPoolError(f"post-processing process {c.proc.pid} exited ({code}) with "
-                                             f"{c.outstanding} maps unanswered"))
+                    try:
+                        code: int | None = c.proc.wait(1)
+                    except subprocess.TimeoutExpired:
+                        code = None
+                    with self._cond:
+                        c.alive = False
+                        left = c.outstanding
+                    how = "without an exit status" if code is None else (
+                        f"killed by signal {-code}" if code < 0 else f"with status {code}")
+                    self._fail(PostPoolError(f"post-processing process {c.proc.pid} exited {how} with {left} maps "
+                                             f"unanswered: the run cannot make text boxes"))
                     return
                 if msg == _READY and not c.ready:
                     with self._cond:
@@ -238,31 +277,40 @@ class PostPool:
         return job[0], [box_type(v[:8].reshape(4, 2).astype(np.float32), float(v[8])) for v in vals]
 
     def close(self, raise_error: bool = True) -> None:
-        """Wait for every submitted map's boxes (CLOSE_TIMEOUT at most), stop the children, free the memory;
-        re-raise the first error (``raise_error``). Once closed, closing again does nothing."""
-        if self._shut:
-            return
-        self._shut = True
+        """Wait for every submitted map's boxes (the pool's timeout at most), stop the children, free the memory;
+        re-raise the first error (``raise_error``). Once closed, closing again does nothing; a close that was
+        interrupted (KeyboardInterrupt) has still stopped the children, and can be called again."""
+        with self._close_lock:
+            if self._shut:
+                return
+            try:
+                self._drain()
+            finally:
+                with self._cond:
+                    self._closed = True
+                    self._cond.notify_all()
+                self._reader.join()
+                self._sel.close()
+                self._stop_children()
+                self._maps = np.empty(0, np.float32)
+                with contextlib.suppress(BufferError):  # a view still held elsewhere: the mapping goes with it
+                    self._mem.close()
+                self._shut = True
+        err = self._error
+        if err is not None and raise_error:
+            raise err
+
+    def _drain(self) -> None:
         with self._cond:
-            deadline = time.monotonic() + CLOSE_TIMEOUT
+            deadline = time.monotonic() + self._timeout
             while self._pending and self._error is None and not self._closed:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    self._error = PostPoolError(f"{len(self._pending)} maps still unanswered after {CLOSE_TIMEOUT:.0f} "
-                                                f"s: a post-processing process hangs")
+                    self._error = PostPoolError(f"{len(self._pending)} maps still unanswered after "
+                                                f"{self._timeout:.0f} s ({self._stuck()}): a post-processing process "
+                                                f"hangs")
                     break
                 self._cond.wait(min(left, 0.5))
-            self._closed = True
-            self._cond.notify_all()
-        self._reader.join()
-        self._sel.close()
-        self._stop_children()
-        self._maps = np.empty(0, np.float32)
-        with contextlib.suppress(BufferError):  # a view still held elsewhere: the mapping goes with it
-            self._mem.close()
-        err = self._error
-        if err is not None and raise_error:
-            raise err if isinstance(err, InteropError) else PostPoolError(f"text-box post-processing failed: {err}")
 
     def _stop_children(self) -> None:
         for c in self._children:
@@ -290,9 +338,15 @@ def _child(sock_fd: int, mem_fd: int, slot_bytes: int, nslots: int) -> int:
     mem = mmap.mmap(mem_fd, slot_bytes * nslots, prot=mmap.PROT_READ)
     os.close(mem_fd)
     maps = np.frombuffer(mem, np.float32)
-    sock.send(_READY)
+    try:
+        sock.send(_READY)
+    except OSError:  # the parent is gone already
+        return 0
     while True:
-        msg = sock.recv(64)
+        try:
+            msg = sock.recv(64)
+        except OSError:  # the parent reset the socket (it stopped the pool with maps unread): nothing to answer
+            return 0
         if not msg:
             return 0
         if len(msg) != _JOB.size:
@@ -306,7 +360,10 @@ def _child(sock_fd: int, mem_fd: int, slot_bytes: int, nslots: int) -> int:
         for j, b in enumerate(boxes):
             out[j, :8] = b.points.reshape(8)
             out[j, 8] = b.score
-        sock.send(_DONE.pack(seq, slot, len(boxes)) + out.tobytes())
+        try:
+            sock.send(_DONE.pack(seq, slot, len(boxes)) + out.tobytes())
+        except OSError:  # the parent is gone or stopped the pool
+            return 0
 
 
 if __name__ == "__main__":

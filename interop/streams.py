@@ -541,6 +541,12 @@ class _Results:
                 total = min(total, self.frames) if total else self.frames
             self.on_progress(k, self.done[k], total)
 
+    def check(self) -> None:
+        """Raise what ended the text-box pool (a post-processing process that died or hangs, or an exception of the
+        caller's callbacks), so that the run stops at once rather than decode on."""
+        if self._pool is not None and self._pool.error is not None:
+            raise self._pool.error
+
     @property
     def output_bytes(self) -> int:
         """Map bytes the PostPool read out of the requests (into its shared memory)."""
@@ -688,6 +694,7 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
                         if keep_last:
                             last[w.index] = f  # the newest frame stays held (one buffer of the pool)
                         f = mapped = None
+                results.check()
                 for w in live:
                     if w.index in open_streams and w.eof and (w.status_eof or w.proc.poll() is not None):
                         open_streams.discard(w.index)

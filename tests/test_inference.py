@@ -544,3 +544,20 @@ def test_bad_input_submitted_from_a_callback_is_reported_by_wait_all(inf: intero
     with pytest.raises(InvalidTensorError, match="wants shape"):
         inf.wait_all(timeout=30)
     assert inf.pending == 0
+
+
+def test_host_planes_already_four_dimensional_are_fed_as_they_are() -> None:
+    """A DMA frame mapped to OpenVINO (as the multi-stream run feeds them): each request input is the plane's own
+    ov.Tensor, its shape the one OpenVINO reports, taken from the plane's TensorInfo."""
+    from interop.dma import FramePool
+    from interop.inference._inputs import PlaneInputs, frame_inputs
+
+    with FramePool(interop.FrameFormat.I420, 64, 48, 2) as pool:
+        f = pool.acquire()
+        m = interop.map(f, interop.MemoryType.OPENVINO)
+        planes, shapes = frame_inputs(ov, PlaneInputs(ov), m)
+        assert [p is t.native for p, t in zip(planes, m.tensors)] == [True] * 3
+        assert shapes == [tuple(int(d) for d in p.get_shape()) for p in planes]
+        assert all(len(s) == 4 and s[0] == 1 for s in shapes)
+        m.release()
+        f.release()

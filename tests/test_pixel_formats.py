@@ -304,8 +304,9 @@ def test_inference_allow_copy_counts_the_bytes_written_not_the_padding(tmp_path:
 @pytest.mark.parametrize(("n_in", "n_out"), [(1080, 544), (1920, 960), (540, 272), (960, 480), (721, 544), (5, 17),
                                              (270, 544), (1081, 1080), (3, 2), (544, 1080)])
 def test_nearest_resize_by_gather_picks_the_pixels_interpolate_picks(n_in: int, n_out: int) -> None:
-    """The plane prefix resizes nearest with two Gathers of precomputed indices: the same pixels as OpenVINO's
-    Interpolate (nearest, half_pixel, round_prefer_floor) on either axis, shrinking and enlarging."""
+    """The plane prefix resizes nearest with two Gathers of precomputed indices: at the sizes frames and models have
+    here (none with an exact tie), the same pixels as OpenVINO's Interpolate (nearest, half_pixel,
+    round_prefer_floor) on either axis, shrinking and enlarging."""
     import openvino as ov
     import openvino.opset11 as ops
 
@@ -320,3 +321,19 @@ def test_nearest_resize_by_gather_picks_the_pixels_interpolate_picks(n_in: int, 
     assert a.shape == b.shape == (1, n_out, 3, 2)
     assert np.array_equal(a, b)
     assert np.array_equal(b[0, :, 0, 0], plane[0, _preprocess.nearest_index(n_in, n_out), 0, 0])
+
+
+def test_nearest_index_takes_the_lower_pixel_at_an_exact_tie() -> None:
+    """14 -> 19: output 9 sits at source 6.5 exactly; round_prefer_floor takes 6 (the specification; OpenVINO's
+    float kernel takes 7 there). Checked against exact rational arithmetic over many sizes."""
+    from fractions import Fraction
+
+    assert _preprocess.nearest_index(14, 19)[9] == 6
+    for n_in in range(1, 60):
+        for n_out in range(1, 60):
+            want = []
+            for o in range(n_out):
+                x = (Fraction(2 * o + 1, 2) * n_in) / n_out - Fraction(1, 2)
+                r = int(x) if x - int(x) <= Fraction(1, 2) else int(x) + 1  # round half down (x >= 0 here)
+                want.append(min(max(r, 0), n_in - 1))
+            assert _preprocess.nearest_index(n_in, n_out).tolist() == want, (n_in, n_out)

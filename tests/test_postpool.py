@@ -14,12 +14,13 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
 
 from interop import textdet
-from interop.postpool import _DONE, _JOB, PostPool, PostPoolError
+from interop.postpool import _DONE, _JOB, PostPool, PostPoolArgumentError, PostPoolError
 
 H, W = 96, 160
 
@@ -104,18 +105,66 @@ def test_a_child_that_dies_before_it_is_ready_fails_wait_ready() -> None:
     pool.close()  # closed once: nothing more to do
 
 
-def test_an_on_boxes_error_is_raised_by_close() -> None:
+def test_an_on_boxes_error_is_raised_as_it_is_by_submit_and_close() -> None:
     def bad(k: int, b: list) -> None:
         raise KeyError("the caller's bug")
 
     pool = PostPool(bad, H * W, processes=1)
     pool.submit(_map(2), 0, W, H)
-    with pytest.raises(PostPoolError, match="the caller's bug"):
+    with pytest.raises(KeyError, match="the caller's bug"):
+        for i in range(100):  # the reader meets the error; then submit refuses with it
+            pool.submit(_map(2), i, W, H)
+            time.sleep(0.01)
+    assert isinstance(pool.error, KeyError)
+    with pytest.raises(KeyError, match="the caller's bug"):
         pool.close()
 
 
+def test_a_child_that_hangs_fails_submit_within_the_timeout_not_for_ever() -> None:
+    pool = PostPool(lambda k, b: None, H * W, processes=1, slots=2, timeout=1.0)
+    pool.wait_ready()
+    child = pool._children[0].proc
+    os.kill(child.pid, signal.SIGSTOP)
+    t0 = time.monotonic()
+    with pytest.raises(PostPoolError, match="hangs") as e:
+        for i in range(3):  # two slots: the third waits for an answer that never comes
+            pool.submit(_map(i), i, W, H)
+    assert time.monotonic() - t0 < 10
+    assert f"pid {child.pid}" in str(e.value)
+    with pytest.raises(PostPoolError):
+        pool.close()
+    assert child.poll() is not None  # killed, stopped as it was
+
+
+def test_a_close_interrupted_by_ctrl_c_has_stopped_the_children() -> None:
+    pool = PostPool(lambda k, b: None, H * W, processes=2)
+    procs = [c.proc for c in pool._children]
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    pool._drain = interrupted  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        pool.close()
+    assert all(p.poll() is not None for p in procs) and not pool._reader.is_alive()
+    pool.close()  # nothing left to do
+
+
+@pytest.mark.parametrize("kw", [{"processes": 0}, {"slots": 0}, {"timeout": 0}, {"max_pixels": 0}])
+def test_bad_arguments_are_refused_with_a_typed_error(kw: dict) -> None:
+    args = {"max_pixels": H * W, **kw}
+    with pytest.raises(PostPoolArgumentError):
+        PostPool(lambda k, b: None, **args)
+
+
+def test_a_map_that_is_not_one_channel_is_refused() -> None:
+    with PostPool(lambda k, b: None, H * W, processes=1) as pool, pytest.raises(PostPoolArgumentError, match="H, W"):
+        pool.submit(np.zeros((1, 2, H, W), np.float32), 0, W, H)
+
+
 def test_a_map_larger_than_the_slots_is_refused() -> None:
-    with PostPool(lambda k, b: None, H * W, processes=1) as pool, pytest.raises(PostPoolError, match="does not fit"):
+    with PostPool(lambda k, b: None, H * W, processes=1) as pool, \
+            pytest.raises(PostPoolArgumentError, match="does not fit"):
         pool.submit(np.zeros((H * 2, W * 2), np.float32), 0, W, H)
 
 

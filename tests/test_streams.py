@@ -84,6 +84,7 @@ def test_streams_give_per_stream_results_in_order_same_as_one_stream(clip):
     res = run_streams([clip, clip], device="CPU", frames=n)
     assert _fds() == fds, "the run left an fd open"
     assert not _children(os.getpid()), "a decode worker is still running"
+    assert not _children(os.getpid(), "interop.postpool"), "a post-processing process is still running"
     assert res.frames == 2 * n and res.fps > 0
     d = res.to_json()
     assert [s["index"] for s in d["streams"]] == [0, 1]
@@ -191,6 +192,8 @@ def test_sigint_stops_every_worker_and_leaks_no_fd(clip):
     p = _start_child(clip)
     workers = _children(p.pid)
     assert len(workers) == 2
+    workers += _children(p.pid, "interop.postpool")
+    assert len(workers) == 3  # and the text boxes' process
     p.send_signal(signal.SIGINT)
     out, _ = p.communicate(timeout=60)
     assert p.returncode == 130
@@ -206,6 +209,8 @@ def test_inference_process_killed_every_worker_exits(clip):
     p = _start_child(clip)
     workers = _children(p.pid)
     assert len(workers) == 2
+    workers += _children(p.pid, "interop.postpool")
+    assert len(workers) == 3  # and the text boxes' process
     p.kill()
     p.wait(10)
     deadline = time.monotonic() + 15

@@ -163,9 +163,10 @@ _KRKB = {ColorSpace.BT601: (0.299, 0.114), ColorSpace.BT709: (0.2126, 0.0722), C
 #: interpolation of large planes: nearest reads each output pixel once from the decoder's planes; OpenVINO's linear
 #: Interpolate on a 1080p plane costs more CPU per frame than the network's budget allows for pre-processing, and
 #: nearest stays within the accuracy limits there (``interop bench --only preprocess`` measures both). Nearest is two
-#: Gathers (the rows, then the columns of those rows) of precomputed source indices, which pick the same pixels as
-#: Interpolate's nearest mode on cv2.resize's half-pixel grid at a fraction of its CPU (OpenVINO's CPU plugin has no
-#: fast 8-bit nearest kernel for one-channel planes). Upscaling (chroma to the luma's size) is nearest too: that is the
+#: Gathers (the rows, then the columns of those rows) of precomputed source indices: Interpolate's nearest mode on
+#: cv2.resize's half-pixel grid (``nearest_index``, in exact arithmetic; OpenVINO's CPU kernel computes in floats and
+#: may take the next pixel at an exact tie) at a fraction of its CPU (OpenVINO's CPU plugin has no fast 8-bit nearest
+#: kernel for one-channel planes). Upscaling (chroma to the luma's size) is nearest too: that is the
 #: replication of the standard I420/NV12 conversions (OpenVINO's, OpenCV's). Planes smaller than NEAREST_FROM pixels
 #: are shrunk linearly (as cv2.resize INTER_LINEAR): their cost is small, and at strong downscales of small frames
 #: nearest's half-pixel offset is visible.
@@ -241,8 +242,9 @@ def color_matrix(kind: str, colorspace: ColorSpace | None, color_range: ColorRan
 
 def nearest_index(n_in: int, n_out: int) -> np.ndarray:
     """Source index of each of ``n_out`` samples resized nearest from ``n_in`` on the half-pixel grid, ties to the
-    lower index (Interpolate's ``half_pixel`` + ``round_prefer_floor``), in exact integer arithmetic:
-    ceil((o + 0.5) * n_in / n_out - 1)."""
+    lower index (Interpolate's ``half_pixel`` + ``round_prefer_floor`` as specified), in exact integer arithmetic:
+    ceil((o + 0.5) * n_in / n_out - 1). OpenVINO's CPU Interpolate computes the position in floats and, at an exact
+    tie, may take the higher index: one pixel apart, at a few sizes."""
     num = (2 * np.arange(n_out, dtype=np.int64) + 1) * n_in - 2 * n_out
     return np.clip(-(-num // (2 * n_out)), 0, n_in - 1)
 
