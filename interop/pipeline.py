@@ -100,6 +100,10 @@ class RunResult:
     sizes: list[tuple[int, int, int]] = field(default_factory=list)  # (first frame index, width, height) per size
     converted: dict[str, str] = field(default_factory=dict)  # pixel formats converted with allow_copy -> to what
     warnings: list[str] = field(default_factory=list)
+    # CLOCK_MONOTONIC seconds (one clock for every process of the host) when the timed run started and ended, its
+    # first compile included: runs in several processes are compared over the span they shared
+    started: float = 0.0
+    ended: float = 0.0
 
     def result(self, i: int) -> FrameResult:
         """Frame ``i``'s results (the text boxes or the output summary, in the frame's coordinates)."""
@@ -124,7 +128,8 @@ class RunResult:
             "frames": self.frames, "fps": round(self.fps, 3), "copies": self.copies, "bytes_copied": self.bytes_copied,
             "output_bytes": self.output_bytes, "device": self.device, "model": self.model,
             "stages": {"decode": round(self.decode, 6), "map": round(self.map, 6), "infer": round(self.infer, 6)},
-            "wall_s": round(self.wall, 6), "compile_s": round(self.compile, 6), "video": self.video,
+            "wall_s": round(self.wall, 6), "compile_s": round(self.compile, 6),
+            "monotonic_s": [round(self.started, 6), round(self.ended, 6)], "video": self.video,
             "size": [self.width, self.height], "input_size": list(self.input_size) if self.input_size else None,
             "warnings": list(self.warnings),
         }
@@ -506,6 +511,7 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
         if not keep_last or last_vf is None:
             src.close()
     res.decode, res.map, res.infer, res.compile, res.wall = timer.decode, timer.map, timer.infer, timer.compile, timer.wall
+    res.started, res.ended = timer.started, timer.ended
     res.copies, res.bytes_copied, res.copy_records = meter.copies, meter.bytes, meter.records
     res.output_bytes = inf.output_bytes
     res.decode_errors = src.errors
@@ -584,6 +590,8 @@ class _StageTimer:
     infer: float = 0.0
     compile: float = 0.0
     wall: float = 0.0
+    started: float = 0.0  # time.monotonic() at the loop's start and end
+    ended: float = 0.0
 
 
 def _frame_loop(src: _Input, inf: Any, res: RunResult, callback: Callable[[Any, int], None] | None,
@@ -603,6 +611,7 @@ def _frame_loop(src: _Input, inf: Any, res: RunResult, callback: Callable[[Any, 
         from .elements.infer import model_input as gst_input
     layouts: set[tuple[str, int, int]] = set()  # (pixel format, width, height) whose model variant is compiled
     tb = src.time_base
+    timer.started = time.monotonic()
     t_start = perf()
     i = 0
     while frames is None or i < frames:
@@ -642,6 +651,7 @@ def _frame_loop(src: _Input, inf: Any, res: RunResult, callback: Callable[[Any, 
     t_end = perf()
     timer.infer += t_end - t0
     timer.wall = t_end - t_start - timer.compile
+    timer.ended = time.monotonic()
     return timer, last_vf
 
 

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -46,6 +47,8 @@ def test_run_json_default_clip_zero_copies(tmp_path) -> None:
         assert k in d, k
     assert set(d["stages"]) >= {"decode", "map", "infer"}
     assert d["frames"] == 6 and d["fps"] > 0
+    started, ended = d["monotonic_s"]  # the host's monotonic clock: this process's, too
+    assert started <= ended <= time.monotonic() and ended - started >= d["wall_s"] + d["compile_s"] - 1e-3
     assert d["copies"] == 0 and d["bytes_copied"] == 0
     assert d["output_bytes"] == 6 * 4 * d["input_size"][0] * d["input_size"][1]  # one f32 map per frame
     assert d["device"] in ("CPU", "NPU") and "PP-OCRv4" in d["model"]
