@@ -98,10 +98,11 @@ class PostPool:
         self._nslots = nslots
         self._cond = threading.Condition()
         self._free = list(range(self._nslots))
-        self._pending: dict[int, tuple[Any, int, int]] = {}  # seq -> (key, slot, child)
+        self._pending: dict[int, tuple[Any, int, int, float]] = {}  # seq -> (key, slot, child, submitted at)
         self._seq = 0
         self.bytes_copied = 0  # map bytes copied into the shared slots (results read out of the requests)
         self._error: BaseException | None = None
+        self._error_tb: Any = None  # the traceback where the error was first raised (re-raised with it)
         self._closed = False
         self._shut = False
         self._close_lock = threading.Lock()  # one close at a time; a close that was interrupted can run again
@@ -180,16 +181,19 @@ class PostPool:
                     break
                 self._cond.wait(min(left, 0.5))
             self._raise_if_failed()
-            slot = self._free.pop()
             alive = [k for k, c in enumerate(self._children) if c.alive]
+            if not alive:  # the reader has not said so yet
+                raise PostPoolError("every post-processing process has exited: the run cannot make text boxes")
+            slot = self._free.pop()
             k = min(alive, key=lambda j: self._children[j].outstanding)
             self._seq = (self._seq + 1) & 0xFFFFFFFF
             seq = self._seq
-            self._pending[seq] = (key, slot, k)
+            self._pending[seq] = (key, slot, k, time.monotonic())
             self._children[k].outstanding += 1
             self.bytes_copied += h * w * 4
+            maps = self._maps  # this view keeps the mapping valid even if the pool closes meanwhile
         off = slot * self._slot_bytes // 4
-        np.copyto(self._maps[off:off + h * w].reshape(h, w), p.reshape(h, w), casting="same_kind")
+        np.copyto(maps[off:off + h * w].reshape(h, w), p.reshape(h, w), casting="same_kind")
         try:
             self._children[k].sock.send(_JOB.pack(seq, slot, h, w, frame_width, frame_height))
         except OSError as e:
@@ -205,16 +209,40 @@ class PostPool:
         return ", ".join(f"pid {c.proc.pid}: {c.outstanding} maps unanswered" for c in self._children if c.outstanding)
 
     def _raise_if_failed(self) -> None:
-        if self._error is not None:
-            raise self._error  # the pool's PostPoolError, or the caller's on_boxes error as it is
+        """On the threads that feed the pool (OpenVINO's callbacks): a PostPoolError that says the pool ended, from
+        what ended it (the caller gets that itself, with its own traceback, from ``check``/``close``)."""
+        err = self._error
+        if err is not None:
+            raise PostPoolError(f"the post-processing pool has stopped: {type(err).__name__}: {err}") from None
         if self._closed:
             raise PostPoolError("the post-processing pool is closed")
+
+    def check(self) -> None:
+        """Raise what ended the pool, as it is (a PostPoolError, or the caller's on_boxes exception) with the
+        traceback of where it happened; nothing while the pool works."""
+        err = self._error
+        if err is not None:
+            raise err.with_traceback(self._error_tb)
 
     def _fail(self, e: BaseException) -> None:
         with self._cond:
             if self._error is None:
                 self._error = e
+                self._error_tb = e.__traceback__
             self._cond.notify_all()
+
+    def _check_overdue(self) -> None:
+        """End the pool when a map has waited for its answer past the timeout (a child stopped or stuck: the
+        others may still take new maps, so a full pool would never say so)."""
+        with self._cond:
+            if not self._pending:
+                return
+            seq, (_, _, k, t) = min(self._pending.items(), key=lambda kv: kv[1][3])
+            if time.monotonic() - t <= self._timeout:
+                return
+        pid = self._children[k].proc.pid
+        self._fail(PostPoolError(f"post-processing process {pid} has not answered a map for {self._timeout:.0f} s "
+                                 f"({self._stuck()}): it hangs (stopped or stuck); the run stops"))
 
     def _read_loop(self) -> None:
         from .textdet import TextBox
@@ -223,6 +251,7 @@ class PostPool:
             with self._cond:
                 if (self._closed and not self._pending) or self._error is not None:
                     return
+            self._check_overdue()
             for skey, _ in self._sel.select(timeout=0.2):
                 k = skey.data
                 c = self._children[k]
@@ -279,7 +308,11 @@ class PostPool:
     def close(self, raise_error: bool = True) -> None:
         """Wait for every submitted map's boxes (the pool's timeout at most), stop the children, free the memory;
         re-raise the first error (``raise_error``). Once closed, closing again does nothing; a close that was
-        interrupted (KeyboardInterrupt) has still stopped the children, and can be called again."""
+        interrupted (KeyboardInterrupt) has still stopped the children, and can be called again. Refused from
+        ``on_boxes`` (the reader thread, which close waits for)."""
+        if threading.current_thread() is self._reader:
+            raise PostPoolError("PostPool.close() was called from on_boxes, whose thread close() waits for: close "
+                                "the pool from another thread")
         with self._close_lock:
             if self._shut:
                 return
@@ -289,16 +322,17 @@ class PostPool:
                 with self._cond:
                     self._closed = True
                     self._cond.notify_all()
-                self._reader.join()
+                self._reader.join(self._timeout)
+                if self._reader.is_alive():  # stuck in on_boxes (the caller's code): the children go anyway
+                    log.warning("PostPool: on_boxes has not returned for %.0f s; closing without it", self._timeout)
                 self._sel.close()
                 self._stop_children()
                 self._maps = np.empty(0, np.float32)
                 with contextlib.suppress(BufferError):  # a view still held elsewhere: the mapping goes with it
                     self._mem.close()
                 self._shut = True
-        err = self._error
-        if err is not None and raise_error:
-            raise err
+        if raise_error:
+            self.check()
 
     def _drain(self) -> None:
         with self._cond:

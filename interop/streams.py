@@ -110,6 +110,8 @@ class MultiRunResult:
     interrupted: bool = False
     pool_size: int = 0  # buffers in each worker's pool
     warnings: list[str] = field(default_factory=list)
+    started: float = 0.0  # time.monotonic() when the timed run started and ended (as RunResult's)
+    ended: float = 0.0
 
     @property
     def frames(self) -> int:
@@ -136,6 +138,7 @@ class MultiRunResult:
             "stages": {"decode": round(sum(s.decode_s for s in self.streams), 6), "map": round(self.map, 6),
                        "infer": round(self.infer, 6)},
             "wall_s": round(self.wall, 6), "compile_s": round(self.compile, 6),
+            "monotonic_s": [round(self.started, 6), round(self.ended, 6)],
             "video": [s.run.video for s in self.streams],
             "size": [first.width, first.height] if first else None,
             "input_size": list(self.input_size) if self.input_size else None,
@@ -544,8 +547,8 @@ class _Results:
     def check(self) -> None:
         """Raise what ended the text-box pool (a post-processing process that died or hangs, or an exception of the
         caller's callbacks), so that the run stops at once rather than decode on."""
-        if self._pool is not None and self._pool.error is not None:
-            raise self._pool.error
+        if self._pool is not None:
+            self._pool.check()
 
     @property
     def output_bytes(self) -> int:
@@ -643,6 +646,7 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
             sel.register(w.proc.stdout, selectors.EVENT_READ, ("status", w))
         if boxes is not None:
             boxes.pool.wait_ready()  # started meanwhile: not part of the run's time
+        out.started = time.monotonic()
         t0 = time.perf_counter()
         results = _Results(streams, on_result, on_progress, t0, frames, boxes)
         layouts: set[tuple[Any, ...]] = set()
@@ -702,11 +706,16 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
                         if on_stream_end is not None:
                             on_stream_end(streams[w.index])
             t3 = perf()
-            inf.wait_all()
+            try:
+                inf.wait_all()
+            except Exception:
+                results.check()  # the pool's own error (or the caller's callback's), not its echo in the requests
+                raise
             results.close()
             pooled_bytes, results = results.output_bytes, None
             out.infer += perf() - t3
         out.wall = perf() - t0 - out.compile
+        out.ended = time.monotonic()
         out.copies, out.bytes_copied = meter.copies, meter.bytes
         out.output_bytes = inf.output_bytes + pooled_bytes
         if keep_last:
@@ -726,23 +735,28 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
     finally:
         # an exception's traceback keeps this frame's locals: a received frame there would keep its buffer's fd
         f = mapped = None
-        sel.close()
-        for w in workers:
-            w.stop()
-        if inf is not None:
-            with contextlib.suppress(Exception):
-                inf.wait_all()
-        if results is not None:
-            with contextlib.suppress(BaseException):
-                results.close()
-        elif boxes is not None:
-            with contextlib.suppress(BaseException):
-                boxes.pool.close(raise_error=False)
-        for f in last.values():
-            f.release()
-        last.clear()
-        if inf is not None:
-            inf.close()
+        # each step runs even when the one before is interrupted (a second Ctrl-C during the clean-up)
+        try:
+            sel.close()
+            for w in workers:
+                w.stop()
+            if inf is not None:
+                with contextlib.suppress(Exception):
+                    inf.wait_all()
+        finally:
+            try:
+                if boxes is not None:  # the post-processing processes and their shared memory
+                    with contextlib.suppress(Exception):
+                        boxes.pool.close(raise_error=False)
+                elif results is not None:
+                    with contextlib.suppress(Exception):
+                        results.close()
+            finally:
+                for f in last.values():
+                    f.release()
+                last.clear()
+                if inf is not None:
+                    inf.close()
 
 
 def _await_hello(workers: list[_Worker]) -> dict[int, dict[str, Any]]:

@@ -105,26 +105,78 @@ def test_a_child_that_dies_before_it_is_ready_fails_wait_ready() -> None:
     pool.close()  # closed once: nothing more to do
 
 
-def test_an_on_boxes_error_is_raised_as_it_is_by_submit_and_close() -> None:
+def test_an_on_boxes_error_ends_the_pool_and_is_raised_as_it_is_by_check_and_close() -> None:
     def bad(k: int, b: list) -> None:
         raise KeyError("the caller's bug")
 
     pool = PostPool(bad, H * W, processes=1)
     pool.submit(_map(2), 0, W, H)
-    with pytest.raises(KeyError, match="the caller's bug"):
-        for i in range(100):  # the reader meets the error; then submit refuses with it
+    with pytest.raises(PostPoolError, match="stopped: KeyError"):  # the feeding threads learn that the pool ended
+        for i in range(100):
             pool.submit(_map(2), i, W, H)
             time.sleep(0.01)
     assert isinstance(pool.error, KeyError)
+    with pytest.raises(KeyError, match="the caller's bug") as e:
+        pool.check()
+    assert any(tb.name == "bad" for tb in e.traceback)  # where it happened, not where it was re-raised
     with pytest.raises(KeyError, match="the caller's bug"):
         pool.close()
 
 
-def test_a_child_that_hangs_fails_submit_within_the_timeout_not_for_ever() -> None:
-    pool = PostPool(lambda k, b: None, H * W, processes=1, slots=2, timeout=1.0)
+def _stopped(processes: int, slots: int) -> tuple[PostPool, subprocess.Popen]:
+    """A pool with a one-second timeout whose first child is stopped (SIGSTOP: alive, answering nothing)."""
+    pool = PostPool(lambda k, b: None, H * W, processes=processes, slots=slots, timeout=1.0)
     pool.wait_ready()
-    child = pool._children[0].proc
-    os.kill(child.pid, signal.SIGSTOP)
+    stopped = pool._children[0].proc
+    os.kill(stopped.pid, signal.SIGSTOP)
+    return pool, stopped
+
+
+def test_one_stopped_child_of_two_ends_the_pool_within_the_timeout() -> None:
+    """The other child keeps taking maps, so no slot wait would notice: the reader finds the overdue answer."""
+    pool, stopped = _stopped(2, 8)
+    t0 = time.monotonic()
+    with pytest.raises(PostPoolError, match="stopped"):
+        while time.monotonic() - t0 < 10:
+            pool.submit(_map(1), 0, W, H)
+            time.sleep(0.02)
+    with pytest.raises(PostPoolError, match=f"process {stopped.pid} has not answered"):
+        pool.check()
+    with pytest.raises(PostPoolError):
+        pool.close()
+    assert stopped.poll() is not None
+
+
+def test_close_from_on_boxes_is_refused_not_a_deadlock() -> None:
+    holder: list[PostPool] = []
+    pool = PostPool(lambda k, b: holder[0].close(), H * W, processes=1, timeout=5.0)
+    holder.append(pool)
+    pool.submit(_map(1), 0, W, H)
+    with pytest.raises(PostPoolError, match="from on_boxes"):
+        pool.close()
+
+
+def test_a_child_whose_parent_resets_its_socket_exits_quietly() -> None:
+    slot_bytes = mmap.PAGESIZE * -(-H * W * 4 // mmap.PAGESIZE)
+    fd = os.memfd_create("t", os.MFD_CLOEXEC)
+    os.ftruncate(fd, slot_bytes)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        p = subprocess.Popen([sys.executable, "-m", "interop.postpool", str(theirs.fileno()), str(fd), str(slot_bytes),
+                              "1"], pass_fds=[theirs.fileno(), fd], stderr=subprocess.PIPE)
+        theirs.close()
+        assert ours.recv(64) == b"R"
+        ours.send(_JOB.pack(1, 0, H, W, W, H))
+        ours.close()  # gone before the answer: the child's send fails
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0 and b"Traceback" not in err, err
+    finally:
+        ours.close()
+        os.close(fd)
+
+
+def test_a_child_that_hangs_fails_submit_within_the_timeout_not_for_ever() -> None:
+    pool, child = _stopped(1, 2)
     t0 = time.monotonic()
     with pytest.raises(PostPoolError, match="hangs") as e:
         for i in range(3):  # two slots: the third waits for an answer that never comes

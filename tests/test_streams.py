@@ -100,6 +100,27 @@ def test_streams_give_per_stream_results_in_order_same_as_one_stream(clip):
     assert res.copies == 0  # nothing copied in the inference process: received frames are mapped in place
 
 
+def test_an_on_result_error_stops_the_run_and_is_raised_as_it_is(clip):
+    """The caller's callback runs on the post-processing pool's reader: its exception ends the pool, the run stops
+    (it does not decode on), and the caller gets that exception, with nothing left running or open."""
+    class Mine(Exception):
+        pass
+
+    seen = []
+
+    def on_result(k, r):  # noqa: ANN001, ANN202
+        seen.append(r.index)
+        if len(seen) == 3:
+            raise Mine("the caller's bug")
+
+    fds = _fds()
+    with pytest.raises(Mine, match="the caller's bug"):
+        run_streams([clip, clip], device="CPU", on_result=on_result)
+    assert _fds() == fds
+    assert not _children(os.getpid()) and not _children(os.getpid(), "interop.postpool")
+    assert len(seen) == 3  # the pool ended at the error: no result after it
+
+
 def test_an_input_that_cannot_be_read_ends_its_stream_others_go_on(clip, tmp_path):
     bad = tmp_path / "notes.txt"
     bad.write_text("not a video\n")
