@@ -337,3 +337,21 @@ def test_nearest_index_takes_the_lower_pixel_at_an_exact_tie() -> None:
                 r = int(x) if x - int(x) <= Fraction(1, 2) else int(x) + 1  # round half down (x >= 0 here)
                 want.append(min(max(r, 0), n_in - 1))
             assert _preprocess.nearest_index(n_in, n_out).tolist() == want, (n_in, n_out)
+
+
+@pytest.mark.parametrize("fmt", [interop.FrameFormat.I420, interop.FrameFormat.NV12, interop.FrameFormat.RGB])
+def test_plane_prefix_sums_a_term_per_plane_without_concatenating_channels(fmt: interop.FrameFormat) -> None:
+    """Frames that do not take OpenVINO's own I420/NV12 op (BT.709 here): the colour matrix is one term per plane,
+    summed; no Concat over the channel axis (OpenVINO runs that as a reference kernel, slower than the rest)."""
+    import openvino as ov
+
+    w, h = 64, 48
+    shapes = {interop.FrameFormat.I420: [(1, h, w, 1), (1, h // 2, w // 2, 1), (1, h // 2, w // 2, 1)],
+              interop.FrameFormat.NV12: [(1, h, w, 1), (1, h // 2, w // 2, 2)],
+              interop.FrameFormat.RGB: [(1, h, w, 3)]}[fmt]
+    params, img = _preprocess.plane_prefix(ov, fmt, shapes, [ov.Type.u8] * len(shapes), w, h, (32, 64), True,
+                                           interop.ColorSpace.BT709)
+    model = ov.Model([img], params)
+    kinds = {op.get_type_name() for op in model.get_ordered_ops()}
+    assert "Concat" not in kinds
+    assert list(img.get_output_shape(0)) == [1, 3, 32, 64]

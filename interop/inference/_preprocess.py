@@ -300,24 +300,30 @@ def plane_prefix(ov: Any, fmt: FrameFormat, shapes: list[tuple[int, ...]], dtype
         if (ph, pw) != (th, tw):
             x = _resize(ops, x, th, tw, ph, pw)
         planes.append(x)
-    used = sorted({pl for pl, _ in ch.channels})
-    k_of = {}  # (plane, channel) -> index in the concatenation of the used planes
-    pieces, k = [], 0
-    for pl in used:
-        pieces.append(planes[pl])
-        for cc in range(shapes[pl][3]):
-            k_of[(pl, cc)] = k + cc
-        k += shapes[pl][3]
-    x = ops.concat(pieces, 3) if len(pieces) > 1 else pieces[0]
-    if x.get_output_element_type(0) != ov.Type.f32:
-        x = ops.convert(x, ov.Type.f32)
-    x = ops.transpose(x, np.array([0, 3, 1, 2], i64))
+    # The colour matrix as one term per plane, summed: a one-channel plane (1, H, W, 1) is already NCHW (1, 1, H, W)
+    # and its term is a broadcast multiply; a plane of several channels (NV12's UV, packed RGB) is transposed and
+    # mixed by a 1x1 convolution. The terms, the bias and the model's mean/scale are elementwise, and OpenVINO fuses
+    # them into one pass; concatenating the planes on the channel axis first (NHWC) ran OpenVINO's reference Concat,
+    # which cost more than the rest of the pre-processing together.
     w, bias = color_matrix(ch.kind, colorspace, color_range, rgb, ch.to8)
-    full = np.zeros((3, k), np.float32)  # unused channels (padding, alpha) get weight 0
-    for j, key in enumerate(ch.channels):
-        full[:, k_of[key]] = w[:, j]
-    x = ops.convolution(x, ops.constant(full.reshape(3, k, 1, 1)), [1, 1], [0, 0], [0, 0], [1, 1])
-    return params, ops.add(x, ops.constant(bias.reshape(1, 3, 1, 1)))
+    acc: Any = None
+    for pl in sorted({pl for pl, _ in ch.channels}):
+        c = shapes[pl][3]
+        wk = np.zeros((3, c), np.float32)  # unused channels (padding, alpha) get weight 0
+        for j, (p2, cc) in enumerate(ch.channels):
+            if p2 == pl:
+                wk[:, cc] = w[:, j]
+        x = planes[pl]
+        if x.get_output_element_type(0) != ov.Type.f32:
+            x = ops.convert(x, ov.Type.f32)
+        if c == 1:
+            term = ops.multiply(ops.reshape(x, np.array([1, 1, th, tw], i64), False),
+                                ops.constant(wk.reshape(1, 3, 1, 1)))
+        else:
+            x = ops.transpose(x, np.array([0, 3, 1, 2], i64))
+            term = ops.convolution(x, ops.constant(wk.reshape(3, c, 1, 1)), [1, 1], [0, 0], [0, 0], [1, 1])
+        acc = term if acc is None else ops.add(acc, term)
+    return params, ops.add(acc, ops.constant(bias.reshape(1, 3, 1, 1)))
 
 
 def _native_yuv(ov: Any, fmt: FrameFormat, dtypes: list[Any], target: tuple[int, int], colorspace: ColorSpace | None,
