@@ -6,11 +6,14 @@ copy) and gst-python's ``map()`` (a memoryview, no planes) on Debian's system Py
 python3-gst-1.0, run as a subprocess of /usr/bin/python3). Targets: flat in size (4K / 480p <= 1.5), <= 1.5x
 gst-python's map, >= 10x cheaper than the copying ways at 1080p.
 
-Part 2, the bundled clip: GStreamer decode (avdec_h264 -> appsink) alone, OpenVINO inference alone, then both
-through interop (zero-copy) and through PyGObject's copying map, against the bound 1/(1/decode + 1/infer) measured
-in the same run (decode and inference share the cores). The four ways run in short repetitions interleaved round by
-round, and the ratios are the medians of each round's own; the per-frame cost of the one step where the two loops
-differ (interop's map against PyGObject's copying map and the wrap) is reported beside them.
+Part 2, end to end: GStreamer decode (avdec_h264 -> appsink) alone, OpenVINO inference alone, then both through
+interop (zero-copy) and through PyGObject's copying map, against the bound 1/(1/decode + 1/infer) measured in the
+same run (decode and inference share the cores). The four ways run in short repetitions interleaved round by round,
+and the ratios are the medians of each round's own; the per-frame cost of the one step where the two loops differ
+(interop's map against PyGObject's copying map and the wrap) is reported beside them. Twice: the bundled 640x480
+clip with the detector at the frame's size (there the copy is a fraction of a percent of the frame's time), and the
+pinned 1080p clip (``benchmarks.pipeline.clip_path``) with the detector at 512x288, where a frame's copy is a part of
+its time that a run can see ("e2e 1080p ..." rows).
 """
 
 from __future__ import annotations
@@ -163,24 +166,35 @@ def _map_part(quick: bool) -> list[Result]:
 
 def _e2e_part(quick: bool) -> list[Result]:
     import interop
-    from interop import FrameFormat, MemoryType, textdet
+    from interop import textdet
     from interop.clip import default_clip
+
+    from .pipeline import clip_path
+
+    try:
+        model = textdet.model_path()
+    except interop.BackendUnavailableError as e:
+        return [skipped(NAME, "end to end", f"needs the PP-OCRv4 model: {e}")]
+    out = _e2e(model, default_clip(), textdet.input_size_for(640, 480), "e2e", quick)
+    if quick:
+        return out
+    return out + _e2e(model, clip_path(), (512, 288), "e2e 1080p", quick)
+
+
+def _e2e(model: str, clip: str, input_size: tuple[int, int], label: str, quick: bool) -> list[Result]:
+    import interop
+    from interop import FrameFormat, MemoryType, textdet
     from interop.elements import frames
     from interop.elements.infer import model_input
     from interop.tensors.gst import gst
 
     Gst = gst()
-    try:
-        model = textdet.model_path()
-    except interop.BackendUnavailableError as e:
-        return [skipped(NAME, "end to end", f"needs the PP-OCRv4 model: {e}")]
-    clip = default_clip()
     desc = f"filesrc location={clip} ! qtdemux ! h264parse ! avdec_h264 ! appsink"
     # Short repetitions of the four ways, interleaved round by round (the order rotating), so that a change in the
     # machine's load between them hits every way alike; each round's ratios are taken within the round
     limit, rounds = (15, 2) if quick else (40, 7)
-    inf = interop.Inference(model, "CPU", input_size=textdet.input_size_for(640, 480), mean=textdet.MEAN,
-                            scale=textdet.SCALE, rgb=textdet.RGB)
+    inf = interop.Inference(model, "CPU", input_size=input_size, mean=textdet.MEAN, scale=textdet.SCALE,
+                            rgb=textdet.RGB)
     input_us: dict[str, list[float]] = {"interop": [], "copying": []}
 
     def decode_only() -> float:
@@ -216,7 +230,10 @@ def _e2e_part(quick: bool) -> list[Result]:
             planes = [raw[t.offset:t.offset + t.info.extent] for t in f.tensors]
             views = [np.lib.stride_tricks.as_strided(p, t.info.shape, t.info.strides) for p, t in zip(planes, f.tensors)]
             wrapped: list[Any] = [interop.wrap(v) for v in views]
-            frame = interop.Frame(wrapped, FrameFormat.I420, f.width, f.height)
+            # the frame's own colorimetry (from the caps), as interop's map carries it: the same conversion, so the
+            # same model variant, on both sides
+            frame = interop.Frame(wrapped, FrameFormat.I420, f.width, f.height, colorspace=f.colorspace,
+                                  color_range=f.color_range)
             input_us["copying"].append((time.perf_counter() - t1) * 1e6)
             inf.infer(frame)
             n += 1
@@ -244,19 +261,22 @@ def _e2e_part(quick: bool) -> list[Result]:
     med = {k: median(v) for k, v in fps.items()}
     bound = median([1 / (1 / d + 1 / i) for d, i in zip(fps["decode"], fps["infer"])])
     r_bound, r_copying = median(to_bound), median(to_copying)
-    how = {"rounds": rounds, "frames per repetition": limit, "interleaved": True}
-    return [Result(NAME, "e2e decode only", round(med["decode"], 1), "fps", how),
-            Result(NAME, "e2e infer only", round(med["infer"], 1), "fps", how),
-            Result(NAME, "e2e bound 1/(1/decode + 1/infer)", round(bound, 1), "fps", how),
-            Result(NAME, "e2e GStreamer -> interop -> OpenVINO", round(med["interop"], 1), "fps", how),
-            Result(NAME, "e2e GStreamer -> PyGObject map (copy) -> OpenVINO", round(med["copying"], 1), "fps", how),
-            Result(NAME, "e2e input per frame: interop map (CPU views)", round(median(input_us["interop"]), 1),
+    inf.close()
+    how = {"rounds": rounds, "frames per repetition": limit, "interleaved": True,
+           "frame": f"{first.width}x{first.height}", "input": f"{input_size[0]}x{input_size[1]}"}
+    return [Result(NAME, f"{label} decode only", round(med["decode"], 1), "fps", how),
+            Result(NAME, f"{label} infer only", round(med["infer"], 1), "fps", how),
+            Result(NAME, f"{label} bound 1/(1/decode + 1/infer)", round(bound, 1), "fps", how),
+            Result(NAME, f"{label} GStreamer -> interop -> OpenVINO", round(med["interop"], 1), "fps", how),
+            Result(NAME, f"{label} GStreamer -> PyGObject map (copy) -> OpenVINO", round(med["copying"], 1), "fps",
+                   how),
+            Result(NAME, f"{label} input per frame: interop map (CPU views)", round(median(input_us["interop"]), 1),
                    "us/frame"),
-            Result(NAME, "e2e input per frame: PyGObject map (copy) + wrap", round(median(input_us["copying"]), 1),
-                   "us/frame"),
-            Result(NAME, "e2e interop / bound", round(r_bound, 3), "x",
+            Result(NAME, f"{label} input per frame: PyGObject map (copy) + wrap",
+                   round(median(input_us["copying"]), 1), "us/frame"),
+            Result(NAME, f"{label} interop / bound", round(r_bound, 3), "x",
                    {"target": ">= 0.9", "met": r_bound >= 0.9, "per round": [round(v, 3) for v in to_bound]}),
-            Result(NAME, "e2e interop / copying map", round(r_copying, 3), "x",
+            Result(NAME, f"{label} interop / copying map", round(r_copying, 3), "x",
                    {"target": "> 1", "met": r_copying > 1, "per round": [round(v, 3) for v in to_copying]})]
 
 
