@@ -53,6 +53,7 @@ def test_write_through_both_ways():
 
 def test_pool_slot_returns_when_gstreamer_frees_the_buffer_and_the_dup_is_closed():
     with FramePool(FrameFormat.NV12, 64, 48, count=2) as pool:
+        gc.collect()  # garbage of earlier tests holding fds goes now, not inside the count below
         fds = len(os.listdir("/proc/self/fd"))
         f = pool.acquire(timeout=1)
         g = interop.map(f, MemoryType.GST)

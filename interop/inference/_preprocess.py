@@ -300,30 +300,24 @@ def plane_prefix(ov: Any, fmt: FrameFormat, shapes: list[tuple[int, ...]], dtype
         if (ph, pw) != (th, tw):
             x = _resize(ops, x, th, tw, ph, pw)
         planes.append(x)
-    # The colour matrix as one term per plane, summed: a one-channel plane (1, H, W, 1) is already NCHW (1, 1, H, W)
-    # and its term is a broadcast multiply; a plane of several channels (NV12's UV, packed RGB) is transposed and
-    # mixed by a 1x1 convolution. The terms, the bias and the model's mean/scale are elementwise, and OpenVINO fuses
-    # them into one pass; concatenating the planes on the channel axis first (NHWC) ran OpenVINO's reference Concat,
-    # which cost more than the rest of the pre-processing together.
+    # The colour matrix as one term per plane, summed, in NHWC: a plane's channels times their rows of the matrix
+    # (a broadcast multiply per channel), then one transpose to NCHW, as OpenVINO's own I420/NV12 op hands its image
+    # on: the terms, the bias, the transpose and the model's mean/scale fuse into one pass that writes the network's
+    # input layout. Concatenating the planes on the channel axis first ran OpenVINO's reference Concat, and terms
+    # made in NCHW left a planar image to reorder: each cost more than the rest of the pre-processing.
     w, bias = color_matrix(ch.kind, colorspace, color_range, rgb, ch.to8)
     acc: Any = None
-    for pl in sorted({pl for pl, _ in ch.channels}):
-        c = shapes[pl][3]
-        wk = np.zeros((3, c), np.float32)  # unused channels (padding, alpha) get weight 0
-        for j, (p2, cc) in enumerate(ch.channels):
-            if p2 == pl:
-                wk[:, cc] = w[:, j]
+    for pl, cc in sorted(set(ch.channels)):
+        j = ch.channels.index((pl, cc))
         x = planes[pl]
+        if shapes[pl][3] > 1:  # one channel of a plane of several (NV12's UV, packed RGB)
+            x = ops.gather(x, ops.constant(np.array([cc], np.int32)), ops.constant(np.int64(3)))
         if x.get_output_element_type(0) != ov.Type.f32:
             x = ops.convert(x, ov.Type.f32)
-        if c == 1:
-            term = ops.multiply(ops.reshape(x, np.array([1, 1, th, tw], i64), False),
-                                ops.constant(wk.reshape(1, 3, 1, 1)))
-        else:
-            x = ops.transpose(x, np.array([0, 3, 1, 2], i64))
-            term = ops.convolution(x, ops.constant(wk.reshape(3, c, 1, 1)), [1, 1], [0, 0], [0, 0], [1, 1])
+        term = ops.multiply(x, ops.constant(w[:, j].reshape(1, 1, 1, 3)))
         acc = term if acc is None else ops.add(acc, term)
-    return params, ops.add(acc, ops.constant(bias.reshape(1, 3, 1, 1)))
+    acc = ops.add(acc, ops.constant(bias.reshape(1, 1, 1, 3)))
+    return params, ops.transpose(acc, np.array([0, 3, 1, 2], i64))
 
 
 def _native_yuv(ov: Any, fmt: FrameFormat, dtypes: list[Any], target: tuple[int, int], colorspace: ColorSpace | None,
