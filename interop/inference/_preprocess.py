@@ -4,8 +4,9 @@
 Planes arrive as (1, rows, pitch, C) u8 (or u16) tensors over the producer's memory. Packed RGB/BGR frames at the
 model's size go to OpenVINO's ``PrePostProcessor`` as they are (colour order, crop of the padding, mean/scale,
 layout, dtype). Every other frame gets a graph of plane operations in front (``plane_prefix``: each plane cropped
-and resized on its own, then one 1x1 convolution converting colour with the frame's own matrix and range at the
-output size) and ``PrePostProcessor`` does the rest. ``interop bench --only preprocess`` measures the choices.
+and resized on its own, then colour converted at the output size: OpenVINO's own I420/NV12 op for BT.601 limited
+range, else the frame's own matrix and range as one elementwise term per plane channel) and ``PrePostProcessor``
+does the rest. ``interop bench --only preprocess`` measures the choices.
 """
 
 from __future__ import annotations
@@ -270,8 +271,8 @@ def plane_prefix(ov: Any, fmt: FrameFormat, shapes: list[tuple[int, ...]], dtype
                  target: tuple[int, int], rgb: bool, colorspace: ColorSpace | None = None,
                  color_range: ColorRange | None = None, name: str = "image") -> tuple[list[Any], Any]:
     """(plane parameters, image): planes (1, rows, pitch, C) as the producer holds them -> each cropped to its
-    visible size and resized to ``target`` (h, w) on its own, in the planes' own type -> one 1x1 convolution that
-    converts colour (the frame's matrix and range) at the output size -> f32 NCHW, R, G, B (or B, G, R) in 0..255.
+    visible size and resized to ``target`` (h, w) on its own, in the planes' own type -> colour converted (the
+    frame's matrix and range) at the output size -> f32 NCHW, R, G, B (or B, G, R) in 0..255.
     Everything runs inside the model: the planes are read in place, nothing runs on the host."""
     import openvino.opset11 as ops
 
