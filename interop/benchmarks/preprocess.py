@@ -6,7 +6,8 @@ Measured here on the same decoded frames (1080p I420 from H.264, and the same fr
 - ``plain network``: the network alone, fed pre-processed tensors from memory (same precision and request pool):
   the real ceiling;
 - ``interop Inference``: interop's own model (pre-processing in the graph) on mapped frames (the bound that
-  benchmark (b) used), and interop's Inference on the pre-processed tensors;
+  benchmark (b) used), on the same I420 frames labelled BT.709 (most HD video: the frame's own matrix, not
+  OpenVINO's BT.601 op), and interop's Inference on the pre-processed tensors;
 - pre-processing graphs, each compiled alone (its CPU time per frame) and the main ones fused in front of the network
   (their throughput against the plain network): interop's graph before issue 20 (f32 Interpolate of each plane, then
   OpenVINO's I420/NV12-to-BGR at the output size), ``interpolate-*`` (the same on 8-bit planes, linear / nearest /
@@ -410,6 +411,9 @@ def run(quick: bool = False, precision: str | None = None, reps: int | None = No
     mads = [float(np.abs(m - r).mean()) for m, r in zip(today_tensors, ref_maps)]
     acc["interop Inference, I420"] = {"map_mad_max": round(max(mads), 5), "precision": used}
 
+    # the same I420 frames as BT.709 (most HD video): the frame's own matrix by the plane terms, not OpenVINO's op
+    bt709 = [interop.Frame(list(m.tensors), m.format, m.width, m.height, colorspace=interop.ColorSpace.BT709)
+             for m in mapped["I420"]]
     fps: dict[str, list[float]] = {}
     cpu: dict[str, list[float]] = {}
     for _ in range(reps):  # interleaved: drifts in machine load hit every case alike
@@ -419,6 +423,7 @@ def run(quick: bool = False, precision: str | None = None, reps: int | None = No
             cpu.setdefault(name, []).append(c)
         for name, items in (("interop Inference, I420 frames", mapped["I420"]),
                             ("interop Inference, NV12 frames", mapped["NV12"]),
+                            ("interop Inference, I420 frames as BT.709", bt709),
                             ("interop Inference, pre-processed tensors", ref_in)):
             rate, c = inf_loop(items)
             fps.setdefault(name, []).append(rate)
