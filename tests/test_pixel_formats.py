@@ -355,3 +355,15 @@ def test_plane_prefix_sums_a_term_per_plane_without_concatenating_channels(fmt: 
     kinds = {op.get_type_name() for op in model.get_ordered_ops()}
     assert "Concat" not in kinds
     assert list(img.get_output_shape(0)) == [1, 3, 32, 64]
+
+
+@pytest.mark.parametrize(("fmt", "shapes"), [
+    (interop.FrameFormat.NV12, [(1, 48, 64, 1), (1, 24, 32, 1)]),  # UV given as one channel
+    (interop.FrameFormat.RGB, [(1, 48, 64, 2)]),
+    (interop.FrameFormat.I420, [(1, 48, 64, 1), (1, 24, 32, 2), (1, 24, 32, 1)])])
+def test_plane_prefix_refuses_planes_with_the_wrong_channel_count(fmt: interop.FrameFormat, shapes: list) -> None:
+    import openvino as ov
+
+    with pytest.raises(interop.InvalidTensorError, match="channels"):
+        _preprocess.plane_prefix(ov, fmt, shapes, [ov.Type.u8] * len(shapes), 64, 48, (32, 64), True,
+                                 interop.ColorSpace.BT709)

@@ -282,6 +282,9 @@ def plane_prefix(ov: Any, fmt: FrameFormat, shapes: list[tuple[int, ...]], dtype
                                      f"{', '.join(f.name for f in _FORMATS)}: convert the frame first")
     if len(shapes) != len(ch.sub) or any(len(s) != 4 or s[0] != 1 for s in shapes):
         raise InvalidTensorError(f"a {fmt.name} frame has {len(ch.sub)} planes shaped (1, rows, pitch, C), got {shapes}")
+    want = [max(ps.channels, 1) for ps in plane_layout(fmt)]
+    if [s[3] for s in shapes] != want:  # a missing channel would be read as zeros, not refused
+        raise InvalidTensorError(f"the planes of a {fmt.name} frame have {want} channels, got {shapes}")
     th, tw = target
     i64 = np.int64
     if _native_yuv(ov, fmt, dtypes, target, colorspace, color_range):
@@ -309,13 +312,13 @@ def plane_prefix(ov: Any, fmt: FrameFormat, shapes: list[tuple[int, ...]], dtype
     w, bias = color_matrix(ch.kind, colorspace, color_range, rgb, ch.to8)
     acc: Any = None
     for pl, cc in sorted(set(ch.channels)):
-        j = ch.channels.index((pl, cc))
+        col = sum(w[:, j] for j, key in enumerate(ch.channels) if key == (pl, cc))  # a channel used twice: both
         x = planes[pl]
         if shapes[pl][3] > 1:  # one channel of a plane of several (NV12's UV, packed RGB)
             x = ops.gather(x, ops.constant(np.array([cc], np.int32)), ops.constant(np.int64(3)))
         if x.get_output_element_type(0) != ov.Type.f32:
             x = ops.convert(x, ov.Type.f32)
-        term = ops.multiply(x, ops.constant(w[:, j].reshape(1, 1, 1, 3)))
+        term = ops.multiply(x, ops.constant(np.asarray(col, np.float32).reshape(1, 1, 1, 3)))
         acc = term if acc is None else ops.add(acc, term)
     acc = ops.add(acc, ops.constant(bias.reshape(1, 1, 1, 3)))
     return params, ops.transpose(acc, np.array([0, 3, 1, 2], i64))
