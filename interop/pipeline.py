@@ -266,15 +266,18 @@ def is_gst_input(video: str | None) -> bool:
     return isinstance(video, str) and video.startswith(GST_PREFIX)
 
 
-#: threads of the run's PyAV decoder at most. The decoder shares the cores with the inference streams: FFmpeg's own
-#: default (one thread per core) spends CPU the streams need, and a few threads decode a 1080p stream faster than
-#: the model takes its frames.
-DECODE_THREADS = 4
+#: threads of the run's PyAV decoder at most. The decoder shares the cores with the inference streams, which keep
+#: every core busy: the scheduler shares CPU time per thread, so a decoder of too few threads falls behind the model
+#: (the run loop then waits on it), while FFmpeg's own default (one thread per core) takes time the streams need.
+#: A decode worker of a multi-stream run decodes one of several streams: WORKER_DECODE_THREADS.
+DECODE_THREADS = 8
+WORKER_DECODE_THREADS = 4
 
 
-def run_decoder_threads(stream: Any) -> None:
-    """Give ``stream``'s decoder the threads ``interop run`` decodes with (before its first packet)."""
-    stream.codec_context.thread_count = max(1, min(DECODE_THREADS, os.cpu_count() or 1))
+def run_decoder_threads(stream: Any, threads: int | None = None) -> None:
+    """Give ``stream``'s decoder the threads ``interop run`` decodes with (before its first packet): ``threads``, by
+    default DECODE_THREADS, never more than the machine's CPUs."""
+    stream.codec_context.thread_count = max(1, min(threads or DECODE_THREADS, os.cpu_count() or 1))
 
 
 class _Input:
@@ -286,14 +289,14 @@ class _Input:
     time_base: Any = None
     convertible = True  # pixel formats the model cannot take may be converted (allow_copy) by PyAV
 
-    def __init__(self, video: str):
+    def __init__(self, video: str, decode_threads: int | None = None):
         self.video = video
         self._gst: Any = None
         if is_gst_input(video):
             self._open_gst(video[len(GST_PREFIX):])
         else:
             self.container, self.stream = open_video(video)
-            run_decoder_threads(self.stream)
+            run_decoder_threads(self.stream, decode_threads)
             cc = self.stream.codec_context
             self.width, self.height, self.declared = cc.width, cc.height, int(self.stream.frames or 0)
             self.time_base = self.stream.time_base

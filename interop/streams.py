@@ -231,12 +231,12 @@ def _av_worker(sock_fd: int, video: str, frames: int | None, allow_copy: bool = 
     from interop import MemoryType
     from interop.errors import UnsupportedFormatError
     from interop.meter import copy_meter
-    from interop.pipeline import _converted, _Input, _supported_message
+    from interop.pipeline import WORKER_DECODE_THREADS, _converted, _Input, _supported_message
 
     from .dma import FrameSender, PeerClosedError
 
     try:
-        src = _Input(video)
+        src = _Input(video, WORKER_DECODE_THREADS)
     except InteropError as e:
         _say({"error": {"type": type(e).__name__, "message": str(e)}})
         return 1

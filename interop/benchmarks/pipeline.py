@@ -64,11 +64,11 @@ def _inference(precision: str | None) -> Any:
                      rgb=textdet.RGB, config=cfg, requests=textdet.compile_requests(cfg))
 
 
-def decode_only(path: str, frames: int) -> float:
+def decode_only(path: str, frames: int, threads: int | None = None) -> float:
     from ..pipeline import open_video, run_decoder_threads
 
     container, stream = open_video(path)
-    run_decoder_threads(stream)
+    run_decoder_threads(stream, threads)
     n = 0
     t0 = time.perf_counter()
     for _vf in container.decode(stream):

@@ -96,7 +96,8 @@ def threads(path: str, n: int, frames: int, precision: str | None) -> dict[str, 
     return _aggregate(total, [(r.started + r.compile, r.ended) for r in results], max(r.wall for r in results))
 
 
-_DECODE = "import sys; from interop.benchmarks.pipeline import decode_only; print(decode_only(sys.argv[1], int(sys.argv[2])))"
+_DECODE = ("import sys; from interop.benchmarks.pipeline import decode_only; from interop.pipeline import "
+           "WORKER_DECODE_THREADS as T; print(decode_only(sys.argv[1], int(sys.argv[2]), T))")
 
 
 def decode_processes(path: str, n: int, frames: int) -> float:
