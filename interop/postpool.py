@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InteropError
-from .textdet import MAX_CANDIDATES
+from .textdet import MAX_CANDIDATES, TextBox
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,11 @@ class PostPoolArgumentError(InteropError, ValueError):
     """A PostPool made or fed with values it cannot work with."""
 
 
+def slot_bytes(max_pixels: int) -> int:
+    """Bytes of one slot of the shared block: a float32 map of ``max_pixels``, rounded up to whole pages."""
+    return mmap.PAGESIZE * -(-max_pixels * 4 // mmap.PAGESIZE)
+
+
 def default_processes() -> int:
     """One process per eight CPUs, 1 to 4: the boxes of one frame take about a millisecond of one core."""
     return max(1, min(4, (os.cpu_count() or 1) // 8))
@@ -79,8 +84,8 @@ class _Child:
 class PostPool:
     """``submit(prob, key, frame_width, frame_height)`` from any thread; ``on_boxes(key, boxes)`` is called on the
     pool's reader thread for each, in the order the children finish. ``max_pixels``: the largest map (H x W) that
-    will be submitted. An exception from ``on_boxes`` ends the pool and is re-raised (as it is) by ``submit`` and
-    ``close``. ``timeout``: seconds a submit waits for a free slot and ``close`` for the last answers. The children start
+    will be submitted. An exception from ``on_boxes`` ends the pool: ``check`` and ``close`` raise it as it is,
+    ``submit`` a PostPoolError saying the pool stopped. ``timeout``: seconds a submit waits for a free slot and ``close`` for the last answers. The children start
     in the background (importing OpenCV takes a while): ``wait_ready`` waits for them, so that a timed loop does not
     count their start; maps submitted before then wait in the socket."""
 
@@ -94,7 +99,7 @@ class PostPool:
                                         f"timeout={timeout}")
         self._on_boxes = on_boxes
         self._timeout = timeout
-        self._slot_bytes = mmap.PAGESIZE * -(-max_pixels * 4 // mmap.PAGESIZE)
+        self._slot_bytes = slot_bytes(max_pixels)
         self._nslots = nslots
         self._cond = threading.Condition()
         self._free = list(range(self._nslots))
@@ -150,14 +155,12 @@ class PostPool:
         """Wait until every child can take maps (PostPoolError past ``timeout`` seconds, the pool's by default, or
         when one died)."""
         timeout = self._timeout if timeout is None else timeout
-        deadline = time.monotonic() + timeout
         with self._cond:
-            while not all(c.ready for c in self._children):
-                self._raise_if_failed()
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise PostPoolError(f"the post-processing processes did not start within {timeout:.0f} s")
-                self._cond.wait(min(left, 0.5))
+            ready = self._cond.wait_for(lambda: self._error is not None or all(c.ready for c in self._children),
+                                        timeout)
+            self._raise_if_failed()
+            if not ready:
+                raise PostPoolError(f"the post-processing processes did not start within {timeout:.0f} s")
 
     def submit(self, prob: Any, key: Any, frame_width: int, frame_height: int) -> None:
         """Queue one probability map ((H, W), (1, H, W) or (1, 1, H, W) float32) for boxes in a frame of that size;
@@ -171,15 +174,10 @@ class PostPool:
             raise PostPoolArgumentError(f"a {w}x{h} map does not fit the pool's slots ({self._slot_bytes} bytes): "
                                         f"make the pool for the largest map the model makes")
         with self._cond:
-            deadline = time.monotonic() + self._timeout
-            while not self._free and self._error is None and not self._closed:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    self._error = PostPoolError(f"no post-processing answer for {self._timeout:.0f} s ({self._stuck()}): "
-                                                f"a post-processing process hangs; the run stops")
-                    self._cond.notify_all()
-                    break
-                self._cond.wait(min(left, 0.5))
+            if not self._cond.wait_for(lambda: self._free or self._error is not None or self._closed, self._timeout):
+                self._error = PostPoolError(f"no post-processing answer for {self._timeout:.0f} s ({self._stuck()}): "
+                                            f"a post-processing process hangs; the run stops")
+                self._cond.notify_all()
             self._raise_if_failed()
             alive = [k for k, c in enumerate(self._children) if c.alive]
             if not alive:  # the reader has not said so yet
@@ -237,7 +235,7 @@ class PostPool:
         with self._cond:
             if not self._pending:
                 return
-            seq, (_, _, k, t) = min(self._pending.items(), key=lambda kv: kv[1][3])
+            _, _, k, t = min(self._pending.values(), key=lambda job: job[3])
             if time.monotonic() - t <= self._timeout:
                 return
         pid = self._children[k].proc.pid
@@ -245,8 +243,6 @@ class PostPool:
                                  f"({self._stuck()}): it hangs (stopped or stuck); the run stops"))
 
     def _read_loop(self) -> None:
-        from .textdet import TextBox
-
         while True:
             with self._cond:
                 if (self._closed and not self._pending) or self._error is not None:
@@ -279,13 +275,13 @@ class PostPool:
                         self._cond.notify_all()
                     continue
                 try:
-                    key, boxes = self._parse(msg, k, TextBox)
+                    key, boxes = self._parse(msg, k)
                     self._on_boxes(key, boxes)
                 except BaseException as e:  # noqa: B036 - ends the pool; close() re-raises it
                     self._fail(e)
                     return
 
-    def _parse(self, msg: bytes, k: int, box_type: Any) -> tuple[Any, list[Any]]:
+    def _parse(self, msg: bytes, k: int) -> tuple[Any, list[TextBox]]:
         if len(msg) < _DONE.size:
             raise PostPoolError(f"a post-processing process sent {len(msg)} bytes, not an answer")
         seq, slot, n = _DONE.unpack_from(msg)
@@ -303,7 +299,7 @@ class PostPool:
         vals = np.frombuffer(msg, np.float64, offset=_DONE.size).reshape(n, _BOX_FLOATS)
         if not np.isfinite(vals).all():
             raise PostPoolError("a post-processing process sent a box with a coordinate that is not a number")
-        return job[0], [box_type(v[:8].reshape(4, 2).astype(np.float32), float(v[8])) for v in vals]
+        return job[0], [TextBox(v[:8].reshape(4, 2).astype(np.float32), float(v[8])) for v in vals]
 
     def close(self, raise_error: bool = True) -> None:
         """Wait for every submitted map's boxes (the pool's timeout at most), stop the children, free the memory;
@@ -336,15 +332,10 @@ class PostPool:
 
     def _drain(self) -> None:
         with self._cond:
-            deadline = time.monotonic() + self._timeout
-            while self._pending and self._error is None and not self._closed:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    self._error = PostPoolError(f"{len(self._pending)} maps still unanswered after "
-                                                f"{self._timeout:.0f} s ({self._stuck()}): a post-processing process "
-                                                f"hangs")
-                    break
-                self._cond.wait(min(left, 0.5))
+            if not self._cond.wait_for(lambda: not self._pending or self._error is not None or self._closed,
+                                       self._timeout):
+                self._error = PostPoolError(f"{len(self._pending)} maps still unanswered after {self._timeout:.0f} s "
+                                            f"({self._stuck()}): a post-processing process hangs")
 
     def _stop_children(self) -> None:
         for c in self._children:

@@ -7,6 +7,8 @@ the slots, a child given a job that is not inside the shared block. Nothing is l
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import mmap
 import os
 import signal
@@ -15,12 +17,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 
 from interop import textdet
-from interop.postpool import _DONE, _JOB, PostPool, PostPoolArgumentError, PostPoolError
+from interop.postpool import _DONE, _JOB, PostPool, PostPoolArgumentError, PostPoolError, slot_bytes
 
 H, W = 96, 160
 
@@ -40,7 +44,29 @@ def _same(a: list, b: list) -> bool:
 
 
 def _fds() -> int:
+    gc.collect()  # fds held by earlier tests' garbage (a collected Popen's pipes) go now, not inside a count
     return len(os.listdir("/proc/self/fd"))
+
+
+@contextlib.contextmanager
+def _bare_child(slots: int, **popen: Any) -> Iterator[tuple[subprocess.Popen, socket.socket, mmap.mmap]]:
+    """A post-processing process started as PostPool starts one, over a block of ``slots`` slots of an H x W map
+    (mapped here too, to write maps into), after it said it is ready: (process, our socket end, the block)."""
+    size = slot_bytes(H * W)
+    fd = os.memfd_create("t", os.MFD_CLOEXEC)
+    os.ftruncate(fd, size * slots)
+    mem = mmap.mmap(fd, size * slots)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        p = subprocess.Popen([sys.executable, "-m", "interop.postpool", str(theirs.fileno()), str(fd), str(size),
+                              str(slots)], pass_fds=[theirs.fileno(), fd], **popen)
+        theirs.close()
+        assert ours.recv(64) == b"R"  # ready
+        yield p, ours, mem
+    finally:
+        ours.close()
+        mem.close()
+        os.close(fd)
 
 
 def test_boxes_are_those_made_in_process_for_every_key_with_back_pressure() -> None:
@@ -157,22 +183,11 @@ def test_close_from_on_boxes_is_refused_not_a_deadlock() -> None:
 
 
 def test_a_child_whose_parent_resets_its_socket_exits_quietly() -> None:
-    slot_bytes = mmap.PAGESIZE * -(-H * W * 4 // mmap.PAGESIZE)
-    fd = os.memfd_create("t", os.MFD_CLOEXEC)
-    os.ftruncate(fd, slot_bytes)
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    try:
-        p = subprocess.Popen([sys.executable, "-m", "interop.postpool", str(theirs.fileno()), str(fd), str(slot_bytes),
-                              "1"], pass_fds=[theirs.fileno(), fd], stderr=subprocess.PIPE)
-        theirs.close()
-        assert ours.recv(64) == b"R"
+    with _bare_child(1, stderr=subprocess.PIPE) as (p, ours, _):
         ours.send(_JOB.pack(1, 0, H, W, W, H))
         ours.close()  # gone before the answer: the child's send fails
         _, err = p.communicate(timeout=60)
         assert p.returncode == 0 and b"Traceback" not in err, err
-    finally:
-        ours.close()
-        os.close(fd)
 
 
 def test_a_child_that_hangs_fails_submit_within_the_timeout_not_for_ever() -> None:
@@ -234,7 +249,7 @@ def test_forged_answers_are_refused(case: str) -> None:
                "too many": _DONE.pack(7, 1, textdet.MAX_CANDIDATES + 1) + box.tobytes() * (textdet.MAX_CANDIDATES + 1),
                "not a number": _DONE.pack(7, 1, 1) + np.where(np.arange(9) == 3, np.nan, box).tobytes()}[case]
         with pytest.raises(PostPoolError):
-            pool._parse(msg, 0, textdet.TextBox)
+            pool._parse(msg, 0)
     finally:
         with pool._cond:
             pool._pending.clear()
@@ -249,7 +264,7 @@ def test_a_forged_answer_parses_to_the_boxes_it_carries() -> None:
             pool._pending[7] = ("key", 1, 0)
             pool._free.remove(1)
         box = np.array([1, 2, 3, 2, 3, 4, 1, 4, 0.9])
-        key, boxes = pool._parse(_DONE.pack(7, 1, 1) + box.tobytes(), 0, textdet.TextBox)
+        key, boxes = pool._parse(_DONE.pack(7, 1, 1) + box.tobytes(), 0)
         assert key == "key" and len(boxes) == 1 and boxes[0].score == 0.9
         assert boxes[0].points.dtype == np.float32 and boxes[0].points.tolist() == [[1, 2], [3, 2], [3, 4], [1, 4]]
         assert 1 in pool._free
@@ -260,36 +275,17 @@ def test_a_forged_answer_parses_to_the_boxes_it_carries() -> None:
 @pytest.mark.parametrize("job", [_JOB.pack(1, 9, H, W, W, H), _JOB.pack(1, 0, H * 4, W * 4, W, H),
                                  _JOB.pack(1, 0, H, W, 0, H), b"\x01\x02\x03"])
 def test_a_child_given_a_job_outside_its_block_exits_with_status_2(job: bytes) -> None:
-    slot_bytes = mmap.PAGESIZE * -(-H * W * 4 // mmap.PAGESIZE)
-    fd = os.memfd_create("t", os.MFD_CLOEXEC)
-    os.ftruncate(fd, slot_bytes * 2)
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    try:
-        p = subprocess.Popen([sys.executable, "-m", "interop.postpool", str(theirs.fileno()), str(fd), str(slot_bytes),
-                              "2"], pass_fds=[theirs.fileno(), fd])
-        theirs.close()
-        assert ours.recv(64) == b"R"  # ready
+    with _bare_child(2) as (p, ours, _):
         ours.send(job)
         assert p.wait(60) == 2
         assert ours.recv(64) == b""  # nothing answered
-    finally:
-        ours.close()
-        os.close(fd)
 
 
 def test_a_child_answers_a_valid_job_then_exits_when_the_socket_closes() -> None:
-    slot_bytes = mmap.PAGESIZE * -(-H * W * 4 // mmap.PAGESIZE)
-    fd = os.memfd_create("t", os.MFD_CLOEXEC)
-    os.ftruncate(fd, slot_bytes * 2)
-    mem = mmap.mmap(fd, slot_bytes * 2)
     m = _map(3)
-    np.frombuffer(mem, np.float32)[slot_bytes // 4:slot_bytes // 4 + H * W] = m.reshape(-1)
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    try:
-        p = subprocess.Popen([sys.executable, "-m", "interop.postpool", str(theirs.fileno()), str(fd), str(slot_bytes),
-                              "2"], pass_fds=[theirs.fileno(), fd])
-        theirs.close()
-        assert ours.recv(64) == b"R"  # ready
+    with _bare_child(2) as (p, ours, mem):
+        off = slot_bytes(H * W) // 4  # slot 1
+        np.frombuffer(mem, np.float32)[off:off + H * W] = m.reshape(-1)
         ours.send(_JOB.pack(5, 1, H, W, 320, 192))
         msg = ours.recv(1 << 16)
         seq, slot, n = _DONE.unpack_from(msg)
@@ -300,8 +296,4 @@ def test_a_child_answers_a_valid_job_then_exits_when_the_socket_closes() -> None
         assert vals[:, 8].tolist() == [b.score for b in ref]
         ours.close()
         assert p.wait(60) == 0
-    finally:
-        ours.close()
-        mem.close()
-        os.close(fd)
 
