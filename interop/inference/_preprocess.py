@@ -257,11 +257,16 @@ def _take_nearest(ops: Any, x: Any, axis: int, n_in: int, n_out: int) -> Any:
     return ops.gather(x, ops.constant(idx), ops.constant(np.int64(axis)))
 
 
+def _resizes_nearest(oh: int, ow: int, ph: int, pw: int) -> bool:
+    """Whether ``_resize`` takes (ph, pw) to (oh, ow) by nearest Gathers (any element type) rather than a linear
+    Interpolate (8-bit or float only)."""
+    return RESIZE == "nearest" and (not (oh < ph or ow < pw) or ph * pw >= NEAREST_FROM)
+
+
 def _resize(ops: Any, x: Any, oh: int, ow: int, ph: int, pw: int) -> Any:
     """Resize NHWC ``x`` (axes 1, 2) from (ph, pw) to (oh, ow) on cv2.resize's half-pixel grid."""
     i64 = np.int64
-    shrinks = oh < ph or ow < pw
-    if RESIZE == "nearest" and (not shrinks or ph * pw >= NEAREST_FROM):
+    if _resizes_nearest(oh, ow, ph, pw):
         return _take_nearest(ops, _take_nearest(ops, x, 1, ph, oh), 2, pw, ow)
     return ops.interpolate(x, np.array([oh, ow], i64), "linear_onnx", "sizes", axes=np.array([1, 2], i64),
                            coordinate_transformation_mode="half_pixel")
@@ -299,9 +304,10 @@ def plane_prefix(ov: Any, fmt: FrameFormat, shapes: list[tuple[int, ...]], dtype
         x = p
         if (shp[1], shp[2]) != (ph, pw):  # padded pitch / rows: a crop inside the model, never a host copy
             x = ops.slice(x, np.array([0, 0, 0, 0], i64), np.array([1, ph, pw, c], i64), np.array([1, 1, 1, 1], i64))
-        if dt != ov.Type.u8:  # 16-bit planes: resized as f32 (Interpolate's integer kernels are 8-bit)
-            x = ops.convert(x, ov.Type.f32)
-        if (ph, pw) != (th, tw):
+        resize = (ph, pw) != (th, tw)
+        if dt != ov.Type.u8 and resize and not _resizes_nearest(th, tw, ph, pw):
+            x = ops.convert(x, ov.Type.f32)  # 16-bit planes resized linearly: Interpolate's integer kernels are 8-bit
+        if resize:
             x = _resize(ops, x, th, tw, ph, pw)
         planes.append(x)
     # The colour matrix as one term per plane, summed, in NHWC: a plane's channels times their rows of the matrix
