@@ -1,0 +1,454 @@
+"""``interopdec``: a GStreamer video decoder element (FFmpeg through PyAV) whose output buffers are FFmpeg's frames.
+
+``avdec_h264`` (gst-libav 1.22) copies every picture whose width or height is not a multiple of 16 into a buffer of
+the pipeline's (docs/gstreamer.md, "Decoders and padded buffers"). This element decodes with FFmpeg and pushes
+``Gst.Buffer``s that wrap the decoded AVFrame's planes in place: one read-only GstMemory per plane, a GstVideoMeta
+with FFmpeg's padded strides, and the ``av.VideoFrame`` kept alive (so FFmpeg does not reuse its buffers) until
+GStreamer frees the last memory. The plane addresses, pitches and sizes are interop's FFMPEG tensors' (the same
+layout checks as ``interop.wrap(video_frame)``), wrapped with ``interop.native.gst.append_host_memory``, the helper
+the CPU -> GST mapper uses.
+
+Use it in a pipeline string once ``register()`` has run in the process::
+
+    from interop.elements.gst_decoder import register
+    register()  # or register(rank=Gst.Rank.PRIMARY + 1) to let decodebin prefer it
+    frames("filesrc location=clip.mp4 ! qtdemux ! h264parse ! interopdec ! appsink")
+
+Downstream that does not announce GstVideoMeta in the ALLOCATION query (a plain ``appsink``, ``filesink``) would
+read padded planes with GStreamer's default strides: for it each frame is copied into GStreamer's default layout
+(the only copy the element ever makes; logged once per negotiation, counted in the ``copied-frames`` property).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from ..backends import require
+from ..errors import BackendUnavailableError, InteropError, UnsupportedFormatError
+from ..info import TensorInfo
+from ..native import gst as ng
+from ..tensors.ffmpeg import wrap_video_frame
+from ..tensors.gst import GST_FORMAT_NAMES, gst
+
+log = logging.getLogger("interop")
+
+#: the element's factory name
+NAME = "interopdec"
+
+#: GStreamer caps -> FFmpeg decoder name; the sink template accepts these
+CODECS: dict[str, str] = {"video/x-h264": "h264", "video/x-h265": "hevc", "video/x-vp8": "vp8",
+                          "video/x-vp9": "vp9", "video/mpeg": "mpeg4"}
+SINK_CAPS = ("video/x-h264, stream-format=(string){ avc, avc3, byte-stream }, alignment=(string)au; "
+             "video/x-h265, stream-format=(string){ hvc1, hev1, byte-stream }, alignment=(string)au; "
+             "video/x-vp8; video/x-vp9; video/mpeg, mpegversion=(int)4, systemstream=(boolean)false")
+SRC_CAPS = (f"video/x-raw, format=(string){{ {', '.join(sorted(GST_FORMAT_NAMES.values()))} }}, "
+            "width=(int)[ 1, 2147483647 ], height=(int)[ 1, 2147483647 ], framerate=(fraction)[ 0/1, 2147483647/1 ]")
+
+_NONE = ng.GST_CLOCK_TIME_NONE
+_NS = Fraction(1, 1_000_000_000)
+# AVColorRange -> GstVideoColorRange (FFmpeg: 1 MPEG/limited, 2 JPEG/full; GStreamer: 1 0-255, 2 16-235)
+_RANGES = {1: 2, 2: 1}
+
+_TYPE_NAME = "InteropDec"
+_registered: list[Any] = []
+_register_lock = threading.Lock()
+_gobject: list[Any] = []
+
+
+def _gst_video() -> Any:
+    Gst = gst()
+    try:
+        import gi
+
+        gi.require_version("GstVideo", "1.0")
+        from gi.repository import GstVideo  # type: ignore[import-not-found]
+    except (ImportError, ValueError) as e:
+        raise BackendUnavailableError(
+            f"GStreamer's video introspection data is missing ({e}): install gir1.2-gst-plugins-base-1.0 "
+            f"(tests/prepare.d/gstreamer.sh prints the apt command)", backend="gst", extra="gst") from e
+    del Gst
+    return GstVideo
+
+
+def _class_lib() -> tuple[Any, Any]:
+    """(libgstreamer, libgobject) with what registering a Python element class needs and PyGObject lacks without
+    gst-python's overrides: class metadata and pad templates on the class (decodebin picks decoders by them)."""
+    g = ng.libs()[0]
+    if not _gobject:
+        go = ctypes.CDLL("libgobject-2.0.so.0")
+        go.g_type_class_ref.restype = ctypes.c_void_p
+        go.g_type_class_ref.argtypes = [ctypes.c_size_t]
+        go.g_type_from_name.restype = ctypes.c_size_t
+        go.g_type_from_name.argtypes = [ctypes.c_char_p]
+        g.gst_element_class_set_metadata.restype = None
+        g.gst_element_class_set_metadata.argtypes = [ctypes.c_void_p] + [ctypes.c_char_p] * 4
+        g.gst_pad_template_new.restype = ctypes.c_void_p
+        g.gst_pad_template_new.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+        g.gst_element_class_add_pad_template.restype = None
+        g.gst_element_class_add_pad_template.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        _gobject.append(go)
+    return g, _gobject[0]
+
+
+def register(rank: Any = None) -> Any:
+    """Register ``interopdec`` in this process (idempotent) and return its element class. ``rank`` (a
+    ``Gst.Rank``, default NONE: only used where named) above ``Gst.Rank.PRIMARY`` makes decodebin/playbin prefer it
+    to avdec_h264. Calling it again with another rank changes the factory's rank."""
+    Gst = gst()
+    rank = Gst.Rank.NONE if rank is None else rank
+    with _register_lock:
+        if not _registered:
+            cls = _make_class(Gst)
+            g, go = _class_lib()
+            klass = go.g_type_class_ref(go.g_type_from_name(_TYPE_NAME.encode()))
+            g.gst_element_class_set_metadata(
+                klass, b"interop FFmpeg decoder", b"Codec/Decoder/Video",
+                b"Decodes with FFmpeg (PyAV); output buffers wrap FFmpeg's frames (GstVideoMeta, no copy)",
+                b"interop")
+            for name, direction, caps in ((b"sink", Gst.PadDirection.SINK, SINK_CAPS),
+                                          (b"src", Gst.PadDirection.SRC, SRC_CAPS)):
+                c = Gst.Caps.from_string(caps)
+                templ = g.gst_pad_template_new(name, int(direction), int(Gst.PadPresence.ALWAYS),
+                                               ng.pointer_of(c, "Gst.Caps"))
+                g.gst_element_class_add_pad_template(klass, templ)  # sinks the floating template
+            _registered.append(cls)
+        cls = _registered[0]
+        if not Gst.Element.register(None, NAME, int(rank), cls.__gtype__):
+            raise InteropError(f"GStreamer refused to register the {NAME} element")
+        factory = Gst.ElementFactory.find(NAME)
+        if factory is not None:
+            factory.set_rank(int(rank))
+    return cls
+
+
+# ---- pad functions: module-level (not bound methods), so a pad does not hold its element in a cycle ---------
+
+
+def _chain(pad: Any, parent: Any, buffer: Any) -> Any:
+    return parent._on_buffer(buffer)
+
+
+def _event(pad: Any, parent: Any, event: Any) -> bool:
+    return bool(parent._on_event(pad, event))
+
+
+def _make_class(Gst: Any) -> Any:
+    GObject = require("gi.repository.GObject", "gst")
+    av = require("av", "ffmpeg")
+    FFmpegError = av.error.FFmpegError
+
+    class InteropDec(Gst.Element):  # type: ignore[misc]
+        """The element (see the module's docstring). Properties: ``max-threads`` (FFmpeg decoder threads, 0 =
+        FFmpeg's choice), ``max-errors`` (consecutive decode errors tolerated before the element fails, -1 = never),
+        ``copied-frames`` (read-only: frames copied for downstream without GstVideoMeta support)."""
+
+        __gtype_name__ = _TYPE_NAME
+
+        max_threads = GObject.Property(type=int, default=0, minimum=0, maximum=256, nick="max-threads",
+                                       blurb="FFmpeg decoder threads (0: FFmpeg's default)")
+        max_errors = GObject.Property(type=int, default=10, minimum=-1, maximum=2 ** 31 - 1, nick="max-errors",
+                                      blurb="consecutive decode errors tolerated before failing (-1: never fail)")
+        copied_frames = GObject.Property(type=GObject.TYPE_UINT64, default=0, flags=GObject.ParamFlags.READABLE,
+                                         nick="copied-frames",
+                                         blurb="frames copied for downstream without GstVideoMeta support")
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.sinkpad = Gst.Pad.new_from_template(self.get_pad_template("sink"), "sink")
+            self.srcpad = Gst.Pad.new_from_template(self.get_pad_template("src"), "src")
+            self.sinkpad.set_chain_function_full(_chain)
+            self.sinkpad.set_event_function_full(_event)
+            self.add_pad(self.sinkpad)
+            self.add_pad(self.srcpad)
+            #: a test hook: called as on_frame(video_frame, buffer) before each buffer is pushed
+            self.on_frame: Any = None
+            self._ctx: Any = None
+            self._codec_key: Any = None
+            self._fps: Fraction | None = None
+            self._par: Fraction | None = None
+            self._out_key: Any = None
+            self._meta_ok = True
+            self._tight: Any = None  # the default layout, when downstream needs it
+            self._segment: Any = None  # a SEGMENT waiting for the first output caps
+            self._errors = 0
+            self._packets = 0  # fed to the current decoder
+            self._packets_in = 0  # since the stream started
+            self._frames = 0
+            self._copied = 0
+
+        def do_get_property(self, prop: Any) -> Any:
+            if prop.name == "copied-frames":
+                return self._copied
+            raise AttributeError(f"unknown property {prop.name}")
+
+        # ---- negotiation ------------------------------------------------------------------------------------
+
+        def _configure(self, caps: Any) -> bool:
+            s = caps.get_structure(0)
+            codec = CODECS.get(s.get_name())
+            if codec is None:
+                self._fail(Gst.CoreError.NEGOTIATION, f"{NAME} cannot decode {caps.to_string()}",
+                           f"{NAME} decodes {', '.join(CODECS)}; use decodebin for others")
+                return False
+            extradata = b""
+            value = s.get_value("codec_data") if s.has_field("codec_data") else None
+            if value is not None:
+                extradata = value.extract_dup(0, value.get_size())
+            ok_fps, n, d = s.get_fraction("framerate")
+            self._fps = Fraction(n, d) if ok_fps and n > 0 and d > 0 else None
+            ok_par, n, d = s.get_fraction("pixel-aspect-ratio")
+            self._par = Fraction(n, d) if ok_par and n > 0 and d > 0 else None
+            key = (codec, extradata)
+            if self._ctx is not None and key == self._codec_key:
+                return True  # the same stream renegotiated (a new framerate, say): keep the decoder
+            if self._ctx is not None:
+                self._drain()
+            ctx = av.CodecContext.create(codec, "r")
+            if extradata:
+                ctx.extradata = extradata
+            ctx.thread_type = "AUTO"
+            ctx.thread_count = int(self.max_threads)
+            self._ctx, self._codec_key = ctx, key
+            self._errors = 0
+            return True
+
+        def _output_caps(self, vf: Any, gst_format: str) -> Any:
+            GstVideo = _gst_video()
+            w, h = vf.width, vf.height
+            c = GstVideo.VideoColorimetry()
+            c.from_string("bt709" if h >= 720 else "bt601")  # GStreamer's default for the size
+            rng = _RANGES.get(int(vf.color_range))
+            if vf.format.name.startswith("yuvj"):
+                rng = 1
+            if rng is not None:
+                c.range = GstVideo.VideoColorRange(rng)
+            if gst_format.startswith(("RGB", "BGR", "GRAY")):
+                c.from_string("sRGB")
+            else:
+                matrix = GstVideo.video_color_matrix_from_iso(int(vf.colorspace))
+                transfer = GstVideo.video_transfer_function_from_iso(int(vf.color_trc))
+                primaries = GstVideo.video_color_primaries_from_iso(int(vf.color_primaries))
+                if int(matrix):
+                    c.matrix = matrix
+                if int(transfer):
+                    c.transfer = transfer
+                if int(primaries):
+                    c.primaries = primaries
+            par = self._par
+            if par is None:
+                sar = self._ctx.sample_aspect_ratio if self._ctx is not None else None
+                par = Fraction(sar) if sar else Fraction(1)
+            fps = self._fps or Fraction(0)
+            return Gst.Caps.from_string(
+                f"video/x-raw, format=(string){gst_format}, width=(int){w}, height=(int){h}, "
+                f"framerate=(fraction){fps.numerator}/{fps.denominator}, "
+                f"pixel-aspect-ratio=(fraction){par.numerator}/{par.denominator}, "
+                f"colorimetry=(string){c.to_string()}")
+
+        def _negotiate(self, caps: Any) -> bool:
+            if not self.srcpad.push_event(Gst.Event.new_caps(caps)):
+                return False
+            if self._segment is not None:
+                seg, self._segment = self._segment, None
+                self.srcpad.push_event(seg)
+            # downstream without GstVideoMeta support reads planes at GStreamer's default strides
+            query = Gst.Query.new_allocation(caps, False)
+            self._meta_ok = True
+            self._tight = None
+            # the answer counts, not the return value: a 1.22 appsink answers FALSE even where a probe (interop's
+            # AppSinkSource) added the meta, and GstVideoDecoder reads the query the same way
+            self.srcpad.peer_query(query)
+            self._meta_ok = bool(ng.libs()[0].gst_query_find_allocation_meta(ng.pointer_of(query, "Gst.Query"),
+                                                                           ng.video_meta_api(), None))
+            if not self._meta_ok:
+                self._tight = ng.video_info(ng.pointer_of(caps, "Gst.Caps"))
+                log.warning("%s: downstream of %s does not take GstVideoMeta (padded strides): each frame is "
+                            "copied into GStreamer's default layout. End the pipeline in interop's AppSinkSource / "
+                            "frames(), or an element that supports GstVideoMeta, to get FFmpeg's frames as they are",
+                            self.get_name(), NAME)
+            return True
+
+        # ---- data -------------------------------------------------------------------------------------------
+
+        def _on_buffer(self, buffer: Any) -> Any:
+            try:
+                if self._ctx is None:
+                    self._fail(Gst.CoreError.NEGOTIATION, f"{NAME} got data before caps",
+                               "the upstream element must send video/x-h264 (or other coded) caps first")
+                    return Gst.FlowReturn.NOT_NEGOTIATED
+                packet = av.Packet(buffer.extract_dup(0, buffer.get_size()))  # compressed bytes: not a frame copy
+                if buffer.pts != _NONE:
+                    packet.pts = buffer.pts
+                if buffer.dts != _NONE:
+                    packet.dts = buffer.dts
+                if buffer.duration != _NONE:
+                    packet.duration = buffer.duration
+                packet.time_base = _NS
+                self._packets += 1
+                self._packets_in += 1
+                return self._decode(packet)
+            except Exception as e:  # never raise into GStreamer's streaming thread
+                self._fail(Gst.StreamError.FAILED, f"{NAME} failed: {e}", repr(e))
+                return Gst.FlowReturn.ERROR
+
+        def _decode(self, packet: Any) -> Any:
+            try:
+                frames = self._ctx.decode(packet)
+            except FFmpegError as e:
+                self._errors += 1
+                limit = int(self.max_errors)
+                if limit < 0 or self._errors <= limit:
+                    log.warning("%s: FFmpeg could not decode a packet (%s); %d in a row", self.get_name(), e,
+                                self._errors)
+                    return Gst.FlowReturn.OK
+                self._fail(Gst.StreamError.DECODE,
+                           f"{NAME}: FFmpeg could not decode the stream ({self._errors} packets in a row failed: {e})",
+                           "the input is corrupt or not the codec its caps say; check the file (ffprobe), or raise "
+                           "max-errors to skip damaged packets")
+                return Gst.FlowReturn.ERROR
+            for vf in frames:
+                self._errors = 0
+                ret = self._push(vf)
+                if ret != Gst.FlowReturn.OK:
+                    return ret
+            return Gst.FlowReturn.OK
+
+        def _drain(self) -> Any:
+            ctx = self._ctx
+            if ctx is None:
+                return Gst.FlowReturn.OK
+            ret = Gst.FlowReturn.OK
+            if self._packets:
+                try:
+                    frames = ctx.decode(None)
+                except FFmpegError as e:
+                    log.warning("%s: draining FFmpeg's decoder failed: %s", self.get_name(), e)
+                    frames = []
+                for vf in frames:
+                    ret = self._push(vf)
+                    if ret != Gst.FlowReturn.OK:
+                        break
+            self._ctx = None  # a drained decoder takes no more packets: the next data makes a new one
+            self._codec_key = None
+            self._packets = 0
+            return ret
+
+        def _push(self, vf: Any) -> Any:
+            try:
+                f = wrap_video_frame(vf, allocated=True)  # a decoder's frame: FFmpeg allocated line_size x rows
+            except UnsupportedFormatError:
+                f = None
+            gst_format = GST_FORMAT_NAMES.get(f.format) if f is not None else None
+            if f is None or gst_format is None:
+                self._fail(Gst.StreamError.FORMAT,
+                           f"{NAME} cannot output {vf.format.name} frames: interop has no GStreamer format for them",
+                           "decode this stream with avdec_h264 (or decodebin) and videoconvert instead")
+                return Gst.FlowReturn.NOT_NEGOTIATED
+            key = (gst_format, vf.width, vf.height, int(vf.color_range), int(vf.colorspace), int(vf.color_trc),
+                   int(vf.color_primaries), self._fps, self._par)
+            if key != self._out_key:
+                if not self._negotiate(self._output_caps(vf, gst_format)):
+                    if self.srcpad.is_flushing():
+                        return Gst.FlowReturn.FLUSHING
+                    self._fail(Gst.CoreError.NEGOTIATION, f"downstream refused {NAME}'s {gst_format} "
+                               f"{vf.width}x{vf.height} output", "put videoconvert after the decoder")
+                    return Gst.FlowReturn.NOT_NEGOTIATED
+                self._out_key = key
+            buffer = Gst.Buffer.new()
+            buf = ng.pointer_of(buffer, "Gst.Buffer")
+            if self._meta_ok:
+                offsets, strides, pos = [], [], 0
+                planes: list[Any] = f.tensors  # FFmpegTensors
+                for t in planes:
+                    # each plane's whole rows (stride x rows, which GStreamer's video frame maps expect), never past
+                    # the memory FFmpeg allocated for it (the tensor's buffer_size)
+                    pitch = t.info.strides[0]
+                    size = min(pitch * t.info.shape[0], t.buffer_size)
+                    ng.append_host_memory(buf, t.data_ptr, size, vf, True)
+                    offsets.append(pos)
+                    strides.append(pitch)
+                    pos += size
+                ng.add_video_meta(buf, gst_format, vf.width, vf.height, offsets, strides)
+            else:
+                self._append_tight(buf, f)
+            pts = vf.pts
+            if pts is not None:
+                tb = vf.time_base
+                buffer.pts = int(pts) if tb is None or tb == _NS else int(pts * tb * 1_000_000_000)
+            if self._fps:
+                buffer.duration = int(1_000_000_000 / self._fps)
+            elif vf.duration and vf.time_base:
+                buffer.duration = int(vf.duration * vf.time_base * 1_000_000_000)
+            if not vf.key_frame:
+                buffer.set_flags(Gst.BufferFlags.DELTA_UNIT)
+            self._frames += 1
+            hook = self.on_frame
+            if hook is not None:
+                hook(vf, buffer)
+            return self.srcpad.push(buffer)
+
+        def _append_tight(self, buf: int, f: Any) -> None:
+            """GStreamer's default layout of ``f`` in a new allocation (downstream cannot read FFmpeg's pitches)."""
+            lay = self._tight
+            out = np.empty(lay.size, np.uint8)
+            for t, off, stride in zip(f.tensors, lay.offsets, lay.strides):
+                info = t.info
+                rows, row_bytes = info.shape[0], info.itemsize * int(np.prod(info.shape[1:]))
+                src = t.as_array(TensorInfo((rows, row_bytes), np.uint8, (info.strides[0], 1)))
+                np.ndarray((rows, row_bytes), np.uint8, out, off, (stride, 1))[...] = src
+            ng.append_host_memory(buf, out.ctypes.data, out.nbytes, out, True)
+            self._copied += 1
+
+        # ---- events -----------------------------------------------------------------------------------------
+
+        def _on_event(self, pad: Any, event: Any) -> bool:
+            t = event.type
+            try:
+                if t == Gst.EventType.CAPS:
+                    return self._configure(event.parse_caps())
+                if t == Gst.EventType.SEGMENT:
+                    if self.srcpad.has_current_caps():
+                        return bool(self.srcpad.push_event(event))
+                    self._segment = event  # sent after the output caps (sticky events keep that order)
+                    return True
+                if t == Gst.EventType.EOS:
+                    packets = self._packets_in
+                    self._drain()
+                    if packets and not self._frames:
+                        # as GstVideoDecoder does: a stream of packets that gave no picture is an error, not an
+                        # empty video
+                        self._fail(Gst.StreamError.DECODE,
+                                   f"{NAME}: no valid frame decoded from {packets} packets before the end of the stream",
+                                   "the input is corrupt or not the codec its caps say; check the file (ffprobe)")
+                    return bool(self.srcpad.push_event(event))
+                if t == Gst.EventType.FLUSH_STOP:
+                    if self._ctx is not None:
+                        self._ctx.flush_buffers()  # drop the decoder's queued pictures: a seek starts over
+                    self._errors = 0
+                    return bool(self.srcpad.push_event(event))
+            except Exception as e:  # never raise into GStreamer's thread
+                self._fail(Gst.StreamError.FAILED, f"{NAME} failed on a {t.value_nick} event: {e}", repr(e))
+                return False
+            return bool(Gst.Pad.event_default(pad, self, event))
+
+        def do_change_state(self, transition: Any) -> Any:
+            ret = Gst.Element.do_change_state(self, transition)
+            if transition == Gst.StateChange.PAUSED_TO_READY:
+                self._ctx = self._codec_key = self._out_key = self._segment = None
+                self._errors = self._packets = self._packets_in = self._frames = 0
+            return ret
+
+        def _fail(self, code: Any, text: str, debug: str) -> None:
+            domain = Gst.CoreError.quark() if isinstance(code, Gst.CoreError) else Gst.StreamError.quark()
+            self.message_full(Gst.MessageType.ERROR, domain, int(code), text, debug, __file__, "interopdec", 0)
+
+    return InteropDec
+
+
+__all__ = ["CODECS", "NAME", "UnsupportedFormatError", "register"]
