@@ -56,6 +56,7 @@ from .tensors._fastpath import trusted_frame
 from .tensors.dma import (
     DRM_FOURCC,
     MARKER_COMMITTED,
+    MARKER_COMMITTED_WORD,
     MARKER_MAGIC,
     MARKER_SIZE,
     BufferLease,
@@ -65,7 +66,9 @@ from .tensors.dma import (
     buffers_of,
     dma_frame,
     leased_planes,
+    load_marker,
     read_marker,
+    store_marker,
     write_marker,
 )
 from .types import ColorRange, ColorSpace, FrameFormat, MemoryType
@@ -236,15 +239,6 @@ def _buffers(frame: Frame) -> list[DMABuffer]:
     return buffers_of(frame)
 
 
-def _commit_marker(view: memoryview, seq: int) -> None:
-    # sequence first, then the state word: a reader that sees COMMITTED sees the right sequence (x86 stores are ordered)
-    _MARKER_SEQ.pack_into(view, 8, seq)
-    _MARKER_STATE.pack_into(view, 0, MARKER_MAGIC, MARKER_COMMITTED)
-
-
-_MARKER_SEQ = struct.Struct("<Q")
-_MARKER_STATE = struct.Struct("<II")
-_MARKER_READ = struct.Struct("<IIQ")
 
 
 def _forget_message(index: int, generation: int) -> bytes:
@@ -669,9 +663,7 @@ class FrameSender:
                 raise PeerClosedError("the consumer is gone (its socket closed); accept a new consumer")
             seq = 0 if slot is None else slot.seq
             if commit and plan.mark is not None:  # what FramePool.commit() does (_commit_marker, written out)
-                view = plan.mark[1]
-                _MARKER_SEQ.pack_into(view, 8, seq)
-                _MARKER_STATE.pack_into(view, 0, MARKER_MAGIC, MARKER_COMMITTED)
+                store_marker(plan.mark[1], MARKER_COMMITTED, seq)
             with b._lock:  # one use of the buffer while the consumer holds it (DMABuffer.use, for the known buffer)
                 if b._closed:
                     raise InvalidTensorError("this DMA buffer was closed; its fd is gone")
@@ -700,7 +692,7 @@ class FrameSender:
             seq, marker = slot.seq, slot.marker_offset
             if commit:  # what FramePool.commit() does, for the buffer already found
                 m, view = bufs[0].marker_view(marker, True)  # m keeps the mapping while the view is written
-                _commit_marker(view, seq)
+                store_marker(view, MARKER_COMMITTED, seq)
                 del m
         for b in bufs:
             b.use()
@@ -1305,7 +1297,7 @@ class FrameViews:
             raise InvalidTensorError("these frame views were released: commit before release()")
         if sh.marker is None:
             raise InvalidTensorError("this frame has no commit marker (it does not come from a FramePool)")
-        _commit_marker(sh.marker, self.sequence)
+        store_marker(sh.marker, MARKER_COMMITTED, self.sequence)
 
     def __enter__(self) -> FrameViews:
         return self
@@ -1499,9 +1491,9 @@ class FrameReceiver:
                                 and (pts == 0 or lay.has_pts):
                             marker = lay.marker
                             if marker is not None and not self.writer:
-                                mg, state, wrote = _MARKER_READ.unpack_from(marker)
-                                if mg != MARKER_MAGIC or state != MARKER_COMMITTED or wrote != seq:
-                                    self._torn(fid, state, wrote, seq)
+                                word, wrote = marker[0], marker[1]  # the state word first (store_marker)
+                                if word != MARKER_COMMITTED_WORD or wrote != seq:
+                                    self._torn(fid, word >> 32, wrote, seq)
                                     continue
                             # the objects are filled in here rather than by __init__ calls: the same state
                             hold = _new(_ViewHold)
@@ -1681,7 +1673,7 @@ class FrameReceiver:
                     rec.version = table.version
             marker = rec.marker
             if marker is not None and not self.writer:
-                mg, state, got = _MARKER_READ.unpack_from(marker[1])
+                mg, state, got = load_marker(marker[1])
                 if mg != MARKER_MAGIC or state != MARKER_COMMITTED or got != seq:
                     self.torn += 1
                     log.warning("dropped frame %d: its writer did not finish it (marker state %d, seq %d, expected %d)",

@@ -11,6 +11,8 @@
 from __future__ import annotations
 
 import gc
+import os
+import time
 
 import numpy as np
 import pytest
@@ -18,7 +20,7 @@ import pytest
 import interop
 from interop import AccessMode, FrameFormat, MemoryType
 from interop.errors import InvalidTensorError
-from interop.tensors.dma import MARKER_COMMITTED, FramePool, PoolTimeoutError, buffers_of, read_marker
+from interop.tensors.dma import MARKER_COMMITTED, MARKER_MAGIC, FramePool, PoolTimeoutError, buffers_of, read_marker
 from interop.transport import (
     _FID_AT,
     _PTS_AT,
@@ -143,6 +145,51 @@ def test_writer_views_are_writable_and_commit(link):
         with interop.map(f, MemoryType.CPU) as c:
             assert (np.asarray(c[0]) == 7).all()
         f.release()
+    tx2.close()
+    rxw.close()
+
+
+def test_committing_again_never_shows_another_process_a_part_written_marker(link):
+    """A frame committed again (each send of a fan-out commits it) while a consumer in another process reads its
+    marker: that reader sees COMMITTED with the frame's sequence on every read, never a cleared or half-written
+    word (it would drop a complete frame as torn)."""
+    pool, tx, _ = link
+    a, b = seqpacket_pair()
+    tx2, rxw = FrameSender(a), FrameReceiver(b, writer=True)
+    f = pool.acquire(timeout=5)
+    tx2.send(f, commit=False)
+    v = rxw.recv_views(timeout=5)
+    v.commit()
+    addr = buffers_of(f)[0].mapping(False).address + v.metadata["commit_marker"]
+    want = (MARKER_MAGIC, MARKER_COMMITTED, v.sequence)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the reader: the same shared pages, read as a consumer's receive does
+        bad = reads = 0
+        os.write(w, b"r")
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            for _ in range(2000):
+                bad += read_marker(addr, 0) != want
+            reads += 2000
+        os.write(w, f"{bad} {reads}".encode())
+        os._exit(0)
+    try:
+        assert os.read(r, 1) == b"r"
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            for _ in range(2000):
+                v.commit()
+    finally:
+        _, status = os.waitpid(pid, 0)
+    bad, reads = (int(x) for x in os.read(r, 100).split())
+    os.close(r)
+    os.close(w)
+    assert status == 0 and reads > 0
+    assert bad == 0, f"{bad} of {reads} reads saw a marker that was not COMMITTED with the frame's sequence"
+    v.release()
+    assert tx2.wait_returned(5)
+    f.release()
     tx2.close()
     rxw.close()
 

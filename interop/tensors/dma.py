@@ -15,7 +15,6 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import struct
 import sys
 import threading
 import weakref
@@ -308,15 +307,14 @@ class DMABuffer:
             return m
 
     def marker_view(self, offset: int, writable: bool) -> tuple[nd.Mapping, memoryview]:
-        """The 16 bytes of a commit marker at ``offset`` as a memoryview over the mapping, made once per offset.
+        """The commit marker at ``offset`` as its two words over the mapping (``marker_words``), made once per offset.
         The caller keeps the returned mapping referenced while it uses the view (a close() drops the cache)."""
         mv = self._markers.get((offset, writable))
         if mv is None:
             m = self.mapping(writable)
             if not 0 <= offset <= self.size - MARKER_SIZE:
                 raise InvalidTensorError(f"commit marker offset {offset} is outside this buffer of {self.size} bytes")
-            view = memoryview((ctypes.c_ubyte * MARKER_SIZE).from_address(m.address + offset)).cast("B")
-            mv = self._markers[(offset, writable)] = (m, view)
+            mv = self._markers[(offset, writable)] = (m, marker_words(m.address + offset))
         return mv
 
     def close(self) -> None:
@@ -762,18 +760,43 @@ def buffers_of(frame: Frame) -> list[DMABuffer]:
 MARKER_MAGIC = 0x544D4349  # 'ICMT'
 MARKER_WRITING, MARKER_COMMITTED = 1, 2
 MARKER_SIZE = 16  # u32 magic, u32 state, u64 sequence
-_MARKER = struct.Struct("<IIQ")
+
+
+def marker_words(address: int) -> memoryview:
+    """The commit marker at ``address`` as its two 64-bit words (magic | state << 32, sequence); the address must be
+    8-byte aligned, so that each word is read and written whole (see store_marker)."""
+    if address % 8:
+        raise InvalidTensorError(f"commit marker at {address:#x} is not 8-byte aligned")
+    return memoryview((ctypes.c_ubyte * MARKER_SIZE).from_address(address)).cast("B").cast("Q")
+
+
+def store_marker(words: memoryview, state: int, seq: int) -> None:
+    """Write a commit marker through ``marker_words``: the sequence first, then the magic and state word (a reader
+    that sees the new state sees the new sequence: x86 stores are ordered), each one aligned 8-byte store, so a
+    reader in another process sees each word before or after, never part-written. (struct.pack_into clears its
+    bytes before it writes them: a consumer reading while the producer committed a frame again, as it does for
+    each consumer it sends the frame to, saw a zero state and dropped a complete frame.)"""
+    words[1] = seq
+    words[0] = MARKER_MAGIC | state << 32
+
+
+def load_marker(words: memoryview) -> tuple[int, int, int]:
+    """(magic, state, sequence) of a commit marker (``marker_words``), the state word read first."""
+    w = words[0]
+    return w & 0xFFFFFFFF, w >> 32, words[1]
+
+
+#: the first word of a committed marker
+MARKER_COMMITTED_WORD = MARKER_MAGIC | MARKER_COMMITTED << 32
 
 
 def read_marker(mapping_addr: int, offset: int) -> tuple[int, int, int]:
     """(magic, state, sequence) of the commit marker at ``offset`` in a mapping."""
-    return _MARKER.unpack(ctypes.string_at(mapping_addr + offset, MARKER_SIZE))
+    return load_marker(marker_words(mapping_addr + offset))
 
 
 def write_marker(mapping_addr: int, offset: int, state: int, seq: int) -> None:
-    # sequence first, then the state word: a reader that sees COMMITTED sees the right sequence (x86 stores are ordered)
-    ctypes.memmove(mapping_addr + offset + 8, struct.pack("<Q", seq), 8)
-    ctypes.memmove(mapping_addr + offset, struct.pack("<II", MARKER_MAGIC, state), 8)
+    store_marker(marker_words(mapping_addr + offset), state, seq)
 
 
 class PoolClosedError(InteropError):
