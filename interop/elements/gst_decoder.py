@@ -78,7 +78,8 @@ def _gst_video() -> Any:
 
 def _class_lib() -> tuple[Any, Any]:
     """(libgstreamer, libgobject) with what registering a Python element class needs and PyGObject lacks without
-    gst-python's overrides: class metadata and pad templates on the class (decodebin picks decoders by them)."""
+    gst-python's overrides: class metadata and pad templates on the class (decodebin picks decoders by them); and
+    gst_buffer_extract, to copy coded bytes straight into a packet."""
     g = ng.libs()[0]
     if not _gobject:
         go = ctypes.CDLL("libgobject-2.0.so.0")
@@ -92,6 +93,8 @@ def _class_lib() -> tuple[Any, Any]:
         g.gst_pad_template_new.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
         g.gst_element_class_add_pad_template.restype = None
         g.gst_element_class_add_pad_template.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        g.gst_buffer_extract.restype = ctypes.c_size_t
+        g.gst_buffer_extract.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
         _gobject.append(go)
     return g, _gobject[0]
 
@@ -138,6 +141,23 @@ def _event(pad: Any, parent: Any, event: Any) -> bool:
     return bool(parent._on_event(pad, event))
 
 
+def _packet(av: Any, buffer: Any) -> Any:
+    """An av.Packet holding a copy of ``buffer``'s compressed bytes in memory FFmpeg allocated.
+
+    Not ``av.Packet(bytes)``: that packet's memory is a Python object, which FFmpeg's frame threads free with the
+    GIL when they drop the packet; freeing the decoder (which joins those threads) while holding the GIL then
+    deadlocks."""
+    g = ng.libs()[0]
+    buf = ng.pointer_of(buffer, "Gst.Buffer")
+    size = ng.buffer_size(buf)
+    packet = av.Packet(size)
+    if size:
+        dest = np.frombuffer(packet, np.uint8)
+        if g.gst_buffer_extract(buf, 0, dest.ctypes.data, size) != size:
+            raise InteropError("GStreamer could not read the coded buffer")
+    return packet
+
+
 def _make_class(Gst: Any) -> Any:
     GObject = require("gi.repository.GObject", "gst")
     av = require("av", "ffmpeg")
@@ -154,9 +174,11 @@ def _make_class(Gst: Any) -> Any:
                                        blurb="FFmpeg decoder threads (0: FFmpeg's default)")
         max_errors = GObject.Property(type=int, default=10, minimum=-1, maximum=2 ** 31 - 1, nick="max-errors",
                                       blurb="consecutive decode errors tolerated before failing (-1: never fail)")
-        copied_frames = GObject.Property(type=GObject.TYPE_UINT64, default=0, flags=GObject.ParamFlags.READABLE,
-                                         nick="copied-frames",
-                                         blurb="frames copied for downstream without GstVideoMeta support")
+
+        @GObject.Property(type=GObject.TYPE_UINT64, flags=GObject.ParamFlags.READABLE, nick="copied-frames",
+                          blurb="frames copied for downstream without GstVideoMeta support")
+        def copied_frames(self) -> int:
+            return int(self._copied)
 
         def __init__(self) -> None:
             super().__init__()
@@ -181,11 +203,6 @@ def _make_class(Gst: Any) -> Any:
             self._packets_in = 0  # since the stream started
             self._frames = 0
             self._copied = 0
-
-        def do_get_property(self, prop: Any) -> Any:
-            if prop.name == "copied-frames":
-                return self._copied
-            raise AttributeError(f"unknown property {prop.name}")
 
         # ---- negotiation ------------------------------------------------------------------------------------
 
@@ -282,7 +299,7 @@ def _make_class(Gst: Any) -> Any:
                     self._fail(Gst.CoreError.NEGOTIATION, f"{NAME} got data before caps",
                                "the upstream element must send video/x-h264 (or other coded) caps first")
                     return Gst.FlowReturn.NOT_NEGOTIATED
-                packet = av.Packet(buffer.extract_dup(0, buffer.get_size()))  # compressed bytes: not a frame copy
+                packet = _packet(av, buffer)
                 if buffer.pts != _NONE:
                     packet.pts = buffer.pts
                 if buffer.dts != _NONE:
