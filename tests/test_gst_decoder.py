@@ -251,6 +251,24 @@ def test_flushing_seek_starts_over(clip854: str):
     src.close()
 
 
+def test_seek_back_after_eos_decodes_again(clip854: str):
+    p = Gst.parse_launch(f"filesrc location={clip854} ! {DEC} ! appsink name=s sync=false")
+    sink = p.get_by_name("s")
+    ng.offer_video_meta(sink)
+    p.set_state(Gst.State.PLAYING)
+    try:
+        n = 0
+        while sink.emit("try-pull-sample", 10 * Gst.SECOND) is not None:
+            n += 1
+        assert n == 40 and sink.get_property("eos")
+        assert p.seek_simple(Gst.Format.TIME, Gst.SeekFlags.FLUSH | Gst.SeekFlags.KEY_UNIT, 0)
+        s = sink.emit("try-pull-sample", 10 * Gst.SECOND)  # the drained decoder is opened again: no error
+        assert s is not None and s.get_buffer().pts == 0
+        assert p.get_bus().pop_filtered(Gst.MessageType.ERROR) is None
+    finally:
+        p.set_state(Gst.State.NULL)
+
+
 def test_downstream_without_video_meta_gets_the_default_layout_counted(clip854: str):
     # a plain appsink (no interop probe) announces no GstVideoMeta: FFmpeg's 896-byte rows would be misread
     p = Gst.parse_launch(f"filesrc location={clip854} ! {DEC} ! appsink name=s sync=false")

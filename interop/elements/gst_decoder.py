@@ -222,18 +222,23 @@ def _make_class(Gst: Any) -> Any:
             ok_par, n, d = s.get_fraction("pixel-aspect-ratio")
             self._par = Fraction(n, d) if ok_par and n > 0 and d > 0 else None
             key = (codec, extradata)
-            if self._ctx is not None and key == self._codec_key:
+            if key == self._codec_key:
                 return True  # the same stream renegotiated (a new framerate, say): keep the decoder
             if self._ctx is not None:
                 self._drain()
+            self._codec_key = key
+            self._open()
+            return True
+
+        def _open(self) -> None:
+            codec, extradata = self._codec_key
             ctx = av.CodecContext.create(codec, "r")
             if extradata:
                 ctx.extradata = extradata
             ctx.thread_type = "AUTO"
             ctx.thread_count = int(self.max_threads)
-            self._ctx, self._codec_key = ctx, key
+            self._ctx = ctx
             self._errors = 0
-            return True
 
         def _output_caps(self, vf: Any, gst_format: str) -> Any:
             GstVideo = _gst_video()
@@ -295,6 +300,8 @@ def _make_class(Gst: Any) -> Any:
 
         def _on_buffer(self, buffer: Any) -> Any:
             try:
+                if self._ctx is None and self._codec_key is not None:
+                    self._open()  # data after EOS (a flushing seek back): caps are sticky, so none came again
                 if self._ctx is None:
                     self._fail(Gst.CoreError.NEGOTIATION, f"{NAME} got data before caps",
                                "the upstream element must send video/x-h264 (or other coded) caps first")
@@ -351,8 +358,7 @@ def _make_class(Gst: Any) -> Any:
                     ret = self._push(vf)
                     if ret != Gst.FlowReturn.OK:
                         break
-            self._ctx = None  # a drained decoder takes no more packets: the next data makes a new one
-            self._codec_key = None
+            self._ctx = None  # a drained decoder takes no more packets: the next data opens a new one
             self._packets = 0
             return ret
 
