@@ -62,7 +62,7 @@ _gobject: list[Any] = []
 
 
 def _gst_video() -> Any:
-    Gst = gst()
+    gst()  # GStreamer loaded and initialised before its video library's bindings
     try:
         import gi
 
@@ -72,7 +72,6 @@ def _gst_video() -> Any:
         raise BackendUnavailableError(
             f"GStreamer's video introspection data is missing ({e}): install gir1.2-gst-plugins-base-1.0 "
             f"(tests/prepare.d/gstreamer.sh prints the apt command)", backend="gst", extra="gst") from e
-    del Gst
     return GstVideo
 
 
@@ -104,6 +103,7 @@ def register(rank: Any = None) -> Any:
     ``Gst.Rank``, default NONE: only used where named) above ``Gst.Rank.PRIMARY`` makes decodebin/playbin prefer it
     to avdec_h264. Calling it again with another rank changes the factory's rank."""
     Gst = gst()
+    _gst_video()  # what output caps need: missing, it fails here rather than on the streaming thread
     rank = Gst.Rank.NONE if rank is None else rank
     with _register_lock:
         if not _registered:
@@ -474,4 +474,4 @@ def _make_class(Gst: Any) -> Any:
     return InteropDec
 
 
-__all__ = ["CODECS", "NAME", "UnsupportedFormatError", "register"]
+__all__ = ["CODECS", "NAME", "register"]
