@@ -326,9 +326,6 @@ def test_run_in_process_zero_copies(clip854: str):
     assert r.frames == 6 and r.copies == 0 and r.bytes_copied == 0 and r.width == 854
 
 
-@pytest.mark.xfail(strict=True, reason="needs interop/elements/appsink.py to call gst_decoder.register() before "
-                                       "parsing a pipeline that names interopdec (requested in the interopdec report); "
-                                       "when it lands this XPASSes: drop this mark")
 def test_cli_run_reports_zero_copies(clip854: str):
     _model_or_skip()
     p = subprocess.run([sys.executable, "-m", "interop", "run",

@@ -50,6 +50,10 @@ def parse(description: str) -> Any:
     if not isinstance(description, str) or not description.strip():
         raise InteropError(f"a GStreamer pipeline is a non-empty string like 'videotestsrc ! appsink', not "
                            f"{description!r}")
+    if "interopdec" in description:  # interop's own decoder element: registered in this process on first use
+        from .gst_decoder import register
+
+        register()
     try:
         p = Gst.parse_launch(description)
     except Exception as e:  # GLib.Error: no such element, syntax error
