@@ -21,7 +21,6 @@ read padded planes with GStreamer's default strides: for it each frame is copied
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import threading
 from fractions import Fraction
@@ -75,29 +74,6 @@ def _gst_video() -> Any:
     return GstVideo
 
 
-def _class_lib() -> tuple[Any, Any]:
-    """(libgstreamer, libgobject) with what registering a Python element class needs and PyGObject lacks without
-    gst-python's overrides: class metadata and pad templates on the class (decodebin picks decoders by them); and
-    gst_buffer_extract, to copy coded bytes straight into a packet."""
-    g = ng.libs()[0]
-    if not _gobject:
-        go = ctypes.CDLL("libgobject-2.0.so.0")
-        go.g_type_class_ref.restype = ctypes.c_void_p
-        go.g_type_class_ref.argtypes = [ctypes.c_size_t]
-        go.g_type_from_name.restype = ctypes.c_size_t
-        go.g_type_from_name.argtypes = [ctypes.c_char_p]
-        g.gst_element_class_set_metadata.restype = None
-        g.gst_element_class_set_metadata.argtypes = [ctypes.c_void_p] + [ctypes.c_char_p] * 4
-        g.gst_pad_template_new.restype = ctypes.c_void_p
-        g.gst_pad_template_new.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
-        g.gst_element_class_add_pad_template.restype = None
-        g.gst_element_class_add_pad_template.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-        g.gst_buffer_extract.restype = ctypes.c_size_t
-        g.gst_buffer_extract.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
-        _gobject.append(go)
-    return g, _gobject[0]
-
-
 def register(rank: Any = None) -> Any:
     """Register ``interopdec`` in this process (idempotent) and return its element class. ``rank`` (a
     ``Gst.Rank``, default NONE: only used where named) above ``Gst.Rank.PRIMARY`` makes decodebin/playbin prefer it
@@ -108,18 +84,13 @@ def register(rank: Any = None) -> Any:
     with _register_lock:
         if not _registered:
             cls = _make_class(Gst)
-            g, go = _class_lib()
-            klass = go.g_type_class_ref(go.g_type_from_name(_TYPE_NAME.encode()))
-            g.gst_element_class_set_metadata(
-                klass, b"interop FFmpeg decoder", b"Codec/Decoder/Video",
-                b"Decodes with FFmpeg (PyAV); output buffers wrap FFmpeg's frames (GstVideoMeta, no copy)",
-                b"interop")
-            for name, direction, caps in ((b"sink", Gst.PadDirection.SINK, SINK_CAPS),
-                                          (b"src", Gst.PadDirection.SRC, SRC_CAPS)):
-                c = Gst.Caps.from_string(caps)
-                templ = g.gst_pad_template_new(name, int(direction), int(Gst.PadPresence.ALWAYS),
-                                               ng.pointer_of(c, "Gst.Caps"))
-                g.gst_element_class_add_pad_template(klass, templ)  # sinks the floating template
+            caps = {d: Gst.Caps.from_string(c) for d, c in (("sink", SINK_CAPS), ("src", SRC_CAPS))}
+            ng.set_element_class(
+                _TYPE_NAME, ("interop FFmpeg decoder", "Codec/Decoder/Video",
+                             "Decodes with FFmpeg (PyAV); output buffers wrap FFmpeg's frames (GstVideoMeta, no copy)",
+                             "interop"),
+                [(d, int(Gst.PadDirection.SINK if d == "sink" else Gst.PadDirection.SRC), int(Gst.PadPresence.ALWAYS),
+                  ng.pointer_of(c, "Gst.Caps")) for d, c in caps.items()])
             _registered.append(cls)
         cls = _registered[0]
         if not Gst.Element.register(None, NAME, int(rank), cls.__gtype__):
@@ -147,13 +118,12 @@ def _packet(av: Any, buffer: Any) -> Any:
     Not ``av.Packet(bytes)``: that packet's memory is a Python object, which FFmpeg's frame threads free with the
     GIL when they drop the packet; freeing the decoder (which joins those threads) while holding the GIL then
     deadlocks."""
-    g = ng.libs()[0]
     buf = ng.pointer_of(buffer, "Gst.Buffer")
     size = ng.buffer_size(buf)
     packet = av.Packet(size)
     if size:
         dest = np.frombuffer(packet, np.uint8)
-        if g.gst_buffer_extract(buf, 0, dest.ctypes.data, size) != size:
+        if ng.buffer_extract(buf, dest.ctypes.data, size) != size:
             raise InteropError("GStreamer could not read the coded buffer")
     return packet
 

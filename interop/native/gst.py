@@ -138,6 +138,10 @@ def libs() -> tuple[Any, Any]:
         _sig(g, "gst_object_unref", None, _vp)
         _sig(g, "gst_query_add_allocation_meta", None, _vp, _c.c_size_t, _vp)
         _sig(g, "gst_query_find_allocation_meta", _bool, _vp, _c.c_size_t, _c.POINTER(_uint))
+        _sig(g, "gst_buffer_extract", _sz, _vp, _sz, _vp, _sz)
+        _sig(g, "gst_element_class_set_metadata", None, _vp, _c.c_char_p, _c.c_char_p, _c.c_char_p, _c.c_char_p)
+        _sig(g, "gst_pad_template_new", _vp, _c.c_char_p, _int, _int, _vp)
+        _sig(g, "gst_element_class_add_pad_template", None, _vp, _vp)
         _sig(v, "gst_video_meta_api_get_type", _c.c_size_t)
         _sig(v, "gst_buffer_add_video_meta_full", _vp, _vp, _int, _int, _uint, _uint, _uint,
              _c.POINTER(_sz), _c.POINTER(_int))
@@ -510,6 +514,19 @@ _immortal(_on_free_cb, _on_free, _watchers, _watch_lock)
 _gobject: list[Any] = []
 
 
+def gobject_lib() -> Any:
+    """libgobject-2.0 with the signatures interop uses; loaded once."""
+    if not _gobject:
+        with _lock:
+            if not _gobject:
+                go = _load("gobject-2.0")
+                _sig(go, "g_object_weak_ref", None, _vp, WEAK_NOTIFY, _vp)
+                _sig(go, "g_type_class_ref", _vp, _sz)
+                _sig(go, "g_type_from_name", _sz, _c.c_char_p)
+                _gobject.append(go)
+    return _gobject[0]
+
+
 def watch(ptr: int, on_free: Callable[[int], None], *, gobject: bool = False) -> None:
     """Call ``on_free(ptr)`` when the GstMiniObject (or GObject, e.g. a GstAllocator) at ``ptr`` is freed, without
     holding a reference on it: a cache keyed by its pointer drops the entry before the address can be reused."""
@@ -519,11 +536,7 @@ def watch(ptr: int, on_free: Callable[[int], None], *, gobject: bool = False) ->
             return
         _watchers[ptr] = on_free
     if gobject:
-        if not _gobject:
-            go = _load("gobject-2.0")
-            _sig(go, "g_object_weak_ref", None, _vp, WEAK_NOTIFY, _vp)
-            _gobject.append(go)
-        _gobject[0].g_object_weak_ref(ptr, _on_free_cb, None)
+        gobject_lib().g_object_weak_ref(ptr, _on_free_cb, None)
     else:
         libs()[0].gst_mini_object_weak_ref(ptr, _on_free_cb, None)
 
@@ -890,3 +903,24 @@ def va_setup_buffer(allocator: int, buf: int) -> None:
     """Append a new VA memory (a new surface) from ``allocator`` to ``buf``."""
     if not va_lib().gst_va_allocator_setup_buffer(allocator, buf):
         raise InvalidTensorError("GStreamer's VA allocator could not make a surface")
+
+
+# ---- elements written in Python -----------------------------------------------------------------------------
+
+def set_element_class(type_name: str, metadata: tuple[str, str, str, str],
+                      templates: list[tuple[str, int, int, int]]) -> None:
+    """Metadata (long name, klass, description, author) and pad templates ((name, direction, presence, caps
+    pointer), the caps borrowed) on the class of a GstElement subclass registered by PyGObject: without gst-python's
+    overrides PyGObject cannot set them, and decodebin picks decoders by them."""
+    g, go = libs()[0], gobject_lib()
+    klass = go.g_type_class_ref(go.g_type_from_name(type_name.encode()))
+    if not klass:
+        raise InvalidTensorError(f"no GType named {type_name!r}")
+    g.gst_element_class_set_metadata(klass, *(m.encode() for m in metadata))
+    for name, direction, presence, caps in templates:
+        g.gst_element_class_add_pad_template(klass, g.gst_pad_template_new(name.encode(), direction, presence, caps))
+
+
+def buffer_extract(buf: int, address: int, size: int) -> int:
+    """Copy the first ``size`` bytes of a GstBuffer to ``address``; returns how many were copied."""
+    return int(libs()[0].gst_buffer_extract(buf, 0, address, size))
