@@ -318,12 +318,21 @@ def _model_or_skip() -> None:
         pytest.skip(f"needs the PP-OCRv4 model: {e}")
 
 
-def test_run_in_process_zero_copies(clip854: str):
+def test_run_in_process_zero_copies_and_pyav_detections(clip854: str):
     _model_or_skip()
     from interop.pipeline import run
+    from interop.textdet import iou
 
-    r = run(f"gst:filesrc location={clip854} ! {DEC} ! appsink", device="CPU", frames=6)
-    assert r.frames == 6 and r.copies == 0 and r.bytes_copied == 0 and r.width == 854
+    n = 6
+    r = run(f"gst:filesrc location={clip854} ! {DEC} ! appsink", device="CPU", frames=n)
+    assert r.frames == n and r.copies == 0 and r.bytes_copied == 0 and r.width == 854
+    # the PyAV path on the same file finds the same text (the pixels are FFmpeg's in both)
+    a = run(clip854, device="CPU", frames=n)
+    assert (a.width, a.height, a.input_size) == (r.width, r.height, r.input_size)
+    for i in range(n):
+        assert len(r.boxes[i]) == len(a.boxes[i]) >= 1, i
+        for box in a.boxes[i]:
+            assert max(iou(box, other) for other in r.boxes[i]) >= 0.8, (i, box.bbox)
 
 
 def test_cli_run_reports_zero_copies(clip854: str):
