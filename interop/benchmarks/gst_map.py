@@ -14,6 +14,9 @@ and the ratios are the medians of each round's own; the per-frame cost of the on
 clip with the detector at the frame's size (there the copy is a fraction of a percent of the frame's time), and the
 pinned 1080p clip (``benchmarks.pipeline.clip_path``) with the detector at 512x288, where a frame's copy is a part of
 its time that a run can see ("e2e 1080p ..." rows).
+
+Part 3, decoders: ``frames()`` + ``interop.map(f, CPU)`` with avdec_h264 against interop's own ``interopdec``
+(FFmpeg's frames handed over without a copy), interleaved, at 854x480 and 1080p ("decoders ..." rows).
 """
 
 from __future__ import annotations
@@ -280,8 +283,61 @@ def _e2e(model: str, clip: str, input_size: tuple[int, int], label: str, quick: 
                    {"target": "> 1", "met": r_copying > 1, "per round": [round(v, 3) for v in to_copying]})]
 
 
+def _decoders_part(quick: bool) -> list[Result]:
+    """GStreamer decode into interop's CPU views (``frames()`` + ``interop.map(f, CPU)``), avdec_h264 against
+    interopdec (FFmpeg's own frames, no upstream copy), interleaved round by round, at 854x480 (where avdec_h264
+    copies every picture: its width is not a multiple of 16) and on the pinned 1080p clip."""
+    import tempfile
+
+    import interop
+    from interop import MemoryType
+    from interop.clip import make_clip
+    from interop.elements import frames
+
+    from .pipeline import clip_path
+
+    rounds = 2 if quick else 5
+    out: list[Result] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        n480 = 60 if quick else 300
+        clips = {"854x480": (make_clip(os.path.join(tmp, "c854.mp4"), 854, 480, frames=n480, preset="veryfast"), n480)}
+        if not quick:
+            clips["1080p"] = (clip_path(), 120)
+        for label, (clip, limit) in clips.items():
+            descs = {d: f"filesrc location={clip} ! qtdemux ! h264parse ! {d} ! appsink"
+                     for d in ("avdec_h264", "interopdec")}
+
+            def way(desc: str, limit: int = limit) -> float:
+                t0, n = time.perf_counter(), 0
+                for _, f in zip(range(limit), frames(desc)):
+                    with interop.map(f, MemoryType.CPU) as c:
+                        assert isinstance(c, interop.Frame)
+                        np.asarray(c.tensors[0])  # a numpy view of the luma plane, as a reader takes it
+                    n += 1
+                return n / (time.perf_counter() - t0)
+
+            for d in descs.values():  # warm-up: libraries loaded, the element registered
+                way(d, 5)
+            fps: dict[str, list[float]] = {d: [] for d in descs}
+            ratios = []
+            order = list(descs)
+            for r in range(rounds):
+                got = {d: way(descs[d]) for d in (order if r % 2 == 0 else order[::-1])}
+                for d, v in got.items():
+                    fps[d].append(v)
+                ratios.append(got["interopdec"] / got["avdec_h264"])
+            how = {"rounds": rounds, "frames per repetition": limit, "interleaved": True}
+            out += [Result(NAME, f"decoders {label} avdec_h264 -> interop CPU views", round(median(fps["avdec_h264"]), 1),
+                           "fps", how),
+                    Result(NAME, f"decoders {label} interopdec -> interop CPU views", round(median(fps["interopdec"]), 1),
+                           "fps", how),
+                    Result(NAME, f"decoders {label} interopdec / avdec_h264", round(median(ratios), 3), "x",
+                           {"per round": [round(v, 3) for v in ratios]})]
+    return out
+
+
 def run(quick: bool = False) -> list[Result]:
-    out = _map_part(quick)
+    out = _map_part(quick) + _decoders_part(quick)
     try:
         import openvino  # noqa: F401
     except ImportError:
