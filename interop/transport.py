@@ -239,8 +239,6 @@ def _buffers(frame: Frame) -> list[DMABuffer]:
     return buffers_of(frame)
 
 
-
-
 def _forget_message(index: int, generation: int) -> bytes:
     return _HEAD.pack(MAGIC, VERSION, MSG_FORGET, 0, 0, NO_MARKER) + _REF.pack(index, 0, generation)
 
@@ -662,7 +660,7 @@ class FrameSender:
             if self._gone:
                 raise PeerClosedError("the consumer is gone (its socket closed); accept a new consumer")
             seq = 0 if slot is None else slot.seq
-            if commit and plan.mark is not None:  # what FramePool.commit() does (_commit_marker, written out)
+            if commit and plan.mark is not None:  # what FramePool.commit() does, through the plan's marker words
                 store_marker(plan.mark[1], MARKER_COMMITTED, seq)
             with b._lock:  # one use of the buffer while the consumer holds it (DMABuffer.use, for the known buffer)
                 if b._closed:

@@ -20,7 +20,14 @@ import pytest
 import interop
 from interop import AccessMode, FrameFormat, MemoryType
 from interop.errors import InvalidTensorError
-from interop.tensors.dma import MARKER_COMMITTED, MARKER_MAGIC, FramePool, PoolTimeoutError, buffers_of, read_marker
+from interop.tensors.dma import (
+    MARKER_COMMITTED,
+    MARKER_MAGIC,
+    FramePool,
+    PoolTimeoutError,
+    buffers_of,
+    read_marker,
+)
 from interop.transport import (
     _FID_AT,
     _PTS_AT,
@@ -165,15 +172,20 @@ def test_committing_again_never_shows_another_process_a_part_written_marker(link
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the reader: the same shared pages, read as a consumer's receive does
-        bad = reads = 0
-        os.write(w, b"r")
-        end = time.monotonic() + 1.0
-        while time.monotonic() < end:
-            for _ in range(2000):
-                bad += read_marker(addr, 0) != want
-            reads += 2000
-        os.write(w, f"{bad} {reads}".encode())
-        os._exit(0)
+        code = 1
+        try:  # whatever happens, the child never returns into pytest
+            bad = reads = 0
+            os.write(w, b"r")
+            end = time.monotonic() + 1.0
+            while time.monotonic() < end:
+                for _ in range(2000):
+                    bad += read_marker(addr, 0) != want
+                reads += 2000
+            os.write(w, f"{bad} {reads}".encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)  # the child's end only: a child that fails leaves EOF, not a read that waits for ever
     try:
         assert os.read(r, 1) == b"r"
         end = time.monotonic() + 1.0
@@ -182,10 +194,11 @@ def test_committing_again_never_shows_another_process_a_part_written_marker(link
                 v.commit()
     finally:
         _, status = os.waitpid(pid, 0)
-    bad, reads = (int(x) for x in os.read(r, 100).split())
+    got = os.read(r, 100).split()
     os.close(r)
-    os.close(w)
-    assert status == 0 and reads > 0
+    assert status == 0 and len(got) == 2, (status, got)
+    bad, reads = int(got[0]), int(got[1])
+    assert reads > 0
     assert bad == 0, f"{bad} of {reads} reads saw a marker that was not COMMITTED with the frame's sequence"
     v.release()
     assert tx2.wait_returned(5)

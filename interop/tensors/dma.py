@@ -771,13 +771,21 @@ def marker_words(address: int) -> memoryview:
 
 
 def store_marker(words: memoryview, state: int, seq: int) -> None:
-    """Write a commit marker through ``marker_words``: the sequence first, then the magic and state word (a reader
-    that sees the new state sees the new sequence: x86 stores are ordered), each one aligned 8-byte store, so a
-    reader in another process sees each word before or after, never part-written. (struct.pack_into clears its
-    bytes before it writes them: a consumer reading while the producer committed a frame again, as it does for
-    each consumer it sends the frame to, saw a zero state and dropped a complete frame.)"""
-    words[1] = seq
-    words[0] = MARKER_MAGIC | state << 32
+    """Write a commit marker through ``marker_words``, each word one aligned 8-byte store, so a reader in another
+    process sees each word before or after, never part-written (struct.pack_into clears its bytes before it writes
+    them: a consumer reading while the producer committed a frame again, as it does for each consumer it sends the
+    frame to, saw a zero state and dropped a complete frame). COMMITTED: the sequence first, then the state, so a
+    reader that sees COMMITTED sees that commit's sequence; WRITING: the state first, so the new sequence is never
+    seen beside the old COMMITTED state.
+
+    Assumes x86-64 (stores become visible in program order; aligned 8-byte stores are single-copy atomic) and
+    CPython's memoryview, whose 'Q' item get/set is one 8-byte memcpy of an aligned item."""
+    if state == MARKER_COMMITTED:
+        words[1] = seq
+        words[0] = MARKER_MAGIC | state << 32
+    else:
+        words[0] = MARKER_MAGIC | state << 32
+        words[1] = seq
 
 
 def load_marker(words: memoryview) -> tuple[int, int, int]:
