@@ -22,6 +22,7 @@ read padded planes with GStreamer's default strides: for it each frame is copied
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from fractions import Fraction
 from typing import Any
@@ -31,6 +32,7 @@ import numpy as np
 from ..backends import require
 from ..errors import BackendUnavailableError, InteropError, UnsupportedFormatError
 from ..info import TensorInfo
+from ..meter import record_copy
 from ..native import gst as ng
 from ..tensors.ffmpeg import wrap_video_frame
 from ..tensors.gst import GST_FORMAT_NAMES, gst
@@ -53,6 +55,11 @@ _NONE = ng.GST_CLOCK_TIME_NONE
 _NS = Fraction(1, 1_000_000_000)
 # AVColorRange -> GstVideoColorRange (FFmpeg: 1 MPEG/limited, 2 JPEG/full; GStreamer: 1 0-255, 2 16-235)
 _RANGES = {1: 2, 2: 1}
+# the chroma siting FFmpeg's decoders give when the stream does not say (AVCHROMA_LOC_LEFT: GStreamer's mpeg2);
+# FFmpeg leaves VP8/VP9's unspecified, and so do the caps (as avdec_vp8/avdec_vp9's)
+_CHROMA_SITES = {"h264": "mpeg2", "hevc": "mpeg2", "mpeg4": "mpeg2"}
+# AVFieldOrder values whose top field comes first (AV_FIELD_TT, AV_FIELD_TB)
+_TOP_FIRST = (2, 4)
 
 _TYPE_NAME = "InteropDec"
 _registered: list[Any] = []
@@ -112,6 +119,10 @@ def _event(pad: Any, parent: Any, event: Any) -> bool:
     return bool(parent._on_event(pad, event))
 
 
+def _query(pad: Any, parent: Any, query: Any) -> bool:
+    return bool(parent._on_query(pad, query))
+
+
 def _packet(av: Any, buffer: Any) -> Any:
     """An av.Packet holding a copy of ``buffer``'s compressed bytes in memory FFmpeg allocated.
 
@@ -156,9 +167,12 @@ def _make_class(Gst: Any) -> Any:
             self.srcpad = Gst.Pad.new_from_template(self.get_pad_template("src"), "src")
             self.sinkpad.set_chain_function_full(_chain)
             self.sinkpad.set_event_function_full(_event)
+            self.srcpad.set_query_function_full(_query)
+            self._srcpad_ptr = ng.pointer_of(self.srcpad, "Gst.Pad")
             self.add_pad(self.sinkpad)
             self.add_pad(self.srcpad)
-            #: a test hook: called as on_frame(video_frame, buffer) before each buffer is pushed
+            #: a test hook: called as on_frame(video_frame, buffer_pointer) before each buffer is pushed (the
+            #: GstBuffer* it is about to push; ``ng.buffer_times`` reads its pts)
             self.on_frame: Any = None
             self._ctx: Any = None
             self._codec_key: Any = None
@@ -173,6 +187,12 @@ def _make_class(Gst: Any) -> Any:
             self._packets_in = 0  # since the stream started
             self._frames = 0
             self._copied = 0
+            self._live = False  # upstream is live (LATENCY query at caps time): slice threads, no frame delay
+            self._interlaced = False  # an interlaced picture was seen: caps say interlace-mode=mixed from then on
+            self._next_pts: int | None = None  # where the next picture falls when FFmpeg has no timestamp for it
+            self._last_duration = _NONE
+            self._fmt_code = 0
+            self._buffer_flags: dict[str, int] = {}
 
         # ---- negotiation ------------------------------------------------------------------------------------
 
@@ -191,6 +211,9 @@ def _make_class(Gst: Any) -> Any:
             self._fps = Fraction(n, d) if ok_fps and n > 0 and d > 0 else None
             ok_par, n, d = s.get_fraction("pixel-aspect-ratio")
             self._par = Fraction(n, d) if ok_par and n > 0 and d > 0 else None
+            # a live source cannot wait for FFmpeg's frame threads (each holds a picture back): ask at caps time
+            latency = Gst.Query.new_latency()
+            self._live = bool(self.sinkpad.peer_query(latency) and latency.parse_latency()[0])
             key = (codec, extradata)
             if key == self._codec_key:
                 return True  # the same stream renegotiated (a new framerate, say): keep the decoder
@@ -205,7 +228,7 @@ def _make_class(Gst: Any) -> Any:
             ctx = av.CodecContext.create(codec, "r")
             if extradata:
                 ctx.extradata = extradata
-            ctx.thread_type = "AUTO"
+            ctx.thread_type = "SLICE" if self._live else "AUTO"
             ctx.thread_count = int(self.max_threads)
             self._ctx = ctx
             self._errors = 0
@@ -237,11 +260,15 @@ def _make_class(Gst: Any) -> Any:
                 sar = self._ctx.sample_aspect_ratio if self._ctx is not None else None
                 par = Fraction(sar) if sar else Fraction(1)
             fps = self._fps or Fraction(0)
+            subsampled = gst_format.startswith(("I420", "YV12", "NV12", "NV21", "P010"))
+            site = _CHROMA_SITES.get(self._codec_key[0]) if subsampled and self._codec_key else None
             return Gst.Caps.from_string(
                 f"video/x-raw, format=(string){gst_format}, width=(int){w}, height=(int){h}, "
+                f"interlace-mode=(string){'mixed' if self._interlaced else 'progressive'}, "
                 f"framerate=(fraction){fps.numerator}/{fps.denominator}, "
                 f"pixel-aspect-ratio=(fraction){par.numerator}/{par.denominator}, "
-                f"colorimetry=(string){c.to_string()}")
+                + (f"chroma-site=(string){site}, " if site else "")
+                + f"colorimetry=(string){c.to_string()}")
 
         def _negotiate(self, caps: Any) -> bool:
             if not self.srcpad.push_event(Gst.Event.new_caps(caps)):
@@ -256,8 +283,7 @@ def _make_class(Gst: Any) -> Any:
             # the answer counts, not the return value: a 1.22 appsink answers FALSE even where a probe (interop's
             # AppSinkSource) added the meta, and GstVideoDecoder reads the query the same way
             self.srcpad.peer_query(query)
-            self._meta_ok = bool(ng.libs()[0].gst_query_find_allocation_meta(ng.pointer_of(query, "Gst.Query"),
-                                                                           ng.video_meta_api(), None))
+            self._meta_ok = ng.query_has_allocation_meta(ng.pointer_of(query, "Gst.Query"), ng.video_meta_api())
             if not self._meta_ok:
                 self._tight = ng.video_info(ng.pointer_of(caps, "Gst.Caps"))
                 log.warning("%s: downstream of %s does not take GstVideoMeta (padded strides): each frame is "
@@ -341,62 +367,117 @@ def _make_class(Gst: Any) -> Any:
             if f is None or gst_format is None:
                 self._fail(Gst.StreamError.FORMAT,
                            f"{NAME} cannot output {vf.format.name} frames: interop has no GStreamer format for them",
-                           "decode this stream with avdec_h264 (or decodebin) and videoconvert instead")
+                           "decode this stream with decodebin (or the avdec_* element of this codec) and videoconvert "
+                           "instead")
                 return Gst.FlowReturn.NOT_NEGOTIATED
+            interlaced = bool(vf.interlaced_frame)
+            if interlaced:
+                self._interlaced = True
             key = (gst_format, vf.width, vf.height, int(vf.color_range), int(vf.colorspace), int(vf.color_trc),
-                   int(vf.color_primaries), self._fps, self._par)
-            if key != self._out_key:
+                   int(vf.color_primaries), self._fps, self._par, self._interlaced)
+            # RECONFIGURE from downstream (a branch linked later, say) asks for a new ALLOCATION answer too
+            if key != self._out_key or ng.pad_needs_reconfigure(self._srcpad_ptr):
+                self.srcpad.check_reconfigure()  # clears the flag: this negotiation answers it
                 if not self._negotiate(self._output_caps(vf, gst_format)):
+                    self.srcpad.mark_reconfigure()  # try again with the next picture
                     if self.srcpad.is_flushing():
                         return Gst.FlowReturn.FLUSHING
                     self._fail(Gst.CoreError.NEGOTIATION, f"downstream refused {NAME}'s {gst_format} "
                                f"{vf.width}x{vf.height} output", "put videoconvert after the decoder")
                     return Gst.FlowReturn.NOT_NEGOTIATED
                 self._out_key = key
-            buffer = Gst.Buffer.new()
-            buf = ng.pointer_of(buffer, "Gst.Buffer")
-            if self._meta_ok:
-                offsets, strides, pos = [], [], 0
-                planes: list[Any] = f.tensors  # FFmpegTensors
-                for t in planes:
-                    # each plane's whole rows (stride x rows, which GStreamer's video frame maps expect), never past
-                    # the memory FFmpeg allocated for it (the tensor's buffer_size)
-                    pitch = t.info.strides[0]
-                    size = min(pitch * t.info.shape[0], t.buffer_size)
-                    ng.append_host_memory(buf, t.data_ptr, size, vf, True)
-                    offsets.append(pos)
-                    strides.append(pitch)
-                    pos += size
-                ng.add_video_meta(buf, gst_format, vf.width, vf.height, offsets, strides)
-            else:
-                self._append_tight(buf, f)
-            pts = vf.pts
-            if pts is not None:
-                tb = vf.time_base
-                buffer.pts = int(pts) if tb is None or tb == _NS else int(pts * tb * 1_000_000_000)
+                self._fmt_code = ng.format_code(gst_format)
+            pts = self._pts_ns(vf)
             if self._fps:
-                buffer.duration = int(1_000_000_000 / self._fps)
+                duration = int(1_000_000_000 / self._fps)
             elif vf.duration and vf.time_base:
-                buffer.duration = int(vf.duration * vf.time_base * 1_000_000_000)
-            if not vf.key_frame:
-                buffer.set_flags(Gst.BufferFlags.DELTA_UNIT)
+                duration = int(vf.duration * vf.time_base * 1_000_000_000)
+            else:
+                duration = _NONE
+            self._last_duration = duration
+            self._next_pts = pts + duration if pts != _NONE and duration != _NONE else None
+            flags = 0 if vf.key_frame else self._flag("DELTA_UNIT")
+            if interlaced:
+                flags |= self._flag("INTERLACED")
+                if self._ctx is not None and int(self._ctx.field_order) in _TOP_FIRST:
+                    flags |= self._flag("TFF")
+            # one call builds the whole buffer with the GIL held (memories, keep-alive, meta, times, flags)
+            if self._meta_ok:
+                planes: list[Any] = f.tensors  # FFmpegTensors
+                # each plane's whole rows (stride x rows, which GStreamer's video frame maps expect), never past
+                # the memory FFmpeg allocated for it (the tensor's buffer_size)
+                spans = [(t.data_ptr, min(t.info.strides[0] * t.info.shape[0], t.buffer_size)) for t in planes]
+                buf = ng.video_frame_buffer(spans, vf, self._fmt_code, vf.width, vf.height,
+                                            [t.info.strides[0] for t in planes], pts, duration, flags)
+            else:
+                out = self._tight_copy(f)
+                buf = ng.video_frame_buffer([(out.ctypes.data, out.nbytes)], out, 0, 0, 0, None, pts, duration,
+                                            flags)
             self._frames += 1
             hook = self.on_frame
             if hook is not None:
-                hook(vf, buffer)
-            return self.srcpad.push(buffer)
+                hook(vf, buf)
+            return Gst.FlowReturn(ng.pad_push(self._srcpad_ptr, buf))
 
-        def _append_tight(self, buf: int, f: Any) -> None:
-            """GStreamer's default layout of ``f`` in a new allocation (downstream cannot read FFmpeg's pitches)."""
+        def _pts_ns(self, vf: Any) -> int:
+            """The picture's pts in ns, as FFmpeg's best-effort timestamp picks it: the pts, else the DTS of the
+            packet that gave the picture (h264parse gives a byte-stream DTS only), else the previous picture's pts
+            plus its duration (GstVideoDecoder's interpolation); GST_CLOCK_TIME_NONE when none of them is known."""
+            ts = vf.pts if vf.pts is not None else vf.dts
+            if ts is None:
+                return self._next_pts if self._next_pts is not None else _NONE
+            tb = vf.time_base
+            return int(ts) if tb is None or tb == _NS else int(ts * tb * 1_000_000_000)
+
+        def _flag(self, name: str) -> int:
+            flag = self._buffer_flags.get(name)
+            if flag is None:
+                enum = Gst.BufferFlags if name == "DELTA_UNIT" else _gst_video().VideoBufferFlags
+                flag = self._buffer_flags[name] = int(getattr(enum, name))
+            return flag
+
+        def _tight_copy(self, f: Any) -> Any:
+            """GStreamer's default layout of ``f`` in a new allocation (downstream cannot read FFmpeg's pitches),
+            its padding zeroed; counted in ``copied-frames`` and in interop's copy meter (as "interopdec")."""
             lay = self._tight
-            out = np.empty(lay.size, np.uint8)
+            out = np.zeros(lay.size, np.uint8)
+            written = 0
             for t, off, stride in zip(f.tensors, lay.offsets, lay.strides):
                 info = t.info
                 rows, row_bytes = info.shape[0], info.itemsize * int(np.prod(info.shape[1:]))
                 src = t.as_array(TensorInfo((rows, row_bytes), np.uint8, (info.strides[0], 1)))
                 np.ndarray((rows, row_bytes), np.uint8, out, off, (stride, 1))[...] = src
-            ng.append_host_memory(buf, out.ctypes.data, out.nbytes, out, True)
+                written += rows * row_bytes
             self._copied += 1
+            record_copy(NAME, written)
+            return out
+
+        def _delay_frames(self) -> int:
+            """Pictures the decoder holds back: FFmpeg's reorder delay, plus one per frame thread but the first
+            (frame threads are off for a live upstream)."""
+            ctx = self._ctx
+            delay = int(ctx.has_b_frames) if ctx is not None else 0
+            if not self._live:
+                n = int(ctx.thread_count) if ctx is not None and ctx.is_open else int(self.max_threads)
+                if n == 0:  # FFmpeg's automatic count, as it picks it when the decoder opens
+                    n = min((os.cpu_count() or 1) + 1, 16)
+                delay += n - 1
+            return delay
+
+        def _on_query(self, pad: Any, query: Any) -> bool:
+            try:
+                if query.type != Gst.QueryType.LATENCY:
+                    return bool(Gst.Pad.query_default(pad, self, query))
+                if not self.sinkpad.peer_query(query):
+                    return False
+                live, lo, hi = query.parse_latency()
+                frame = int(1_000_000_000 / self._fps) if self._fps else self._last_duration
+                extra = self._delay_frames() * frame if frame != _NONE else 0
+                query.set_latency(live, lo + extra, hi if hi == _NONE else hi + extra)
+                return True
+            except Exception as e:  # never raise into GStreamer's thread
+                log.warning("%s: answering a %s query failed: %r", self.get_name(), query.type.value_nick, e)
+                return False
 
         # ---- events -----------------------------------------------------------------------------------------
 
@@ -424,6 +505,7 @@ def _make_class(Gst: Any) -> Any:
                     if self._ctx is not None:
                         self._ctx.flush_buffers()  # drop the decoder's queued pictures: a seek starts over
                     self._errors = 0
+                    self._next_pts = None
                     return bool(self.srcpad.push_event(event))
             except Exception as e:  # never raise into GStreamer's thread
                 self._fail(Gst.StreamError.FAILED, f"{NAME} failed on a {t.value_nick} event: {e}", repr(e))
@@ -433,7 +515,8 @@ def _make_class(Gst: Any) -> Any:
         def do_change_state(self, transition: Any) -> Any:
             ret = Gst.Element.do_change_state(self, transition)
             if transition == Gst.StateChange.PAUSED_TO_READY:
-                self._ctx = self._codec_key = self._out_key = self._segment = None
+                self._ctx = self._codec_key = self._out_key = self._segment = self._next_pts = None
+                self._interlaced = self._live = False
                 self._errors = self._packets = self._packets_in = self._frames = 0
             return ret
 

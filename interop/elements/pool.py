@@ -188,7 +188,7 @@ class GstFramePool:
             if q and ctypes.c_int.from_address(q + ng._QUERY_TYPE_OFFSET).value == ng.GST_QUERY_ALLOCATION:
                 g, v = ng.libs()
                 api = v.gst_video_meta_api_get_type()
-                if not g.gst_query_find_allocation_meta(q, api, None):
+                if not ng.query_has_allocation_meta(q, api):
                     g.gst_query_add_allocation_meta(q, api, None)
                 lib = _qlib()
                 caps = ctypes.c_void_p()

@@ -924,3 +924,103 @@ def set_element_class(type_name: str, metadata: tuple[str, str, str, str],
 def buffer_extract(buf: int, address: int, size: int) -> int:
     """Copy the first ``size`` bytes of a GstBuffer to ``address``; returns how many were copied."""
     return int(libs()[0].gst_buffer_extract(buf, 0, address, size))
+
+
+# ---- decoder output buffers, assembled with the GIL held (interopdec) -----------------------------------------
+# A ctypes CDLL call releases the GIL and takes it back; with another Python thread busy, each take-back waits for
+# that thread to let go (sys.getswitchinterval()). The calls below neither block nor call into Python, so they go
+# through ctypes.PyDLL, which keeps the GIL: a frame's buffer is built without letting go of it once, and only the
+# push (downstream may run Python on other threads) lets it go.
+
+_held_libs: list[tuple[Any, Any]] = []
+MINI_OBJECT_FLAGS_OFFSET = 16  # GstMiniObject: GType, refcount, lockstate, then flags
+BUFFER_DTS_OFFSET = 80
+
+
+def _held() -> tuple[Any, Any]:
+    """(libgstreamer-1.0, libgstvideo-1.0) through ctypes.PyDLL (the GIL is kept during calls); loaded once."""
+    if _held_libs:
+        return _held_libs[0]
+    libs()
+    with _lock:
+        if not _held_libs:
+            g, v = _load("gstreamer-1.0"), _load("gstvideo-1.0")
+            g, v = _c.PyDLL(g._name), _c.PyDLL(v._name)
+            _sig(g, "gst_buffer_new", _vp)
+            _sig(g, "gst_memory_new_wrapped", _vp, _int, _vp, _sz, _sz, _sz, _vp, DESTROY_NOTIFY)
+            _sig(g, "gst_buffer_append_memory", None, _vp, _vp)
+            _sig(g, "gst_mini_object_unref", None, _vp)
+            _sig(g, "gst_pad_needs_reconfigure", _bool, _vp)
+            _sig(v, "gst_buffer_add_video_meta_full", _vp, _vp, _int, _int, _uint, _uint, _uint,
+                 _c.POINTER(_sz), _c.POINTER(_int))
+            _held_libs.append((g, v))
+    return _held_libs[0]
+
+
+def video_frame_buffer(planes: list[tuple[int, int]], keep: object, fmt: int, width: int, height: int,
+                       strides: list[int] | None, pts: int, duration: int, flags: int) -> int:
+    """A new GstBuffer (one reference, the caller's: give it to ``pad_push``) of read-only memories wrapping
+    ``planes`` ((address, size) each, no copy), ``keep`` referenced until GStreamer frees the last of them; with a
+    GstVideoMeta of format code ``fmt`` and these plane ``strides`` (offsets: the planes end to end) unless
+    ``strides`` is None; ``pts``/``duration`` in ns (GST_CLOCK_TIME_NONE: unknown) and ``flags`` (GstBufferFlags)
+    set. The GIL is held throughout (see above)."""
+    g, v = _held()
+    with _lock:
+        first = _next_key[0]
+        _next_key[0] += len(planes)
+        for k in range(first, first + len(planes)):
+            _kept[k] = keep
+    buf = g.gst_buffer_new()
+    key = first
+    try:
+        if not buf:
+            raise ResourceError("GStreamer could not allocate a buffer")
+        offsets = []
+        pos = 0
+        for address, size in planes:
+            mem = g.gst_memory_new_wrapped(GST_MEMORY_FLAG_READONLY, address, size, 0, size, key, _release_cb)
+            if not mem:
+                raise InvalidTensorError(f"GStreamer refused to wrap {size} bytes at {address:#x}")
+            key += 1  # from here on the memory's destroy notify lets go of its key
+            g.gst_buffer_append_memory(buf, mem)
+            offsets.append(pos)
+            pos += size
+        if strides is not None:
+            n = len(planes)
+            offs = (_sz * GST_VIDEO_MAX_PLANES)(*offsets)
+            strs = (_int * GST_VIDEO_MAX_PLANES)(*strides)
+            if not v.gst_buffer_add_video_meta_full(buf, 0, fmt, width, height, n, offs, strs):
+                raise InvalidTensorError(f"GStreamer refused a {format_name(fmt)} {width}x{height} video meta")
+        _c.c_uint64.from_address(buf + BUFFER_PTS_OFFSET).value = pts
+        _c.c_uint64.from_address(buf + BUFFER_DURATION_OFFSET).value = duration
+        _c.c_uint.from_address(buf + MINI_OBJECT_FLAGS_OFFSET).value |= flags
+    except BaseException:
+        for k in range(key, first + len(planes)):
+            _release_kept(k)
+        if buf:
+            g.gst_mini_object_unref(buf)
+        raise
+    return int(buf)
+
+
+def pad_needs_reconfigure(pad: int) -> bool:
+    """GST_PAD_FLAG_NEED_RECONFIGURE of a pad (a downstream element asked for renegotiation), left set; the GIL
+    kept (it only takes the pad's object lock, which GStreamer never holds while calling out)."""
+    return bool(_held()[0].gst_pad_needs_reconfigure(pad))
+
+
+_push_lib: list[Any] = []
+
+
+def pad_push(pad: int, buf: int) -> int:
+    """gst_pad_push: gives ``buf``'s reference to the pad; the GstFlowReturn. The GIL is let go meanwhile."""
+    if not _push_lib:
+        g = libs()[0]
+        _sig(g, "gst_pad_push", _int, _vp, _vp)
+        _push_lib.append(g)
+    return int(_push_lib[0].gst_pad_push(pad, buf))
+
+
+def query_has_allocation_meta(query: int, api: int) -> bool:
+    """Whether an ALLOCATION query (GstQuery*) lists the meta API ``api`` (a GType, e.g. ``video_meta_api()``)."""
+    return bool(libs()[0].gst_query_find_allocation_meta(query, api, None))
