@@ -11,6 +11,7 @@ copies.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import json
 import os
@@ -18,6 +19,7 @@ import subprocess
 import sys
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -344,3 +346,220 @@ def test_cli_run_reports_zero_copies(clip854: str):
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout.strip().splitlines()[-1])
     assert d["frames"] == 4 and d["copies"] == 0 and d["bytes_copied"] == 0
+
+
+# ---- timestamps, renegotiation, latency, caps, the copy path ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bytestream854(clip854: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """clip854's H.264 as a raw Annex B file (no container: h264parse gives DTS only, PTS NONE)."""
+    path = str(tmp_path_factory.mktemp("clips") / "odd854.h264")
+    p = Gst.parse_launch(f"filesrc location={clip854} ! qtdemux ! h264parse ! video/x-h264,stream-format=byte-stream "
+                         f"! filesink location={path}")
+    p.set_state(Gst.State.PLAYING)
+    msg = p.get_bus().timed_pop_filtered(30 * Gst.SECOND, Gst.MessageType.EOS | Gst.MessageType.ERROR)
+    p.set_state(Gst.State.NULL)
+    assert msg is not None and msg.type == Gst.MessageType.EOS
+    return path
+
+
+def _samples(desc: str, meta: bool = True) -> tuple[list, Any]:
+    """Every sample of ``desc`` (ending in ``appsink name=s``) and the pipeline's error (None when it had none)."""
+    p = Gst.parse_launch(desc)
+    sink = p.get_by_name("s")
+    sink.set_property("sync", False)
+    if meta:
+        ng.offer_video_meta(sink)
+    p.set_state(Gst.State.PLAYING)
+    out = []
+    try:
+        while (s := sink.emit("try-pull-sample", 10 * Gst.SECOND)) is not None:
+            out.append(s)
+        msg = p.get_bus().pop_filtered(Gst.MessageType.ERROR)
+    finally:
+        p.set_state(Gst.State.NULL)
+    return out, msg and msg.parse_error()[0].message
+
+
+def test_byte_stream_pts_equal_avdec_h264s(bytestream854: str):
+    pts = {}
+    for dec in ("avdec_h264", NAME):
+        samples, err = _samples(f"filesrc location={bytestream854} ! h264parse ! {dec} ! appsink name=s")
+        assert err is None and len(samples) == 40
+        pts[dec] = [s.get_buffer().pts for s in samples]
+    assert pts[NAME] == pts["avdec_h264"]
+    assert all(0 < b - a <= 33_333_334 for a, b in zip(pts[NAME], pts[NAME][1:])) and pts[NAME][0] == 0
+
+
+def test_a_branch_linked_later_without_video_meta_gets_the_default_layout(long_clip: str):
+    # the first branch takes GstVideoMeta; a plain appsink linked to the tee later sends RECONFIGURE, and the
+    # element must ask again (tee then answers for both branches: no meta)
+    p = Gst.parse_launch(f"filesrc location={long_clip} ! {DEC} ! tee name=t t. ! queue ! videoconvert ! "
+                         "video/x-raw,format=RGB ! fakesink sync=true")
+    dec = p.get_by_name("dec")
+    p.set_state(Gst.State.PLAYING)
+    try:
+        assert p.get_state(10 * Gst.SECOND)[0] == Gst.StateChangeReturn.SUCCESS
+        assert dec.get_property("copied-frames") == 0
+        q, s = Gst.ElementFactory.make("queue"), Gst.ElementFactory.make("appsink")
+        s.set_property("sync", False)
+        for e in (q, s):
+            p.add(e)
+        q.link(s)
+        p.get_by_name("t").link(q)
+        q.sync_state_with_parent()
+        s.sync_state_with_parent()
+        samples = [s.emit("try-pull-sample", 10 * Gst.SECOND) for _ in range(5)]
+        assert all(x is not None for x in samples)
+        last = samples[-1]
+        assert ng.video_meta(ng.pointer_of(last.get_buffer(), "Gst.Buffer")) is None
+        assert last.get_buffer().get_size() == ng.video_info(ng.pointer_of(last.get_caps(), "Gst.Caps")).size
+        assert dec.get_property("copied-frames") >= 1
+    finally:
+        p.set_state(Gst.State.NULL)
+
+
+def _latency(pipeline: Any) -> tuple[bool, int, int]:
+    q = Gst.Query.new_latency()
+    assert pipeline.get_by_name("dec").get_static_pad("src").query(q)
+    return q.parse_latency()
+
+
+@pytest.mark.parametrize("threads", [4, 1])
+def test_latency_query_adds_the_frame_threads_delay(clip854: str, threads: int):
+    p = Gst.parse_launch(f"filesrc location={clip854} ! qtdemux ! h264parse ! interopdec name=dec "
+                         f"max-threads={threads} ! fakesink")
+    p.set_state(Gst.State.PAUSED)
+    try:
+        assert p.get_state(10 * Gst.SECOND)[0] == Gst.StateChangeReturn.SUCCESS
+        live, lo, hi = _latency(p)
+    finally:
+        p.set_state(Gst.State.NULL)
+    # each frame thread but the first holds a picture back (the clip has no B-frames: no reorder delay)
+    assert not live and lo == (threads - 1) * 33_333_333
+    assert hi == Gst.CLOCK_TIME_NONE or hi >= lo
+
+
+def test_live_upstream_gets_slice_threads_and_no_frame_delay(bytestream854: str):
+    data = Path(bytestream854).read_bytes()
+    p = Gst.parse_launch("appsrc name=in is-live=true format=time do-timestamp=true "
+                         "caps=video/x-h264,stream-format=byte-stream ! h264parse ! "
+                         "interopdec name=dec max-threads=4 ! appsink name=s sync=false")
+    ng.offer_video_meta(p.get_by_name("s"))
+    p.set_state(Gst.State.PLAYING)
+    try:
+        appsrc = p.get_by_name("in")
+        appsrc.emit("push-buffer", Gst.Buffer.new_wrapped(data))
+        appsrc.emit("end-of-stream")
+        assert p.get_by_name("s").emit("try-pull-sample", 10 * Gst.SECOND) is not None
+        dec = p.get_by_name("dec")
+        assert str(dec._ctx.thread_type).endswith("SLICE")
+        live, lo, _ = _latency(p)
+        up = Gst.Query.new_latency()
+        assert dec.get_static_pad("sink").peer_query(up)
+        assert live and lo == up.parse_latency()[1]  # slice threads hold nothing back; no B-frames
+    finally:
+        p.set_state(Gst.State.NULL)
+
+
+def test_caps_interlace_mode_and_chroma_site_equal_avdec_h264s(clip854: str):
+    fields = {}
+    for dec in ("avdec_h264", NAME):
+        samples, err = _samples(f"filesrc location={clip854} ! qtdemux ! h264parse ! {dec} ! appsink name=s")
+        assert err is None and samples
+        st = samples[0].get_caps().get_structure(0)
+        fields[dec] = (st.get_string("interlace-mode"), st.get_string("chroma-site"))
+    assert fields[NAME] == fields["avdec_h264"] == ("progressive", "mpeg2")
+
+
+def test_copy_path_zeroes_the_padding_and_is_metered(clip854: str):
+    # a plain appsink: the default layout at 854 wide has 856-byte luma rows and 428-byte chroma rows
+    with interop.copy_meter() as meter:
+        samples, err = _samples(f"filesrc location={clip854} ! {DEC} ! appsink name=s", meta=False)
+    assert err is None and len(samples) == 40
+    for s in samples:
+        ok, mi = s.get_buffer().map(Gst.MapFlags.READ)
+        data = np.frombuffer(mi.data, np.uint8)
+        y = data[:856 * 480].reshape(480, 856)
+        u = data[856 * 480:856 * 480 + 428 * 240].reshape(240, 428)
+        assert not y[:, 854:].any() and not u[:, 427:].any()
+        s.get_buffer().unmap(mi)
+    per_frame = 854 * 480 + 2 * 427 * 240  # bytes written, padding excluded
+    mine = [r for r in meter.records if r.mapper == NAME]
+    assert len(mine) == 40 and all(r.bytes == per_frame for r in mine)
+
+
+def test_videoconvert_reads_the_several_memory_video_meta_like_avdec_h264s(clip854: str):
+    rgb = {}
+    for dec in ("avdec_h264", NAME):
+        samples, err = _samples(f"filesrc location={clip854} ! qtdemux ! h264parse ! {dec} ! videoconvert ! "
+                                "video/x-raw,format=RGB ! appsink name=s", meta=False)
+        assert err is None and len(samples) == 40
+        rgb[dec] = [s.get_buffer().extract_dup(0, s.get_buffer().get_size()) for s in samples]
+    stride = (854 * 3 + 3) // 4 * 4
+    for a, b in zip(rgb["avdec_h264"], rgb[NAME]):
+        x = np.frombuffer(a, np.uint8).reshape(480, stride)[:, :854 * 3]
+        y = np.frombuffer(b, np.uint8).reshape(480, stride)[:, :854 * 3]
+        np.testing.assert_array_equal(x, y)
+
+
+def _aus(clip: str) -> list[bytes]:
+    samples, err = _samples(f"filesrc location={clip} ! qtdemux ! h264parse ! "
+                            "video/x-h264,stream-format=byte-stream,alignment=au ! appsink name=s", meta=False)
+    assert err is None
+    return [s.get_buffer().extract_dup(0, s.get_buffer().get_size()) for s in samples]
+
+
+@pytest.mark.parametrize("max_errors", [-1, 10])
+def test_max_errors_minus_one_keeps_going_over_corrupt_packets(clip854: str, max_errors: int):
+    aus = _aus(clip854)
+    rng = np.random.default_rng(2)
+    junk = [rng.integers(0, 256, 4000, np.uint8).tobytes() for _ in range(30)]
+    p = Gst.parse_launch("appsrc name=in format=time caps=video/x-h264,stream-format=byte-stream,alignment=au ! "
+                         f"interopdec max-errors={max_errors} ! appsink name=s sync=false")
+    sink = p.get_by_name("s")
+    ng.offer_video_meta(sink)
+    p.set_state(Gst.State.PLAYING)
+    try:
+        appsrc = p.get_by_name("in")
+        for i, data in enumerate(junk[:15] + aus[:20] + junk[15:] + aus[20:]):
+            b = Gst.Buffer.new_wrapped(data)
+            b.pts = i * 33_333_333
+            appsrc.emit("push-buffer", b)
+        appsrc.emit("end-of-stream")
+        n = 0
+        while sink.emit("try-pull-sample", 10 * Gst.SECOND) is not None:
+            n += 1
+        err = p.get_bus().pop_filtered(Gst.MessageType.ERROR)
+    finally:
+        p.set_state(Gst.State.NULL)
+    if max_errors < 0:
+        assert err is None and n >= 30  # the pictures after each run of junk
+    else:
+        assert err is not None and "could not decode" in err.parse_error()[0].message
+
+
+def test_video_frame_buffer_builds_the_whole_buffer_and_lets_go_of_keep():
+    gc.collect()
+    base = ng.live_wrapped()
+    a, b = np.arange(64, dtype=np.uint8), np.arange(32, dtype=np.uint8)
+    keep = [a, b]
+    flag = int(Gst.BufferFlags.DELTA_UNIT)
+    buf = ng.video_frame_buffer([(a.ctypes.data, 64), (b.ctypes.data, 32)], keep, ng.format_code("NV12"), 8, 8,
+                                [8, 8], 5, 7, flag)
+    try:
+        assert ng.n_memory(buf) == 2 and ng.live_wrapped() - base == 2
+        maps = [ng.MemoryMapping(ng.peek_memory(buf, i), False) for i in range(2)]
+        assert [m.address for m in maps] == [a.ctypes.data, b.ctypes.data]
+        for m in maps:
+            m.close()
+        meta = ng.video_meta(buf)
+        assert meta is not None and (meta.format, meta.offsets, meta.strides) == ("NV12", (0, 64), (8, 8))
+        assert ng.buffer_times(buf) == (5, 7)
+        assert ctypes.c_uint.from_address(buf + ng.MINI_OBJECT_FLAGS_OFFSET).value & flag
+        assert ng.memory_flags(ng.peek_memory(buf, 0)) & ng.GST_MEMORY_FLAG_READONLY
+    finally:
+        ng.libs()[0].gst_mini_object_unref(buf)
+    gc.collect()
+    assert ng.live_wrapped() == base

@@ -130,11 +130,11 @@ def _packet(av: Any, buffer: Any) -> Any:
     GIL when they drop the packet; freeing the decoder (which joins those threads) while holding the GIL then
     deadlocks."""
     buf = ng.pointer_of(buffer, "Gst.Buffer")
-    size = ng.buffer_size(buf)
+    size = ng.coded_buffer_size(buf)  # these two keep the GIL (a streaming thread waits for it at each take-back)
     packet = av.Packet(size)
     if size:
         dest = np.frombuffer(packet, np.uint8)
-        if ng.buffer_extract(buf, dest.ctypes.data, size) != size:
+        if ng.coded_buffer_extract(buf, dest.ctypes.data, size) != size:
             raise InteropError("GStreamer could not read the coded buffer")
     return packet
 

@@ -951,6 +951,8 @@ def _held() -> tuple[Any, Any]:
             _sig(g, "gst_buffer_append_memory", None, _vp, _vp)
             _sig(g, "gst_mini_object_unref", None, _vp)
             _sig(g, "gst_pad_needs_reconfigure", _bool, _vp)
+            _sig(g, "gst_buffer_get_size", _sz, _vp)
+            _sig(g, "gst_buffer_extract", _sz, _vp, _sz, _vp, _sz)
             _sig(v, "gst_buffer_add_video_meta_full", _vp, _vp, _int, _int, _uint, _uint, _uint,
                  _c.POINTER(_sz), _c.POINTER(_int))
             _held_libs.append((g, v))
@@ -1024,3 +1026,13 @@ def pad_push(pad: int, buf: int) -> int:
 def query_has_allocation_meta(query: int, api: int) -> bool:
     """Whether an ALLOCATION query (GstQuery*) lists the meta API ``api`` (a GType, e.g. ``video_meta_api()``)."""
     return bool(libs()[0].gst_query_find_allocation_meta(query, api, None))
+
+
+def coded_buffer_size(buf: int) -> int:
+    """``buffer_size`` with the GIL kept: for a decoder's compressed input (host memory, whose map never blocks)."""
+    return int(_held()[0].gst_buffer_get_size(buf))
+
+
+def coded_buffer_extract(buf: int, address: int, size: int) -> int:
+    """``buffer_extract`` with the GIL kept (a memcpy of host memory): for a decoder's compressed input."""
+    return int(_held()[0].gst_buffer_extract(buf, 0, address, size))
