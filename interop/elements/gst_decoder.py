@@ -5,8 +5,8 @@ the pipeline's (docs/gstreamer.md, "Decoders and padded buffers"). This element 
 ``Gst.Buffer``s that wrap the decoded AVFrame's planes in place: one read-only GstMemory per plane, a GstVideoMeta
 with FFmpeg's padded strides, and the ``av.VideoFrame`` kept alive (so FFmpeg does not reuse its buffers) until
 GStreamer frees the last memory. The plane addresses, pitches and sizes are interop's FFMPEG tensors' (the same
-layout checks as ``interop.wrap(video_frame)``), wrapped with ``interop.native.gst.append_host_memory``, the helper
-the CPU -> GST mapper uses.
+layout checks as ``interop.wrap(video_frame)``), wrapped by ``interop.native.gst.video_frame_buffer`` in one call
+that keeps the GIL (memories, keep-alive, meta, times, flags), then pushed.
 
 Use it in a pipeline string once ``register()`` has run in the process::
 
@@ -16,7 +16,8 @@ Use it in a pipeline string once ``register()`` has run in the process::
 
 Downstream that does not announce GstVideoMeta in the ALLOCATION query (a plain ``appsink``, ``filesink``) would
 read padded planes with GStreamer's default strides: for it each frame is copied into GStreamer's default layout
-(the only copy the element ever makes; logged once per negotiation, counted in the ``copied-frames`` property).
+(the only copy the element ever makes; padding zeroed; logged once per negotiation, counted in the ``copied-frames``
+property and in ``interop.copy_meter()`` as "interopdec").
 """
 
 from __future__ import annotations
