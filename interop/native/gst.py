@@ -197,12 +197,12 @@ def memory_is_type(mem: int, mem_type: str) -> bool:
 
 
 #: GstMiniObject.flags: after the GType, the refcount and the lockstate
-_MINI_OBJECT_FLAGS_OFFSET = _c.sizeof(_c.c_size_t) + 8
+MINI_OBJECT_FLAGS_OFFSET = _c.sizeof(_c.c_size_t) + 8  # GstMiniObject: GType, refcount, lockstate, flags
 
 
 def memory_flags(mem: int) -> int:
     """GstMiniObject.flags (GType, refcount, lockstate, then flags)."""
-    return _c.c_uint.from_address(mem + _MINI_OBJECT_FLAGS_OFFSET).value
+    return _c.c_uint.from_address(mem + MINI_OBJECT_FLAGS_OFFSET).value
 
 
 def find_memory(buf: int, offset: int, size: int) -> tuple[int, int, int] | None:
@@ -737,7 +737,7 @@ def append_fd_memory(buf: int, fd: int, size: int, keep: object, dmabuf: bool, r
     if not mem:
         raise InvalidTensorError(f"GStreamer refused to wrap fd {fd} ({size} bytes) as fd memory")
     if readonly:  # GST_MINI_OBJECT_FLAG_SET is a macro: set the flag in the new memory nobody else holds yet
-        _c.c_uint.from_address(mem + _MINI_OBJECT_FLAGS_OFFSET).value |= GST_MEMORY_FLAG_READONLY
+        _c.c_uint.from_address(mem + MINI_OBJECT_FLAGS_OFFSET).value |= GST_MEMORY_FLAG_READONLY
     with _lock:
         key = _next_key[0]
         _next_key[0] += 1
@@ -933,7 +933,6 @@ def buffer_extract(buf: int, address: int, size: int) -> int:
 # push (downstream may run Python on other threads) lets it go.
 
 _held_libs: list[tuple[Any, Any]] = []
-MINI_OBJECT_FLAGS_OFFSET = 16  # GstMiniObject: GType, refcount, lockstate, then flags
 BUFFER_DTS_OFFSET = 80
 
 
