@@ -563,3 +563,40 @@ def test_video_frame_buffer_builds_the_whole_buffer_and_lets_go_of_keep():
         ng.libs()[0].gst_mini_object_unref(buf)
     gc.collect()
     assert ng.live_wrapped() == base
+
+
+# ---- probes removed while decoding, B-frame timestamps, latency, leaks -----------------------------------------
+
+PROBE_CHURN = r"""
+import sys, threading, time
+from interop.elements.gst_decoder import register
+from interop.tensors.gst import gst
+Gst = gst(); register()
+p = Gst.parse_launch(f"multifilesrc location={sys.argv[1]} loop=true ! h264parse ! interopdec name=dec max-threads=1 "
+                     "! queue ! fakesink sync=false")
+src = p.get_by_name("dec").get_static_pad("src")
+p.set_state(Gst.State.PLAYING)
+stop = []
+def busy():  # another Python thread, so that the GIL changes hands
+    while not stop:
+        pass
+threading.Thread(target=busy, daemon=True).start()
+t0 = time.monotonic()
+while time.monotonic() - t0 < 3:
+    src.remove_probe(src.add_probe(Gst.PadProbeType.EVENT_UPSTREAM, lambda pad, info: Gst.PadProbeReturn.OK))
+stop.append(1)
+m = p.get_bus().pop_filtered(Gst.MessageType.ERROR)
+p.set_state(Gst.State.NULL)
+print("error" if m else "ok")
+"""
+
+
+def test_probes_added_and_removed_while_decoding_do_not_deadlock(bytestream854: str):
+    # removing a probe runs its (PyGObject) destroy notify under the src pad's lock, and that notify waits for the
+    # GIL: the decoder's streaming thread must never take that lock while it holds the GIL
+    try:
+        p = subprocess.run([sys.executable, "-c", PROBE_CHURN, bytestream854], capture_output=True, text=True,
+                           timeout=60, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the decoder deadlocked with a thread removing pad probes")
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr

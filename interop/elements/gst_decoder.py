@@ -376,9 +376,11 @@ def _make_class(Gst: Any) -> Any:
                 self._interlaced = True
             key = (gst_format, vf.width, vf.height, int(vf.color_range), int(vf.colorspace), int(vf.color_trc),
                    int(vf.color_primaries), self._fps, self._par, self._interlaced)
-            # RECONFIGURE from downstream (a branch linked later, say) asks for a new ALLOCATION answer too
-            if key != self._out_key or ng.pad_needs_reconfigure(self._srcpad_ptr):
-                self.srcpad.check_reconfigure()  # clears the flag: this negotiation answers it
+            # RECONFIGURE from downstream (a branch linked later, say) asks for a new ALLOCATION answer too. Read
+            # through PyGObject, which lets go of the GIL: it takes the pad's lock, which GStreamer holds while a
+            # removed probe's (Python) destroy notify waits for the GIL. It clears the flag: this negotiation answers it
+            reconfigure = self.srcpad.check_reconfigure()
+            if key != self._out_key or reconfigure:
                 if not self._negotiate(self._output_caps(vf, gst_format)):
                     self.srcpad.mark_reconfigure()  # try again with the next picture
                     if self.srcpad.is_flushing():

@@ -928,12 +928,18 @@ def buffer_extract(buf: int, address: int, size: int) -> int:
 
 # ---- decoder output buffers, assembled with the GIL held (interopdec) -----------------------------------------
 # A ctypes CDLL call releases the GIL and takes it back; with another Python thread busy, each take-back waits for
-# that thread to let go (sys.getswitchinterval()). The calls below neither block nor call into Python, so they go
-# through ctypes.PyDLL, which keeps the GIL: a frame's buffer is built without letting go of it once, and only the
-# push (downstream may run Python on other threads) lets it go.
+# that thread to let go (sys.getswitchinterval()). The calls below go through ctypes.PyDLL, which keeps the GIL, so
+# a frame's buffer is built without letting go of it once; only the push lets it go. The rule for a function called
+# through PyDLL: it takes no lock (mutex, object lock, g_once) that another thread may hold while it waits for the
+# GIL. GStreamer runs destroy notifies, probes and signal handlers (PyGObject's take the GIL) with locks held: a pad's
+# object lock while it removes a probe, for one. So no pad, element or bus function belongs here (the pad's
+# RECONFIGURE flag is read through PyGObject, which lets go of the GIL); these only allocate (gst_buffer_new,
+# gst_memory_new_wrapped), touch a buffer no other thread has seen yet (append_memory, add_video_meta_full, whose
+# meta info is registered once and never calls out), read the input buffer's fields (get_size, n_memory, peek_memory,
+# memory_is_type) or copy system memory (extract, only when every memory is SystemMemory, whose map takes no lock); gst_mini_object_unref on the error path
+# runs the memories' destroy notifies on this thread, which already holds the GIL.
 
 _held_libs: list[tuple[Any, Any]] = []
-BUFFER_DTS_OFFSET = 80
 
 
 def _held() -> tuple[Any, Any]:
@@ -949,8 +955,10 @@ def _held() -> tuple[Any, Any]:
             _sig(g, "gst_memory_new_wrapped", _vp, _int, _vp, _sz, _sz, _sz, _vp, DESTROY_NOTIFY)
             _sig(g, "gst_buffer_append_memory", None, _vp, _vp)
             _sig(g, "gst_mini_object_unref", None, _vp)
-            _sig(g, "gst_pad_needs_reconfigure", _bool, _vp)
             _sig(g, "gst_buffer_get_size", _sz, _vp)
+            _sig(g, "gst_buffer_n_memory", _uint, _vp)
+            _sig(g, "gst_buffer_peek_memory", _vp, _vp, _uint)
+            _sig(g, "gst_memory_is_type", _bool, _vp, _c.c_char_p)
             _sig(g, "gst_buffer_extract", _sz, _vp, _sz, _vp, _sz)
             _sig(v, "gst_buffer_add_video_meta_full", _vp, _vp, _int, _int, _uint, _uint, _uint,
                  _c.POINTER(_sz), _c.POINTER(_int))
@@ -1004,12 +1012,6 @@ def video_frame_buffer(planes: list[tuple[int, int]], keep: object, fmt: int, wi
     return int(buf)
 
 
-def pad_needs_reconfigure(pad: int) -> bool:
-    """GST_PAD_FLAG_NEED_RECONFIGURE of a pad (a downstream element asked for renegotiation), left set; the GIL
-    kept (it only takes the pad's object lock, which GStreamer never holds while calling out)."""
-    return bool(_held()[0].gst_pad_needs_reconfigure(pad))
-
-
 _push_lib: list[Any] = []
 
 
@@ -1028,10 +1030,15 @@ def query_has_allocation_meta(query: int, api: int) -> bool:
 
 
 def coded_buffer_size(buf: int) -> int:
-    """``buffer_size`` with the GIL kept: for a decoder's compressed input (host memory, whose map never blocks)."""
+    """``buffer_size`` with the GIL kept (it reads the memories' sizes, no lock): for a decoder's compressed input."""
     return int(_held()[0].gst_buffer_get_size(buf))
 
 
 def coded_buffer_extract(buf: int, address: int, size: int) -> int:
-    """``buffer_extract`` with the GIL kept (a memcpy of host memory): for a decoder's compressed input."""
-    return int(_held()[0].gst_buffer_extract(buf, 0, address, size))
+    """``buffer_extract`` for a decoder's compressed input: with the GIL kept where every memory is system memory (a
+    memcpy, no lock), else through ``buffer_extract`` (another allocator's map may lock or wait)."""
+    g = _held()[0]
+    if not all(g.gst_memory_is_type(g.gst_buffer_peek_memory(buf, i), b"SystemMemory")
+               for i in range(int(g.gst_buffer_n_memory(buf)))):
+        return buffer_extract(buf, address, size)
+    return int(g.gst_buffer_extract(buf, 0, address, size))
