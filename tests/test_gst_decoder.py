@@ -600,3 +600,38 @@ def test_probes_added_and_removed_while_decoding_do_not_deadlock(bytestream854: 
     except subprocess.TimeoutExpired:
         pytest.fail("the decoder deadlocked with a thread removing pad probes")
     assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr
+
+
+def _bframes_h264(path: str, bf: int, pyramid: bool) -> str:
+    """A raw Annex B H.264 stream of 30 pictures with ``bf`` consecutive B-frames (libx264 through PyAV)."""
+    import av
+
+    with av.open(path, "w", format="h264") as out:
+        s = out.add_stream("libx264", rate=30)
+        s.width, s.height, s.pix_fmt = 320, 240, "yuv420p"
+        s.options = {"bf": str(bf), "preset": "medium", "x264-params": f"b-pyramid={'normal' if pyramid else 'none'}"}
+        base = np.random.default_rng(0).integers(0, 255, (240, 320, 3), np.uint8)
+        for i in range(30):
+            for p in s.encode(av.VideoFrame.from_ndarray(np.roll(base, i * 3, axis=1), format="rgb24")):
+                out.mux(p)
+        for p in s.encode():
+            out.mux(p)
+    return path
+
+
+@pytest.fixture(scope="module", params=[(2, False), (3, True)], ids=["bf2", "bf3-pyramid"])
+def bframes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    bf, pyramid = request.param
+    return _bframes_h264(str(tmp_path_factory.mktemp("clips") / f"bf{bf}.h264"), bf, pyramid)
+
+
+def test_b_frame_byte_stream_pts_equal_avdec_h264s(bframes: str):
+    # h264parse gives a byte stream's buffers a DTS only; the pictures' pts are the DTS in increasing order, not the
+    # DTS of the packet that released each picture (late by the reorder depth)
+    pts = {}
+    for dec in ("avdec_h264", NAME):
+        samples, err = _samples(f"filesrc location={bframes} ! h264parse ! {dec} max-threads=2 ! appsink name=s")
+        assert err is None and len(samples) == 30
+        pts[dec] = [s.get_buffer().pts for s in samples]
+    assert pts[NAME] == pts["avdec_h264"]
+    assert pts[NAME][0] == 0 and all(0 < b - a <= 33_333_334 for a, b in zip(pts[NAME], pts[NAME][1:]))

@@ -22,6 +22,7 @@ property and in ``interop.copy_meter()`` as "interopdec").
 
 from __future__ import annotations
 
+import heapq
 import logging
 import os
 import threading
@@ -59,6 +60,8 @@ _RANGES = {1: 2, 2: 1}
 # the chroma siting FFmpeg's decoders give when the stream does not say (AVCHROMA_LOC_LEFT: GStreamer's mpeg2);
 # FFmpeg leaves VP8/VP9's unspecified, and so do the caps (as avdec_vp8/avdec_vp9's)
 _CHROMA_SITES = {"h264": "mpeg2", "hevc": "mpeg2", "mpeg4": "mpeg2"}
+# input timestamps kept for pictures without a pts: far more than any decoder holds back (reorder + frame threads)
+_MAX_PENDING = 64
 # AVFieldOrder values whose top field comes first (AV_FIELD_TT, AV_FIELD_TB)
 _TOP_FIRST = (2, 4)
 
@@ -191,6 +194,9 @@ def _make_class(Gst: Any) -> Any:
             self._live = False  # upstream is live (LATENCY query at caps time): slice threads, no frame delay
             self._interlaced = False  # an interlaced picture was seen: caps say interlace-mode=mixed from then on
             self._next_pts: int | None = None  # where the next picture falls when FFmpeg has no timestamp for it
+            # input timestamps of buffers without a PTS (their DTS, a byte stream's), lowest first: a picture without
+            # a pts takes the lowest unsent one (GstVideoDecoder's rule; a B-frame stream's DTS are not its pts)
+            self._dts_heap: list[int] = []
             self._last_duration = _NONE
             self._fmt_code = 0
             self._buffer_flags: dict[str, int] = {}
@@ -308,6 +314,10 @@ def _make_class(Gst: Any) -> Any:
                     packet.pts = buffer.pts
                 if buffer.dts != _NONE:
                     packet.dts = buffer.dts
+                    if buffer.pts == _NONE:
+                        heapq.heappush(self._dts_heap, int(buffer.dts))
+                        if len(self._dts_heap) > _MAX_PENDING:  # packets that gave no picture (errors): forget
+                            heapq.heappop(self._dts_heap)  # the oldest rather than grow
                 if buffer.duration != _NONE:
                     packet.duration = buffer.duration
                 packet.time_base = _NS
@@ -357,6 +367,7 @@ def _make_class(Gst: Any) -> Any:
                         break
             self._ctx = None  # a drained decoder takes no more packets: the next data opens a new one
             self._packets = 0
+            self._dts_heap.clear()
             return ret
 
         def _push(self, vf: Any) -> Any:
@@ -423,14 +434,17 @@ def _make_class(Gst: Any) -> Any:
             return Gst.FlowReturn(ng.pad_push(self._srcpad_ptr, buf))
 
         def _pts_ns(self, vf: Any) -> int:
-            """The picture's pts in ns, as FFmpeg's best-effort timestamp picks it: the pts, else the DTS of the
-            packet that gave the picture (h264parse gives a byte-stream DTS only), else the previous picture's pts
-            plus its duration (GstVideoDecoder's interpolation); GST_CLOCK_TIME_NONE when none of them is known."""
-            ts = vf.pts if vf.pts is not None else vf.dts
-            if ts is None:
+            """The picture's pts in ns, as GstVideoDecoder picks it: the pts, else the lowest input timestamp not
+            given out yet (h264parse gives a byte stream DTS only; pictures leave in pts order, so the lowest pending
+            DTS is the next pts, whatever the reorder depth), else the previous picture's pts plus its duration;
+            GST_CLOCK_TIME_NONE when none of them is known. Not the frame's pkt_dts: that is the DTS of the packet
+            whose decoding released the picture, late by the reorder depth."""
+            if vf.pts is None:
+                if self._dts_heap:
+                    return heapq.heappop(self._dts_heap)
                 return self._next_pts if self._next_pts is not None else _NONE
             tb = vf.time_base
-            return int(ts) if tb is None or tb == _NS else int(ts * tb * 1_000_000_000)
+            return int(vf.pts) if tb is None or tb == _NS else int(vf.pts * tb * 1_000_000_000)
 
         def _flag(self, name: str) -> int:
             flag = self._buffer_flags.get(name)
@@ -509,6 +523,7 @@ def _make_class(Gst: Any) -> Any:
                         self._ctx.flush_buffers()  # drop the decoder's queued pictures: a seek starts over
                     self._errors = 0
                     self._next_pts = None
+                    self._dts_heap.clear()
                     return bool(self.srcpad.push_event(event))
             except Exception as e:  # never raise into GStreamer's thread
                 self._fail(Gst.StreamError.FAILED, f"{NAME} failed on a {t.value_nick} event: {e}", repr(e))
@@ -519,6 +534,7 @@ def _make_class(Gst: Any) -> Any:
             ret = Gst.Element.do_change_state(self, transition)
             if transition == Gst.StateChange.PAUSED_TO_READY:
                 self._ctx = self._codec_key = self._out_key = self._segment = self._next_pts = None
+                self._dts_heap.clear()
                 self._interlaced = self._live = False
                 self._errors = self._packets = self._packets_in = self._frames = 0
             return ret
