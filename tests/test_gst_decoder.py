@@ -635,3 +635,42 @@ def test_b_frame_byte_stream_pts_equal_avdec_h264s(bframes: str):
         pts[dec] = [s.get_buffer().pts for s in samples]
     assert pts[NAME] == pts["avdec_h264"]
     assert pts[NAME][0] == 0 and all(0 < b - a <= 33_333_334 for a, b in zip(pts[NAME], pts[NAME][1:]))
+
+
+def test_live_latency_adds_the_reorder_depth_and_is_announced(bframes: str):
+    # a live pipeline asks for the latency at PLAYING, before the decoder knows the stream: the decoder posts
+    # LATENCY once its reorder depth is known, and its answer then adds that many frames
+    p = Gst.parse_launch("appsrc name=in is-live=true format=time do-timestamp=true "
+                         "caps=video/x-h264,stream-format=byte-stream,framerate=30/1 ! h264parse ! "
+                         "interopdec name=dec max-threads=4 ! appsink name=s sync=false")
+    ng.offer_video_meta(p.get_by_name("s"))
+    p.set_state(Gst.State.PLAYING)
+    try:
+        p.get_by_name("in").emit("push-buffer", Gst.Buffer.new_wrapped(Path(bframes).read_bytes()))
+        for _ in range(10):
+            assert p.get_by_name("s").emit("try-pull-sample", 10 * Gst.SECOND) is not None
+        dec = p.get_by_name("dec")
+        depth = int(dec._ctx.reorder_depth)
+        assert depth >= 1
+        up = Gst.Query.new_latency()
+        assert dec.get_static_pad("sink").peer_query(up)
+        live, lo, _ = _latency(p)
+        assert live and lo == up.parse_latency()[1] + depth * 33_333_333  # slice threads: no frame-thread term
+        posters = []
+        while (m := p.get_bus().pop_filtered(Gst.MessageType.LATENCY)) is not None:
+            posters.append(m.src)
+        assert dec in posters
+    finally:
+        p.set_state(Gst.State.NULL)
+
+
+def test_automatic_thread_count_is_ffmpegs():
+    import av
+
+    from interop.elements.gst_decoder import _frame_threads
+
+    cpus = len(os.sched_getaffinity(0))
+    h264 = av.CodecContext.create("h264", "r")
+    assert _frame_threads(h264, False, 0) == (min(cpus + 1, 16) if cpus > 1 else 1)
+    assert _frame_threads(h264, False, 3) == 3
+    assert _frame_threads(h264, True, 3) == 1  # slice threads hold nothing back

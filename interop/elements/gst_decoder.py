@@ -62,6 +62,9 @@ _RANGES = {1: 2, 2: 1}
 _CHROMA_SITES = {"h264": "mpeg2", "hevc": "mpeg2", "mpeg4": "mpeg2"}
 # input timestamps kept for pictures without a pts: far more than any decoder holds back (reorder + frame threads)
 _MAX_PENDING = 64
+# AV_CODEC_CAP_FRAME_THREADS, and FFmpeg's MAX_AUTO_THREADS (libavcodec/pthread_internal.h)
+_CAP_FRAME_THREADS = 1 << 12
+_MAX_AUTO_THREADS = 16
 # AVFieldOrder values whose top field comes first (AV_FIELD_TT, AV_FIELD_TB)
 _TOP_FIRST = (2, 4)
 
@@ -143,6 +146,18 @@ def _packet(av: Any, buffer: Any) -> Any:
     return packet
 
 
+def _frame_threads(ctx: Any, live: bool, requested: int) -> int:
+    """The frame threads FFmpeg gives a decoder opened with ``ctx``'s settings: none (1) with slice threads (a live
+    upstream) or a codec without frame threading; else ``requested``, or for 0 FFmpeg's automatic count (the CPUs
+    this process may run on plus one, at most 16; one CPU: one thread)."""
+    if live or not int(ctx.codec.capabilities) & _CAP_FRAME_THREADS:
+        return 1
+    if requested:
+        return requested
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return min(cpus + 1, _MAX_AUTO_THREADS) if cpus > 1 else 1
+
+
 def _make_class(Gst: Any) -> Any:
     GObject = require("gi.repository.GObject", "gst")
     av = require("av", "ffmpeg")
@@ -198,6 +213,8 @@ def _make_class(Gst: Any) -> Any:
             # a pts takes the lowest unsent one (GstVideoDecoder's rule; a B-frame stream's DTS are not its pts)
             self._dts_heap: list[int] = []
             self._last_duration = _NONE
+            self._frame_threads = 1  # FFmpeg's frame threads in the current decoder (1: none, slice threads or one)
+            self._posted_latency = 0  # the delay the LATENCY answer adds, as last announced
             self._fmt_code = 0
             self._buffer_flags: dict[str, int] = {}
 
@@ -223,11 +240,13 @@ def _make_class(Gst: Any) -> Any:
             self._live = bool(self.sinkpad.peer_query(latency) and latency.parse_latency()[0])
             key = (codec, extradata)
             if key == self._codec_key:
-                return True  # the same stream renegotiated (a new framerate, say): keep the decoder
+                self._announce_latency()  # a new framerate changes the held-back pictures' duration
+                return True  # the same stream renegotiated: keep the decoder
             if self._ctx is not None:
                 self._drain()
             self._codec_key = key
             self._open()
+            self._announce_latency()
             return True
 
         def _open(self) -> None:
@@ -239,6 +258,7 @@ def _make_class(Gst: Any) -> Any:
             ctx.thread_count = int(self.max_threads)
             self._ctx = ctx
             self._errors = 0
+            self._frame_threads = _frame_threads(ctx, self._live, int(self.max_threads))
 
         def _output_caps(self, vf: Any, gst_format: str) -> Any:
             GstVideo = _gst_video()
@@ -428,6 +448,7 @@ def _make_class(Gst: Any) -> Any:
                 buf = ng.video_frame_buffer([(out.ctypes.data, out.nbytes)], out, 0, 0, 0, None, pts, duration,
                                             flags)
             self._frames += 1
+            self._announce_latency()
             hook = self.on_frame
             if hook is not None:
                 hook(vf, buf)
@@ -470,16 +491,23 @@ def _make_class(Gst: Any) -> Any:
             return out
 
         def _delay_frames(self) -> int:
-            """Pictures the decoder holds back: FFmpeg's reorder delay, plus one per frame thread but the first
-            (frame threads are off for a live upstream)."""
+            """Pictures the decoder holds back: FFmpeg's reorder depth (known once it has seen the stream's headers or
+            reordered pictures), plus one per frame thread but the first (none for a live upstream)."""
             ctx = self._ctx
-            delay = int(ctx.has_b_frames) if ctx is not None else 0
-            if not self._live:
-                n = int(ctx.thread_count) if ctx is not None and ctx.is_open else int(self.max_threads)
-                if n == 0:  # FFmpeg's automatic count, as it picks it when the decoder opens
-                    n = min((os.cpu_count() or 1) + 1, 16)
-                delay += n - 1
-            return delay
+            return (int(ctx.reorder_depth) if ctx is not None else 0) + self._frame_threads - 1
+
+        def _added_latency(self) -> int:
+            """The ns the LATENCY answer adds to upstream's: the held-back pictures' duration."""
+            frame = int(1_000_000_000 / self._fps) if self._fps else self._last_duration
+            return self._delay_frames() * frame if frame != _NONE else 0
+
+        def _announce_latency(self) -> None:
+            # as gst_video_decoder_set_latency: a LATENCY message makes the pipeline query again (a live pipeline
+            # asked at PLAYING, before the caps and the reorder depth were known)
+            added = self._added_latency()
+            if added != self._posted_latency:
+                self._posted_latency = added
+                self.post_message(Gst.Message.new_latency(self))
 
         def _on_query(self, pad: Any, query: Any) -> bool:
             try:
@@ -488,8 +516,7 @@ def _make_class(Gst: Any) -> Any:
                 if not self.sinkpad.peer_query(query):
                     return False
                 live, lo, hi = query.parse_latency()
-                frame = int(1_000_000_000 / self._fps) if self._fps else self._last_duration
-                extra = self._delay_frames() * frame if frame != _NONE else 0
+                extra = self._added_latency()
                 query.set_latency(live, lo + extra, hi if hi == _NONE else hi + extra)
                 return True
             except Exception as e:  # never raise into GStreamer's thread
@@ -536,6 +563,7 @@ def _make_class(Gst: Any) -> Any:
                 self._ctx = self._codec_key = self._out_key = self._segment = self._next_pts = None
                 self._dts_heap.clear()
                 self._interlaced = self._live = False
+                self._frame_threads, self._posted_latency = 1, 0
                 self._errors = self._packets = self._packets_in = self._frames = 0
             return ret
 
