@@ -674,3 +674,27 @@ def test_automatic_thread_count_is_ffmpegs():
     assert _frame_threads(h264, False, 0) == (min(cpus + 1, 16) if cpus > 1 else 1)
     assert _frame_threads(h264, False, 3) == 3
     assert _frame_threads(h264, True, 3) == 1  # slice threads hold nothing back
+
+
+def test_interlaced_pictures_are_flagged_and_caps_say_mixed(tmp_path):
+    import av
+    from gi.repository import GstVideo
+
+    path = str(tmp_path / "interlaced.h264")
+    with av.open(path, "w", format="h264") as out:
+        s = out.add_stream("libx264", rate=25)
+        s.width, s.height, s.pix_fmt = 320, 240, "yuv420p"
+        s.options = {"x264-params": "interlaced=1:tff=1", "flags": "+ildct+ilme", "preset": "ultrafast"}
+        rng = np.random.default_rng(0)
+        for _ in range(6):
+            for p in s.encode(av.VideoFrame.from_ndarray(rng.integers(0, 255, (240, 320, 3), np.uint8),
+                                                         format="rgb24")):
+                out.mux(p)
+        for p in s.encode():
+            out.mux(p)
+    samples, err = _samples(f"filesrc location={path} ! h264parse ! {NAME} ! appsink name=s")
+    assert err is None and len(samples) == 6
+    assert all(s.get_caps().get_structure(0).get_string("interlace-mode") == "mixed" for s in samples)
+    flags = [s.get_buffer().get_flags() for s in samples]
+    assert all(f & GstVideo.VideoBufferFlags.INTERLACED for f in flags)
+    assert not any(f & GstVideo.VideoBufferFlags.TFF for f in flags)  # the field order is not known (docs)

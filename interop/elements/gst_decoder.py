@@ -65,8 +65,6 @@ _MAX_PENDING = 64
 # AV_CODEC_CAP_FRAME_THREADS, and FFmpeg's MAX_AUTO_THREADS (libavcodec/pthread_internal.h)
 _CAP_FRAME_THREADS = 1 << 12
 _MAX_AUTO_THREADS = 16
-# AVFieldOrder values whose top field comes first (AV_FIELD_TT, AV_FIELD_TB)
-_TOP_FIRST = (2, 4)
 
 _TYPE_NAME = "InteropDec"
 _registered: list[Any] = []
@@ -432,9 +430,9 @@ def _make_class(Gst: Any) -> Any:
             self._next_pts = pts + duration if pts != _NONE and duration != _NONE else None
             flags = 0 if vf.key_frame else self._flag("DELTA_UNIT")
             if interlaced:
+                # no TFF: FFmpeg's H.264 decoder leaves the context's field_order unset (only its parser fills it)
+                # and PyAV does not expose the frame's top-field-first flag, so the field order is not known here
                 flags |= self._flag("INTERLACED")
-                if self._ctx is not None and int(self._ctx.field_order) in _TOP_FIRST:
-                    flags |= self._flag("TFF")
             # one call builds the whole buffer with the GIL held (memories, keep-alive, meta, times, flags)
             if self._meta_ok:
                 planes: list[Any] = f.tensors  # FFmpegTensors
