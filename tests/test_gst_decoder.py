@@ -698,3 +698,25 @@ def test_interlaced_pictures_are_flagged_and_caps_say_mixed(tmp_path):
     flags = [s.get_buffer().get_flags() for s in samples]
     assert all(f & GstVideo.VideoBufferFlags.INTERLACED for f in flags)
     assert not any(f & GstVideo.VideoBufferFlags.TFF for f in flags)  # the field order is not known (docs)
+
+
+def test_a_raising_frame_hook_leaks_no_buffer(clip854: str):
+    gc.collect()
+    base = ng.live_wrapped()
+    p = Gst.parse_launch(f"filesrc location={clip854} ! {DEC} ! appsink name=s sync=false")
+    ng.offer_video_meta(p.get_by_name("s"))
+
+    def hook(vf, buf):
+        raise RuntimeError("a test hook failed")
+
+    p.get_by_name("dec").on_frame = hook
+    p.set_state(Gst.State.PLAYING)
+    try:
+        msg = p.get_bus().timed_pop_filtered(10 * Gst.SECOND, Gst.MessageType.ERROR | Gst.MessageType.EOS)
+        assert msg is not None and msg.type == Gst.MessageType.ERROR
+        assert "a test hook failed" in msg.parse_error()[0].message
+    finally:
+        p.set_state(Gst.State.NULL)
+    del p, msg
+    gc.collect()
+    assert ng.live_wrapped() == base

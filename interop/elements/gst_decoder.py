@@ -449,7 +449,11 @@ def _make_class(Gst: Any) -> Any:
             self._announce_latency()
             hook = self.on_frame
             if hook is not None:
-                hook(vf, buf)
+                try:
+                    hook(vf, buf)
+                except BaseException:
+                    ng.libs()[0].gst_mini_object_unref(buf)  # ours until pushed: frees the memories, the frame
+                    raise
             return Gst.FlowReturn(ng.pad_push(self._srcpad_ptr, buf))
 
         def _pts_ns(self, vf: Any) -> int:
