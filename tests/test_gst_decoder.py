@@ -720,3 +720,18 @@ def test_a_raising_frame_hook_leaks_no_buffer(clip854: str):
     del p, msg
     gc.collect()
     assert ng.live_wrapped() == base
+
+
+def test_buffer_field_offsets_are_refused_off_lp64(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(ng, "_LP64", False)
+    monkeypatch.setattr(ng, "_held_libs", [])
+    a = np.zeros(64, np.uint8)
+    with pytest.raises(interop.errors.BackendUnavailableError, match="LP64"):
+        ng.video_frame_buffer([(a.ctypes.data, 64)], a, 0, 0, 0, None, 0, 0, 0)
+    assert not hasattr(ng, "BUFFER_DTS_OFFSET")  # unused, and unchecked
+
+
+def test_buffer_field_offsets_are_the_ones_gstreamer_reads():
+    b = Gst.Buffer.new()
+    b.pts, b.dts, b.duration = 111, 222, 333
+    assert ng.buffer_times(ng.pointer_of(b, "Gst.Buffer")) == (111, 333)

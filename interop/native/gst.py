@@ -358,9 +358,11 @@ def sample_buffer_caps(sample: int) -> tuple[int, int]:
     return int(g.gst_sample_get_buffer(sample) or 0), int(g.gst_sample_get_caps(sample) or 0)
 
 
-#: GstBuffer's public fields (GstMiniObject is 64 bytes on LP64, then the pool pointer): pts, dts, duration
+#: GstBuffer's public fields (GstMiniObject is 64 bytes on LP64, then the pool pointer): pts, dts, duration. LP64
+#: offsets: ``_held()`` (the only writer) refuses other data models
 BUFFER_PTS_OFFSET = 72
 BUFFER_DURATION_OFFSET = 88
+_LP64 = _c.sizeof(_c.c_void_p) == 8 and _c.sizeof(_c.c_long) == 8
 
 
 def buffer_times(buf: int) -> tuple[int, int]:
@@ -935,9 +937,10 @@ def buffer_extract(buf: int, address: int, size: int) -> int:
 # object lock while it removes a probe, for one. So no pad, element or bus function belongs here (the pad's
 # RECONFIGURE flag is read through PyGObject, which lets go of the GIL); these only allocate (gst_buffer_new,
 # gst_memory_new_wrapped), touch a buffer no other thread has seen yet (append_memory, add_video_meta_full, whose
-# meta info is registered once and never calls out), read the input buffer's fields (get_size, n_memory, peek_memory,
-# memory_is_type) or copy system memory (extract, only when every memory is SystemMemory, whose map takes no lock); gst_mini_object_unref on the error path
-# runs the memories' destroy notifies on this thread, which already holds the GIL.
+# meta info is registered once and never calls out), read the input buffer's fields (get_size, n_memory,
+# peek_memory, memory_is_type) or copy system memory (extract, only when every memory is SystemMemory, whose map
+# takes no lock); gst_mini_object_unref on the error path runs the memories' destroy notifies on this thread, which
+# already holds the GIL.
 
 _held_libs: list[tuple[Any, Any]] = []
 
@@ -946,6 +949,10 @@ def _held() -> tuple[Any, Any]:
     """(libgstreamer-1.0, libgstvideo-1.0) through ctypes.PyDLL (the GIL is kept during calls); loaded once."""
     if _held_libs:
         return _held_libs[0]
+    if not _LP64:
+        raise BackendUnavailableError(
+            "interop writes GstBuffer's fields at their LP64 offsets, and this Python is not a 64-bit (LP64) build: "
+            "use a 64-bit Linux Python, or avdec_* instead of interopdec", backend="gst", extra="gst")
     libs()
     with _lock:
         if not _held_libs:
