@@ -28,6 +28,7 @@ from interop.elements import (
     Transform,
     frames,
 )
+from interop.elements.appsink import LATENCY_EVERY
 from interop.native import gst as ng
 from interop.tensors.gst import gst
 from tests.support.requirements import need_module
@@ -68,6 +69,27 @@ def test_decoder_hands_over_padded_frames_with_video_meta(clip854: str):
     meta = ng.video_meta(ng.pointer_of(f.buffer, "Gst.Buffer"))
     assert meta is not None and meta.width == 854
     assert f[0].info.strides[0] == meta.strides[0] != 854
+
+
+def test_a_latency_message_makes_the_live_pipeline_take_the_new_latency():
+    """An element whose delay grows while the pipeline plays posts LATENCY; the bin does not act on it by itself
+    (gst-launch calls recalculate_latency): AppSinkSource does, so a live sink waits long enough for its frames."""
+    Gst = gst()
+    src = AppSinkSource("videotestsrc is-live=true ! video/x-raw,format=I420,width=64,height=48,framerate=100/1 ! "
+                        "queue name=q ! appsink name=sink", sync=True, timeout=5)
+    try:
+        for _ in range(3):
+            assert src.read() is not None
+        before = src.sink.get_latency()  # GstBaseSink's configured latency
+        q = src.pipeline.get_by_name("q")
+        q.set_property("max-size-time", 2 * Gst.SECOND)
+        q.set_property("min-threshold-time", 200 * Gst.MSECOND)  # the queue now holds frames back: more latency
+        src.pipeline.post_message(Gst.Message.new_latency(q))
+        for _ in range(2 * LATENCY_EVERY):
+            assert src.read() is not None
+        assert src.sink.get_latency() >= before + 200 * Gst.MSECOND
+    finally:
+        src.close()
 
 
 def test_bus_error_is_typed():

@@ -4,7 +4,8 @@ The frames are ``interop.wrap(sample)``: planes over the buffer's own memory (ma
 without a copy). The appsink's pad answers the ALLOCATION query with GstVideoMeta support, so a decoder may hand
 over its padded buffers instead of copying them into tight ones. A bus ERROR raises PipelineError with
 GStreamer's text; EOS ends the iteration; no frame, EOS or error within ``timeout`` seconds raises
-PipelineTimeoutError. ``frames(pipeline, timeout)`` is the one-call form (what ``interop run gst:...`` uses).
+PipelineTimeoutError. A LATENCY message (an element whose delay changed) makes the pipeline query its latency
+again, as gst-launch does. ``frames(pipeline, timeout)`` is the one-call form (what ``interop run gst:...`` uses).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from .base import PipelineError, PipelineTimeoutError, Source
 
 log = logging.getLogger("interop")
 
+#: every how many frames a read looks for LATENCY messages on the bus (also whenever a pull waits)
+LATENCY_EVERY = 16
 #: how often a blocked pull looks at the bus (seconds): an error upstream surfaces within this
 POLL = 0.05
 
@@ -31,6 +34,19 @@ def _check_timeout(timeout: object) -> float:
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0 or timeout != timeout:
         raise InteropError(f"timeout must be a positive number of seconds, not {timeout!r}")
     return float(timeout)
+
+
+def apply_latency(pipeline: Any) -> None:
+    """What gst-launch does on a LATENCY message: the pipeline queries its latency again, so a live pipeline's sinks
+    take the new one (an element whose delay changed posts it, e.g. a decoder once it knows its reorder depth; the
+    bin does not act on it by itself)."""
+    Gst = gst()
+    bus = pipeline.get_bus()
+    if bus.pop_filtered(Gst.MessageType.LATENCY) is None:
+        return
+    while bus.pop_filtered(Gst.MessageType.LATENCY) is not None:  # one recalculation answers them all
+        pass
+    pipeline.recalculate_latency()
 
 
 def bus_error(pipeline: Any) -> PipelineError | None:
@@ -174,7 +190,10 @@ class AppSinkSource(Source):
             sample = self.sink.emit("try-pull-sample", int(POLL * Gst.SECOND))
             if sample is not None:
                 self.frames += 1
+                if self.frames % LATENCY_EVERY == 1:
+                    apply_latency(self.pipeline)
                 return wrap_sample(sample)
+            apply_latency(self.pipeline)
             err = bus_error(self.pipeline)
             if err is not None:
                 self.close()

@@ -9,6 +9,7 @@ here: the GST -> CPU mapper maps each memory with ``gst_memory_map`` (interop.na
 
 from __future__ import annotations
 
+import importlib
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -78,6 +79,14 @@ def gst() -> Any:
         raise err from e
     if not Gst.is_initialized():
         Gst.init(None)
+    # their introspection data loaded before any of their elements is wrapped: PyGObject gives an element wrapped
+    # earlier (an appsink found in a pipeline) a class without those libraries' methods (get_latency, ...) for good
+    for ns in ("GstBase", "GstApp"):
+        try:
+            gi.require_version(ns, "1.0")
+            importlib.import_module(f"gi.repository.{ns}")
+        except (ImportError, ValueError):
+            pass  # gir1.2-gst-plugins-base-1.0 missing: the doctor names it; interop itself needs neither
     ng.libs()
     _gst.append(Gst)
     return Gst
