@@ -22,7 +22,6 @@ property and in ``interop.copy_meter()`` as "interopdec").
 
 from __future__ import annotations
 
-import heapq
 import logging
 import os
 import threading
@@ -60,8 +59,8 @@ _RANGES = {1: 2, 2: 1}
 # the chroma siting FFmpeg's decoders give when the stream does not say (AVCHROMA_LOC_LEFT: GStreamer's mpeg2);
 # FFmpeg leaves VP8/VP9's unspecified, and so do the caps (as avdec_vp8/avdec_vp9's)
 _CHROMA_SITES = {"h264": "mpeg2", "hevc": "mpeg2", "mpeg4": "mpeg2"}
-# input timestamps kept for pictures without a pts: far more than any decoder holds back (reorder + frame threads)
-_MAX_PENDING = 64
+# input timestamps kept for pictures without a pts, at least: the real bound is twice the pictures the decoder holds
+_MIN_PENDING = 64
 # AV_CODEC_CAP_FRAME_THREADS, and FFmpeg's MAX_AUTO_THREADS (libavcodec/pthread_internal.h)
 _CAP_FRAME_THREADS = 1 << 12
 _MAX_AUTO_THREADS = 16
@@ -207,9 +206,11 @@ def _make_class(Gst: Any) -> Any:
             self._live = False  # upstream is live (LATENCY query at caps time): slice threads, no frame delay
             self._interlaced = False  # an interlaced picture was seen: caps say interlace-mode=mixed from then on
             self._next_pts: int | None = None  # where the next picture falls when FFmpeg has no timestamp for it
-            # input timestamps of buffers without a PTS (their DTS, a byte stream's), lowest first: a picture without
-            # a pts takes the lowest unsent one (GstVideoDecoder's rule; a B-frame stream's DTS are not its pts)
-            self._dts_heap: list[int] = []
+            # the DTS of buffers without a PTS (a byte stream's) by packet number: a picture without a pts takes the
+            # lowest pending one (GstVideoDecoder's rule; a B-frame stream's DTS are not its pts). The packet's pts
+            # carries its number (negated, see _on_buffer) through FFmpeg's reordering to its picture
+            self._pending: dict[int, int] = {}
+            self._seq = 0  # packets fed since the stream started
             self._last_duration = _NONE
             self._frame_threads = 1  # FFmpeg's frame threads in the current decoder (1: none, slice threads or one)
             self._posted_latency = 0  # the delay the LATENCY answer adds, as last announced
@@ -330,26 +331,35 @@ def _make_class(Gst: Any) -> Any:
                 packet = _packet(av, buffer)
                 if buffer.pts != _NONE:
                     packet.pts = buffer.pts
+                seq = self._seq
+                self._seq += 1
                 if buffer.dts != _NONE:
                     packet.dts = buffer.dts
                     if buffer.pts == _NONE:
-                        heapq.heappush(self._dts_heap, int(buffer.dts))
-                        if len(self._dts_heap) > _MAX_PENDING:  # packets that gave no picture (errors): forget
-                            heapq.heappop(self._dts_heap)  # the oldest rather than grow
+                        # a GstClockTime is never negative: a negative pts is the packet's number, which FFmpeg hands
+                        # to the picture decoded from it (not Packet.opaque: PyAV keys it by id() and frees it under
+                        # the GIL from FFmpeg's frame threads)
+                        packet.pts = -1 - seq
+                        self._pending[seq] = int(buffer.dts)
+                        self._forget_ghosts(seq, max(_MIN_PENDING, 2 * (self._delay_frames() + 1)))
                 if buffer.duration != _NONE:
                     packet.duration = buffer.duration
                 packet.time_base = _NS
                 self._packets += 1
                 self._packets_in += 1
-                return self._decode(packet)
+                return self._decode(packet, seq)
             except Exception as e:  # never raise into GStreamer's streaming thread
                 self._fail(Gst.StreamError.FAILED, f"{NAME} failed: {e}", repr(e))
                 return Gst.FlowReturn.ERROR
 
-        def _decode(self, packet: Any) -> Any:
+        def _decode(self, packet: Any, seq: int) -> Any:
             try:
                 frames = self._ctx.decode(packet)
             except FFmpegError as e:
+                if self._frame_threads == 1:
+                    # the packet gave no picture. With frame threads the error may be an earlier packet's (FFmpeg
+                    # reports a thread's result later): those entries go as ghosts (_forget_ghosts)
+                    self._pending.pop(seq, None)
                 self._errors += 1
                 limit = int(self.max_errors)
                 if limit < 0 or self._errors <= limit:
@@ -385,7 +395,7 @@ def _make_class(Gst: Any) -> Any:
                         break
             self._ctx = None  # a drained decoder takes no more packets: the next data opens a new one
             self._packets = 0
-            self._dts_heap.clear()
+            self._pending.clear()
             return ret
 
         def _push(self, vf: Any) -> Any:
@@ -462,12 +472,40 @@ def _make_class(Gst: Any) -> Any:
             DTS is the next pts, whatever the reorder depth), else the previous picture's pts plus its duration;
             GST_CLOCK_TIME_NONE when none of them is known. Not the frame's pkt_dts: that is the DTS of the packet
             whose decoding released the picture, late by the reorder depth."""
-            if vf.pts is None:
-                if self._dts_heap:
-                    return heapq.heappop(self._dts_heap)
+            if vf.pts is None or vf.pts < 0:
+                pending = self._pending
+                seq = -1 - int(vf.pts) if vf.pts is not None else None
+                if seq is not None:
+                    if vf.key_frame:
+                        # pictures leave in display order, and every picture decoded before a keyframe shows before
+                        # it: what is still pending from before it gave no picture (joined mid-GOP, errors)
+                        for k in [k for k in pending if k < seq]:
+                            del pending[k]
+                    self._forget_ghosts(self._seq - 1, self._delay_frames() + 2, keep=seq)
+                if pending:
+                    low = min(pending, key=pending.__getitem__)
+                    pts = pending[low]
+                    # as GstVideoDecoder: this picture leaves with the lowest timestamp, and its own passes to the
+                    # packet that held the lowest
+                    if seq is not None and seq in pending:
+                        pending[low] = pending.pop(seq)
+                        if low == seq:
+                            del pending[low]
+                    else:
+                        del pending[low]
+                    return pts
                 return self._next_pts if self._next_pts is not None else _NONE
             tb = vf.time_base
             return int(vf.pts) if tb is None or tb == _NS else int(vf.pts * tb * 1_000_000_000)
+
+        def _forget_ghosts(self, last: int, window: int, keep: int = -1) -> None:
+            """Drop the pending timestamps of packets more than ``window`` before packet ``last`` but ``keep`` (the
+            picture leaving now): their picture would have left by now, so they gave none (as GstVideoDecoder
+            discards frames that never got a buffer)."""
+            pending = self._pending
+            if pending and min(pending) < last - window:
+                for k in [k for k in pending if k < last - window and k != keep]:
+                    del pending[k]
 
         def _flag(self, name: str) -> int:
             flag = self._buffer_flags.get(name)
@@ -552,7 +590,7 @@ def _make_class(Gst: Any) -> Any:
                         self._ctx.flush_buffers()  # drop the decoder's queued pictures: a seek starts over
                     self._errors = 0
                     self._next_pts = None
-                    self._dts_heap.clear()
+                    self._pending.clear()
                     return bool(self.srcpad.push_event(event))
             except Exception as e:  # never raise into GStreamer's thread
                 self._fail(Gst.StreamError.FAILED, f"{NAME} failed on a {t.value_nick} event: {e}", repr(e))
@@ -563,10 +601,10 @@ def _make_class(Gst: Any) -> Any:
             ret = Gst.Element.do_change_state(self, transition)
             if transition == Gst.StateChange.PAUSED_TO_READY:
                 self._ctx = self._codec_key = self._out_key = self._segment = self._next_pts = None
-                self._dts_heap.clear()
+                self._pending.clear()
                 self._interlaced = self._live = False
                 self._frame_threads, self._posted_latency = 1, 0
-                self._errors = self._packets = self._packets_in = self._frames = 0
+                self._errors = self._packets = self._packets_in = self._frames = self._seq = 0
             return ret
 
         def _fail(self, code: Any, text: str, debug: str) -> None:
