@@ -411,8 +411,10 @@ def _make_class(Gst: Any) -> Any:
                            "instead")
                 return Gst.FlowReturn.NOT_NEGOTIATED
             interlaced = bool(vf.interlaced_frame)
-            if interlaced:
+            if interlaced and not self._interlaced:
                 self._interlaced = True
+                log.warning("%s: field order unknown: GStreamer will treat these pictures as bottom field first; "
+                            "decode with avdec_h264 for top-field-first content", self.get_name())
             key = (gst_format, vf.width, vf.height, int(vf.color_range), int(vf.colorspace), int(vf.color_trc),
                    int(vf.color_primaries), self._fps, self._par, self._interlaced)
             # RECONFIGURE from downstream (a branch linked later, say) asks for a new ALLOCATION answer too. Read
@@ -443,6 +445,7 @@ def _make_class(Gst: Any) -> Any:
                 # no TFF: FFmpeg's H.264 decoder leaves the context's field_order unset (only its parser fills it)
                 # and PyAV does not expose the frame's top-field-first flag, so the field order is not known here
                 flags |= self._flag("INTERLACED")
+            self._announce_latency()  # before the buffer exists: nothing of ours to free if posting fails
             # one call builds the whole buffer with the GIL held (memories, keep-alive, meta, times, flags)
             if self._meta_ok:
                 planes: list[Any] = f.tensors  # FFmpegTensors
@@ -456,7 +459,6 @@ def _make_class(Gst: Any) -> Any:
                 buf = ng.video_frame_buffer([(out.ctypes.data, out.nbytes)], out, 0, 0, 0, None, pts, duration,
                                             flags)
             self._frames += 1
-            self._announce_latency()
             hook = self.on_frame
             if hook is not None:
                 try:
