@@ -664,14 +664,20 @@ def test_live_latency_adds_the_reorder_depth_and_is_announced(bframes: str):
         p.set_state(Gst.State.NULL)
 
 
-def test_automatic_thread_count_is_ffmpegs():
+def test_automatic_thread_count_is_ffmpegs(tmp_path):
     import av
 
     from interop.elements.gst_decoder import _frame_threads
 
-    cpus = len(os.sched_getaffinity(0))
+    # the count FFmpeg really picks once the decoder opens (thread_count=0, AUTO: as the element opens it)
     h264 = av.CodecContext.create("h264", "r")
-    assert _frame_threads(h264, False, 0) == (min(cpus + 1, 16) if cpus > 1 else 1)
+    h264.thread_type, h264.thread_count = "AUTO", 0
+    expected = _frame_threads(h264, False, 0)
+    packets = av.CodecContext.create("h264", "r").parse(Path(_bframes_h264(str(tmp_path / "bf.h264"), 2, False))
+                                                         .read_bytes())
+    for packet in packets[:4]:
+        h264.decode(packet)
+    assert h264.thread_count == expected
     assert _frame_threads(h264, False, 3) == 3
     assert _frame_threads(h264, True, 3) == 1  # slice threads hold nothing back
 
