@@ -24,7 +24,7 @@ from .base import PipelineError, PipelineTimeoutError, Source
 
 log = logging.getLogger("interop")
 
-#: every how many frames a read looks for LATENCY messages on the bus (also whenever a pull waits)
+#: every how many frames a read looks at the bus for LATENCY messages (also whenever a pull waits)
 LATENCY_EVERY = 16
 #: how often a blocked pull looks at the bus (seconds): an error upstream surfaces within this
 POLL = 0.05
@@ -36,28 +36,38 @@ def _check_timeout(timeout: object) -> float:
     return float(timeout)
 
 
-def apply_latency(pipeline: Any) -> None:
-    """What gst-launch does on a LATENCY message: the pipeline queries its latency again, so a live pipeline's sinks
-    take the new one (an element whose delay changed posts it, e.g. a decoder once it knows its reorder depth; the
-    bin does not act on it by itself)."""
+def poll_bus(pipeline: Any) -> PipelineError | None:
+    """The first ERROR message waiting on ``pipeline``'s bus as a PipelineError, or None; a LATENCY message met on
+    the way makes the pipeline query its latency again, as gst-launch does (an element whose delay changed posts it,
+    e.g. a decoder once it knows its reorder depth; the bin does not act on it by itself). One filter for both:
+    ``pop_filtered`` discards the messages of other types posted before the one it returns."""
     Gst = gst()
     bus = pipeline.get_bus()
-    if bus.pop_filtered(Gst.MessageType.LATENCY) is None:
-        return
-    while bus.pop_filtered(Gst.MessageType.LATENCY) is not None:  # one recalculation answers them all
-        pass
-    pipeline.recalculate_latency()
+    recalc, err = False, None
+    while err is None:
+        msg = bus.pop_filtered(Gst.MessageType.ERROR | Gst.MessageType.LATENCY)
+        if msg is None:
+            break
+        if msg.type == Gst.MessageType.LATENCY:
+            recalc = True
+        else:
+            err = _error_of(msg)
+    if recalc:
+        pipeline.recalculate_latency()
+    return err
+
+
+def _error_of(msg: Any) -> PipelineError:
+    err, debug = msg.parse_error()
+    src = msg.src.get_name() if msg.src is not None else "pipeline"
+    return PipelineError(f"GStreamer error from {src}: {err.message}" + (f" ({debug})" if debug else ""))
 
 
 def bus_error(pipeline: Any) -> PipelineError | None:
     """The first ERROR message waiting on ``pipeline``'s bus as a PipelineError, or None."""
     Gst = gst()
     msg = pipeline.get_bus().pop_filtered(Gst.MessageType.ERROR)
-    if msg is None:
-        return None
-    err, debug = msg.parse_error()
-    src = msg.src.get_name() if msg.src is not None else "pipeline"
-    return PipelineError(f"GStreamer error from {src}: {err.message}" + (f" ({debug})" if debug else ""))
+    return None if msg is None else _error_of(msg)
 
 
 def parse(description: str) -> Any:
@@ -147,6 +157,7 @@ class AppSinkSource(Source):
         self.pipeline = p
         self.sink = sink
         self.frames = 0
+        self._error: PipelineError | None = None  # found on the bus while frames still came
         self._started = False
         self._closed = False
         self._eos = False
@@ -190,11 +201,10 @@ class AppSinkSource(Source):
             sample = self.sink.emit("try-pull-sample", int(POLL * Gst.SECOND))
             if sample is not None:
                 self.frames += 1
-                if self.frames % LATENCY_EVERY == 1:
-                    apply_latency(self.pipeline)
+                if self.frames % LATENCY_EVERY == 1 and self._error is None:
+                    self._error = poll_bus(self.pipeline)  # raised once the frames before it are read
                 return wrap_sample(sample)
-            apply_latency(self.pipeline)
-            err = bus_error(self.pipeline)
+            err, self._error = self._error or poll_bus(self.pipeline), None
             if err is not None:
                 self.close()
                 raise err
