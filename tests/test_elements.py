@@ -92,6 +92,27 @@ def test_a_latency_message_makes_the_live_pipeline_take_the_new_latency():
         src.close()
 
 
+def test_an_error_while_a_live_source_goes_on_is_raised_after_the_held_frames():
+    """An ERROR posted while frames keep coming (a live source, another branch failing) is raised within the frames
+    the appsink held when it was found, not left for a pull that waits (which a live source may never give)."""
+    Gst = gst()
+    from gi.repository import GLib
+
+    src = AppSinkSource("videotestsrc is-live=true ! video/x-raw,format=I420,width=64,height=48,framerate=30/1 ! "
+                        "tee name=t ! queue ! appsink  t. ! queue ! fakesink name=f", timeout=5)
+    n = 0
+    with pytest.raises(PipelineError, match="boom") as e:
+        for _ in src:
+            n += 1
+            if n == 2:
+                f = src.pipeline.get_by_name("f")
+                err = GLib.Error.new_literal(Gst.StreamError.quark(), "boom", int(Gst.StreamError.FAILED))
+                f.post_message(Gst.Message.new_error(f, err, "posted by the test"))
+            assert n < 200, "the error was never raised"
+    assert n <= 2 + 2 * LATENCY_EVERY + src.max_buffers, n
+    assert isinstance(e.value, InteropError)
+
+
 def test_bus_error_is_typed():
     with pytest.raises(PipelineError, match="No such file") as e:
         list(frames("filesrc location=/nonexistent/clip.mp4 ! qtdemux ! appsink"))

@@ -5,7 +5,8 @@ without a copy). The appsink's pad answers the ALLOCATION query with GstVideoMet
 over its padded buffers instead of copying them into tight ones. A bus ERROR raises PipelineError with
 GStreamer's text; EOS ends the iteration; no frame, EOS or error within ``timeout`` seconds raises
 PipelineTimeoutError. A LATENCY message (an element whose delay changed) makes the pipeline query its latency
-again, as gst-launch does. ``frames(pipeline, timeout)`` is the one-call form (what ``interop run gst:...`` uses).
+again, as gst-launch does. The source reads its pipeline's bus for those two (when a pull waits, and every
+``LATENCY_EVERY`` frames): other messages posted there are dropped, as ``Gst.Bus.pop_filtered`` drops them. ``frames(pipeline, timeout)`` is the one-call form (what ``interop run gst:...`` uses).
 """
 
 from __future__ import annotations
@@ -158,6 +159,7 @@ class AppSinkSource(Source):
         self.sink = sink
         self.frames = 0
         self._error: PipelineError | None = None  # found on the bus while frames still came
+        self._error_at = 0  # ... raised by the read after this many frames
         self._started = False
         self._closed = False
         self._eos = False
@@ -198,11 +200,19 @@ class AppSinkSource(Source):
         Gst = gst()
         deadline = time.monotonic() + seconds
         while True:
+            held = self._error
+            if held is not None and self.frames >= self._error_at:
+                self._error = None
+                self.close()
+                raise held
             sample = self.sink.emit("try-pull-sample", int(POLL * Gst.SECOND))
             if sample is not None:
                 self.frames += 1
                 if self.frames % LATENCY_EVERY == 1 and self._error is None:
-                    self._error = poll_bus(self.pipeline)  # raised once the frames before it are read
+                    self._error = poll_bus(self.pipeline)
+                    # raised once the frames the appsink held when it was found are read (a live source may go on
+                    # producing: it is not left for a pull that waits)
+                    self._error_at = self.frames + self.max_buffers
                 return wrap_sample(sample)
             err, self._error = self._error or poll_bus(self.pipeline), None
             if err is not None:

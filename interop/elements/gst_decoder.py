@@ -483,7 +483,9 @@ def _make_class(Gst: Any) -> Any:
                         # it: what is still pending from before it gave no picture (joined mid-GOP, errors)
                         for k in [k for k in pending if k < seq]:
                             del pending[k]
-                    self._forget_ghosts(self._seq - 1, self._delay_frames() + 2, keep=seq)
+                    # overdue: the delay counts pictures and a field-coded picture is two packets (the second's
+                    # entry is never claimed), so the window is twice the delay, as the pending bound
+                    self._forget_ghosts(self._seq - 1, 2 * (self._delay_frames() + 1), keep=seq)
                 if pending:
                     low = min(pending, key=pending.__getitem__)
                     pts = pending[low]
