@@ -382,12 +382,23 @@ def _samples(desc: str, meta: bool = True) -> tuple[list, Any]:
     return out, msg and msg.parse_error()[0].message
 
 
-def test_byte_stream_pts_equal_avdec_h264s(bytestream854: str):
-    pts = {}
+def _samples_by_decoder(desc: str, frames: int, meta: bool = True) -> dict[str, list[Any]]:
+    """The samples of ``desc`` (a pipeline string with ``{dec}`` where the decoder goes) with avdec_h264 and with
+    interopdec, each run to EOS without an error and giving ``frames`` pictures."""
+    out = {}
     for dec in ("avdec_h264", NAME):
-        samples, err = _samples(f"filesrc location={bytestream854} ! h264parse ! {dec} ! appsink name=s")
-        assert err is None and len(samples) == 40
-        pts[dec] = [s.get_buffer().pts for s in samples]
+        samples, err = _samples(desc.format(dec=dec), meta=meta)
+        assert err is None and len(samples) == frames, (dec, err, len(samples))
+        out[dec] = samples
+    return out
+
+
+def _pts_by_decoder(desc: str, frames: int) -> dict[str, list[int]]:
+    return {dec: [s.get_buffer().pts for s in ss] for dec, ss in _samples_by_decoder(desc, frames).items()}
+
+
+def test_byte_stream_pts_equal_avdec_h264s(bytestream854: str):
+    pts = _pts_by_decoder(f"filesrc location={bytestream854} ! h264parse ! {{dec}} ! appsink name=s", 40)
     assert pts[NAME] == pts["avdec_h264"]
     assert all(0 < b - a <= 33_333_334 for a, b in zip(pts[NAME], pts[NAME][1:])) and pts[NAME][0] == 0
 
@@ -465,9 +476,8 @@ def test_live_upstream_gets_slice_threads_and_no_frame_delay(bytestream854: str)
 
 def test_caps_interlace_mode_and_chroma_site_equal_avdec_h264s(clip854: str):
     fields = {}
-    for dec in ("avdec_h264", NAME):
-        samples, err = _samples(f"filesrc location={clip854} ! qtdemux ! h264parse ! {dec} ! appsink name=s")
-        assert err is None and samples
+    for dec, samples in _samples_by_decoder(f"filesrc location={clip854} ! qtdemux ! h264parse ! {{dec}} ! "
+                                            "appsink name=s", 40).items():
         st = samples[0].get_caps().get_structure(0)
         fields[dec] = (st.get_string("interlace-mode"), st.get_string("chroma-site"))
     assert fields[NAME] == fields["avdec_h264"] == ("progressive", "mpeg2")
@@ -491,12 +501,10 @@ def test_copy_path_zeroes_the_padding_and_is_metered(clip854: str):
 
 
 def test_videoconvert_reads_the_several_memory_video_meta_like_avdec_h264s(clip854: str):
-    rgb = {}
-    for dec in ("avdec_h264", NAME):
-        samples, err = _samples(f"filesrc location={clip854} ! qtdemux ! h264parse ! {dec} ! videoconvert ! "
-                                "video/x-raw,format=RGB ! appsink name=s", meta=False)
-        assert err is None and len(samples) == 40
-        rgb[dec] = [s.get_buffer().extract_dup(0, s.get_buffer().get_size()) for s in samples]
+    rgb = {dec: [s.get_buffer().extract_dup(0, s.get_buffer().get_size()) for s in samples]
+           for dec, samples in _samples_by_decoder(f"filesrc location={clip854} ! qtdemux ! h264parse ! {{dec}} ! "
+                                                   "videoconvert ! video/x-raw,format=RGB ! appsink name=s", 40,
+                                                   meta=False).items()}
     stride = (854 * 3 + 3) // 4 * 4
     for a, b in zip(rgb["avdec_h264"], rgb[NAME]):
         x = np.frombuffer(a, np.uint8).reshape(480, stride)[:, :854 * 3]
@@ -628,11 +636,7 @@ def bframes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 def test_b_frame_byte_stream_pts_equal_avdec_h264s(bframes: str):
     # h264parse gives a byte stream's buffers a DTS only; the pictures' pts are the DTS in increasing order, not the
     # DTS of the packet that released each picture (late by the reorder depth)
-    pts = {}
-    for dec in ("avdec_h264", NAME):
-        samples, err = _samples(f"filesrc location={bframes} ! h264parse ! {dec} max-threads=2 ! appsink name=s")
-        assert err is None and len(samples) == 30
-        pts[dec] = [s.get_buffer().pts for s in samples]
+    pts = _pts_by_decoder(f"filesrc location={bframes} ! h264parse ! {{dec}} max-threads=2 ! appsink name=s", 30)
     assert pts[NAME] == pts["avdec_h264"]
     assert pts[NAME][0] == 0 and all(0 < b - a <= 33_333_334 for a, b in zip(pts[NAME], pts[NAME][1:]))
 
@@ -805,6 +809,5 @@ def test_joining_mid_gop_byte_stream_pts_equal_avdec_h264s(tmp_path, threads: in
 def test_many_frame_threads_byte_stream_pts_equal_avdec_h264s(tmp_path):
     # 100 frame threads hold back 100 pictures: every one of their DTS must still be there when they come out
     path = _keyint10_h264(str(tmp_path / "long.h264"), frames=150, keyint=250)
-    pts = {dec: [s.get_buffer().pts for s in _samples(f"filesrc location={path} ! h264parse ! {dec} max-threads=100 "
-                                                       "! appsink name=s")[0]] for dec in ("avdec_h264", NAME)}
-    assert len(pts[NAME]) == 150 and pts[NAME] == pts["avdec_h264"]
+    pts = _pts_by_decoder(f"filesrc location={path} ! h264parse ! {{dec}} max-threads=100 ! appsink name=s", 150)
+    assert pts[NAME] == pts["avdec_h264"]
