@@ -31,12 +31,12 @@ from typing import Any
 import numpy as np
 
 from ..backends import require
-from ..errors import BackendUnavailableError, InteropError, UnsupportedFormatError
+from ..errors import InteropError, UnsupportedFormatError
 from ..info import TensorInfo
 from ..meter import record_copy
 from ..native import gst as ng
 from ..tensors.ffmpeg import wrap_video_frame
-from ..tensors.gst import GST_FORMAT_NAMES, gst
+from ..tensors.gst import GST_FORMAT_NAMES, gst, gst_video
 
 log = logging.getLogger("interop")
 
@@ -68,21 +68,6 @@ _MAX_AUTO_THREADS = 16
 _TYPE_NAME = "InteropDec"
 _registered: list[Any] = []
 _register_lock = threading.Lock()
-_gobject: list[Any] = []
-
-
-def _gst_video() -> Any:
-    gst()  # GStreamer loaded and initialised before its video library's bindings
-    try:
-        import gi
-
-        gi.require_version("GstVideo", "1.0")
-        from gi.repository import GstVideo  # type: ignore[import-not-found]
-    except (ImportError, ValueError) as e:
-        raise BackendUnavailableError(
-            f"GStreamer's video introspection data is missing ({e}): install gir1.2-gst-plugins-base-1.0 "
-            f"(tests/prepare.d/gstreamer.sh prints the apt command)", backend="gst", extra="gst") from e
-    return GstVideo
 
 
 def register(rank: Any = None) -> Any:
@@ -90,7 +75,7 @@ def register(rank: Any = None) -> Any:
     ``Gst.Rank``, default NONE: only used where named) above ``Gst.Rank.PRIMARY`` makes decodebin/playbin prefer it
     to avdec_h264. Calling it again with another rank changes the factory's rank."""
     Gst = gst()
-    _gst_video()  # what output caps need: missing, it fails here rather than on the streaming thread
+    gst_video()  # what output caps need: missing, it fails here rather than on the streaming thread
     rank = Gst.Rank.NONE if rank is None else rank
     with _register_lock:
         if not _registered:
@@ -260,7 +245,7 @@ def _make_class(Gst: Any) -> Any:
             self._frame_threads = _frame_threads(ctx, self._live, int(self.max_threads))
 
         def _output_caps(self, vf: Any, gst_format: str) -> Any:
-            GstVideo = _gst_video()
+            GstVideo = gst_video()
             w, h = vf.width, vf.height
             c = GstVideo.VideoColorimetry()
             c.from_string("bt709" if h >= 720 else "bt601")  # GStreamer's default for the size
@@ -514,7 +499,7 @@ def _make_class(Gst: Any) -> Any:
         def _flag(self, name: str) -> int:
             flag = self._buffer_flags.get(name)
             if flag is None:
-                enum = Gst.BufferFlags if name == "DELTA_UNIT" else _gst_video().VideoBufferFlags
+                enum = Gst.BufferFlags if name == "DELTA_UNIT" else gst_video().VideoBufferFlags
                 flag = self._buffer_flags[name] = int(getattr(enum, name))
             return flag
 

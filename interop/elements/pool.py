@@ -35,7 +35,7 @@ from ..errors import InteropError
 from ..frame import Frame
 from ..native import gst as ng
 from ..tensors.dma import FramePool, PoolClosedError, PoolTimeoutError, aligned_pitches, buffers_of
-from ..tensors.gst import GST_FORMATS, gst
+from ..tensors.gst import GST_FORMATS, gst, gst_video
 from ..types import FrameFormat
 
 log = logging.getLogger("interop")
@@ -214,11 +214,7 @@ class GstFramePool:
     # -- the Gst.BufferPool's virtual methods (streaming threads) -------------------------------------------
     def _configure(self, config: Any) -> bool:
         Gst = gst()
-        import gi
-
-        gi.require_version("GstVideo", "1.0")
-        from gi.repository import GstVideo
-
+        GstVideo = gst_video()
         ok, caps, _size, min_buffers, _max = Gst.BufferPool.config_get_params(config)
         if not ok or caps is None:
             return False

@@ -29,6 +29,7 @@ from ..backends import (
 )
 from ..context import Context, register_default_context
 from ..errors import (
+    BackendUnavailableError,
     CopyRequiredError,
     InteropError,
     InvalidTensorError,
@@ -90,6 +91,21 @@ def gst() -> Any:
     ng.libs()
     _gst.append(Gst)
     return Gst
+
+
+def gst_video() -> Any:
+    """``gi.repository.GstVideo`` (GStreamer initialised first); BackendUnavailableError naming the package when its
+    introspection data is missing."""
+    gst()
+    try:
+        gi = _import_gi()
+        gi.require_version("GstVideo", "1.0")
+        from gi.repository import GstVideo
+    except (ImportError, ValueError) as e:
+        raise BackendUnavailableError(
+            f"GStreamer's video introspection data is missing ({e}): install gir1.2-gst-plugins-base-1.0 "
+            f"(tests/prepare.d/gstreamer.sh prints the apt command)", backend="gst", extra="gst") from e
+    return GstVideo
 
 
 class NotWritableError(CopyRequiredError, BufferError):
