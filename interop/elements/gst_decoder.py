@@ -144,6 +144,8 @@ def _make_class(Gst: Any) -> Any:
     GObject = require("gi.repository.GObject", "gst")
     av = require("av", "ffmpeg")
     FFmpegError = av.error.FFmpegError
+    DELTA_UNIT = int(Gst.BufferFlags.DELTA_UNIT)
+    INTERLACED = int(gst_video().VideoBufferFlags.INTERLACED)
 
     class InteropDec(Gst.Element):  # type: ignore[misc]
         """The element (see the module's docstring). Properties: ``max-threads`` (FFmpeg decoder threads, 0 =
@@ -200,7 +202,6 @@ def _make_class(Gst: Any) -> Any:
             self._frame_threads = 1  # FFmpeg's frame threads in the current decoder (1: none, slice threads or one)
             self._posted_latency = 0  # the delay the LATENCY answer adds, as last announced
             self._fmt_code = 0
-            self._buffer_flags: dict[str, int] = {}
 
         # ---- negotiation ------------------------------------------------------------------------------------
 
@@ -425,11 +426,11 @@ def _make_class(Gst: Any) -> Any:
                 duration = _NONE
             self._last_duration = duration
             self._next_pts = pts + duration if pts != _NONE and duration != _NONE else None
-            flags = 0 if vf.key_frame else self._flag("DELTA_UNIT")
+            flags = 0 if vf.key_frame else DELTA_UNIT
             if interlaced:
                 # no TFF: FFmpeg's H.264 decoder leaves the context's field_order unset (only its parser fills it)
                 # and PyAV does not expose the frame's top-field-first flag, so the field order is not known here
-                flags |= self._flag("INTERLACED")
+                flags |= INTERLACED
             self._announce_latency()  # before the buffer exists: nothing of ours to free if posting fails
             # one call builds the whole buffer with the GIL held (memories, keep-alive, meta, times, flags)
             if self._meta_ok:
@@ -473,15 +474,11 @@ def _make_class(Gst: Any) -> Any:
                     self._forget_ghosts(self._seq - 1, 2 * (self._delay_frames() + 1), keep=seq)
                 if pending:
                     low = min(pending, key=pending.__getitem__)
-                    pts = pending[low]
+                    pts = pending.pop(low)
                     # as GstVideoDecoder: this picture leaves with the lowest timestamp, and its own passes to the
                     # packet that held the lowest
                     if seq is not None and seq in pending:
                         pending[low] = pending.pop(seq)
-                        if low == seq:
-                            del pending[low]
-                    else:
-                        del pending[low]
                     return pts
                 return self._next_pts if self._next_pts is not None else _NONE
             tb = vf.time_base
@@ -495,13 +492,6 @@ def _make_class(Gst: Any) -> Any:
             if pending and min(pending) < last - window:
                 for k in [k for k in pending if k < last - window and k != keep]:
                     del pending[k]
-
-        def _flag(self, name: str) -> int:
-            flag = self._buffer_flags.get(name)
-            if flag is None:
-                enum = Gst.BufferFlags if name == "DELTA_UNIT" else gst_video().VideoBufferFlags
-                flag = self._buffer_flags[name] = int(getattr(enum, name))
-            return flag
 
         def _tight_copy(self, f: Any) -> Any:
             """GStreamer's default layout of ``f`` in a new allocation (downstream cannot read FFmpeg's pitches),
