@@ -91,6 +91,10 @@ def test_register_is_idempotent_and_parse_launch_finds_it():
     assert Gst.parse_launch(f"fakesrc ! {NAME} ! fakesink") is not None
 
 
+def _mark(pts: int) -> int:
+    return 1 + (pts // 33_333_333) % 250
+
+
 def test_buffers_are_ffmpegs_frames_at_854x480(clip854: str):
     src = _source(clip854)
     dec = src.pipeline.get_by_name("dec")
@@ -99,7 +103,10 @@ def test_buffers_are_ffmpegs_frames_at_854x480(clip854: str):
     metas: dict[int, ng.VideoLayout] = {}
 
     def on_frame(vf, buf):  # the element's test hook: the AVFrame behind the buffer (a GstBuffer*)
-        planes[ng.buffer_times(buf)[0]] = [(p.buffer_ptr, p.buffer_size, p.line_size) for p in vf.planes]
+        pts = ng.buffer_times(buf)[0]
+        planes[pts] = [(p.buffer_ptr, p.buffer_size, p.line_size) for p in vf.planes]
+        # a write through FFmpeg's own plane (a finished picture: the decoder no longer writes it) ...
+        np.frombuffer(vf.planes[0], np.uint8)[0] = _mark(pts)
 
     def probe(pad, info):
         b = info.get_buffer()
@@ -116,6 +123,7 @@ def test_buffers_are_ffmpegs_frames_at_854x480(clip854: str):
             with interop.map(f, MemoryType.CPU) as c:
                 ptrs = [t.data_ptr for t in c.tensors]
                 assert ptrs == [p for p, _ in pushed[f.pts]]  # the very memory the decoder pushed
+                assert np.asarray(c.tensors[0])[0, 0] == _mark(f.pts)  # ... read through the mapped sample
                 for t, (ptr, size, line) in zip(c.tensors, planes[f.pts]):
                     assert ptr <= t.data_ptr and t.data_ptr + t.info.extent <= ptr + size  # inside the AVFrame's plane
                     assert t.info.strides[0] == line
