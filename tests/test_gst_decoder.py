@@ -298,6 +298,12 @@ def test_downstream_without_video_meta_gets_the_default_layout_counted(clip854: 
         p.set_state(Gst.State.NULL)
 
 
+@pytest.mark.parametrize("rank", ["high", 1.5, -1, True])
+def test_a_bad_rank_is_a_typed_error(rank: object):
+    with pytest.raises(interop.InteropError, match="rank must be"):
+        register(rank)
+
+
 def test_decodebin_prefers_it_by_rank(clip854: str):
     try:
         register(rank=Gst.Rank.PRIMARY + 1)

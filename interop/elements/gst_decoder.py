@@ -77,6 +77,9 @@ def register(rank: Any = None) -> Any:
     Gst = gst()
     gst_video()  # what output caps need: missing, it fails here rather than on the streaming thread
     rank = Gst.Rank.NONE if rank is None else rank
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank <= 0xFFFFFFFF:
+        raise InteropError(f"rank must be a Gst.Rank or an int from 0 (NONE) up, e.g. Gst.Rank.PRIMARY + 1, "
+                           f"not {rank!r}")
     with _register_lock:
         if not _registered:
             cls = _make_class(Gst)
