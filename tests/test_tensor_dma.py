@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import socket
@@ -160,6 +161,49 @@ def test_frame_pool_acquire_release_and_exhaustion():
     n = live_buffers()
     pool.close()
     assert live_buffers() == n - 2
+
+
+def test_pool_frames_are_what_the_checked_constructors_build():
+    """acquire() builds its planes unchecked over one shared hold of the buffer: each plane and the frame carry
+    what DMATensor() / dma_frame() give for the same layout (every attribute, the same handles and values)."""
+    from interop.tensors.dma import _frame_on
+
+    pool = FramePool(FrameFormat.I420, 70, 46, 2)
+    f = pool.acquire()
+    buf = f[0].buffer
+    checked = _frame_on(buf, pool.format, pool.width, pool.height, pool.offsets, pool.pitches, pool.context,
+                        infos=pool.infos)
+    assert {k for k in vars(checked) if not hasattr(f, k)} == set()
+    assert (f.format, f.width, f.height, f.context, f.native, f.pts, f.colorspace, f.metadata) == \
+        (checked.format, checked.width, checked.height, checked.context, None, None, None, {"pool_slot": 0})
+    for fast, slow in zip(f.tensors, checked.tensors):
+        assert {k for k in vars(slow) if not hasattr(fast, k)} <= {"_finalizer", "_hooks"}  # class defaults there
+        assert (fast.info, fast.context, fast.writable, fast.buffer) == \
+            (slow.info, slow.context, slow.writable, slow.buffer)
+        assert [fast.handle(k) for k in DMATensor.HANDLE_KEYS] == [slow.handle(k) for k in DMATensor.HANDLE_KEYS]
+    checked.release()
+    f.release()
+    assert pool.free_count == 2
+    pool.close()
+
+
+def test_pool_frame_goes_back_once_its_planes_and_every_view_are_gone():
+    """The planes share one hold on the buffer: dropping the frame unreleased gives it back (reference counting),
+    and a CPU view of a plane (the cached-mapping path, from the second map of the buffer on) keeps it out until
+    the view is gone; a write through the view is read through the producer's own mapping."""
+    pool = FramePool(FrameFormat.NV12, 64, 48, 1)
+    for _ in range(2):  # the second map of the buffer takes the cached path (the fd takes no sync ioctl)
+        f = pool.acquire()
+        y = np.asarray(interop.map(f[0], MemoryType.CPU, mode=interop.AccessMode.WRITE))
+        y[3, 5] = 77
+        m = f[0].buffer.mapping(False)
+        assert ctypes.c_uint8.from_address(m.address + pool.offsets[0] + 3 * pool.pitches[0] + 5).value == 77
+        assert y.ctypes.data == f[0].buffer.mapping(True).address + pool.offsets[0]  # the pool's memory, no copy
+        del f, m
+        assert pool.free_count == 0  # the view holds the frame's buffer
+        del y
+        assert pool.free_count == 1
+    pool.close()
 
 
 # ---- bad input: each a typed error saying what to do ------------------------------------------------------

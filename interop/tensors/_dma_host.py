@@ -43,9 +43,9 @@ def map_dma_to_host(t: Tensor, mode: AccessMode, *, writable_alias: bool = False
         t = cast(DMATensor, t)
         buf = t._buffer
         if buf.syncable is False and not t._released and not buf._closed and t._drm_modifier in _LINEAR:
-            # A received frame's plane over a buffer with nothing to synchronise (a memfd): the view holds the
-            # frame's lease, which ends the frame's use of the buffer (and sends its DONE) when the last plane and
-            # view are gone. No use count, no finaliser, no ioctl per view; the mapping and the plane's interface
+            # A received or pool frame's plane over a buffer with nothing to synchronise (a memfd): the view holds
+            # the frame's lease, which ends the frame's use of the buffer (and sends a received frame's DONE) when
+            # the last plane and view are gone. No use count, no finaliser, no ioctl per view; the mapping and the plane's interface
             # are the buffer's, made once.
             write = mode.writes
             rw = write or (writable_alias and buf.fd_writable)

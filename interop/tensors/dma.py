@@ -19,7 +19,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -402,7 +402,7 @@ class DMATensor(Tensor):
     """
 
     memory_type = MemoryType.DMA
-    #: a received frame's hold on its buffers (see BufferLease); None for every other DMA tensor
+    #: a received or pool frame's hold on its buffers (see BufferLease); None for every other DMA tensor
     _lease: BufferLease | None = None
     HANDLE_KEYS = {"dma_fd": "fd", "offset": "offset", "drm_modifier": "drm_modifier",
                    "drm_fourcc": "drm_fourcc", "size": "size", "pitch": "pitch"}
@@ -536,11 +536,13 @@ def trusted_plane(buffer: DMABuffer, info: TensorInfo, offset: int, drm_fourcc: 
 
 
 class BufferLease:
-    """A received frame's one hold on its buffers, shared by its planes and by every CPU view mapped from them.
+    """A frame's one hold on its buffers (a received frame's, or a FramePool frame's), shared by its planes and by
+    every CPU view mapped from them.
 
     It uses each buffer once (so a FORGET or a closed receiver keeps the fd while the frame is held) and, when the
     last plane or view lets go of it (release() drops a plane's reference; reference counting does the rest), ends
-    those uses and calls ``done(token)`` once (the DONE to the producer). It is a plain object with ``__del__``: a
+    those uses and calls ``done(token)`` once (the DONE to the producer; nothing for a pool frame, whose buffer's
+    free callback gives it back to the pool). It is a plain object with ``__del__``: a
     frame costs no finaliser registration. Not during interpreter shutdown: a DONE then would let the producer
     reuse a buffer a daemon thread of ours may still be reading."""
 
@@ -574,6 +576,10 @@ class BufferLease:
 
 _finalizing = sys.is_finalizing
 _log = logging.getLogger("interop")
+
+
+def _no_done(token: int) -> None:
+    """A pool frame's lease ends with nothing to send: the buffer's own free callback gives it back."""
 
 
 def leased_planes(lease: BufferLease, specs: Sequence[tuple[int, TensorInfo, int, int]], fourcc: int,
@@ -898,6 +904,10 @@ class FramePool:
         # before by identity
         self.infos = tuple(plane_infos(format, width, height, list(self.pitches)))
         self.buffer_size = self.marker_offset + MARKER_SIZE
+        for info, off in zip(self.infos, self.offsets):  # what DMATensor() checks, once: acquire() builds unchecked
+            _check_layout(self.buffer_size, off, info, "a pool buffer")
+        self._specs = tuple((0, info, off, nd.DRM_FORMAT_MOD_LINEAR) for info, off in zip(self.infos, self.offsets))
+        self._fourcc = DRM_FOURCC.get(format, 0)
         self._cond = threading.Condition()
         self._free: list[int] = []
         self._closed = False
@@ -960,15 +970,18 @@ class FramePool:
             slot._held_pool = self
         try:
             write_marker(buf.mapping(True).address, self.marker_offset, MARKER_WRITING, seq)
-            f = _frame_on(buf, self.format, self.width, self.height, self.offsets, self.pitches, self.context,
-                          infos=self.infos)
+            # The layout was checked when the pool was made: the planes are built unchecked and share one hold on
+            # the buffer (no use count and no finaliser per plane), as a received frame's do. The buffer is free
+            # again when the last plane, and every CPU view mapped from them, is gone (and each consumer let go).
+            lease = BufferLease((buf,), _no_done, i)
+            planes = leased_planes(lease, self._specs, self._fourcc, self.context)
         except BaseException:
             if buf.users == 0:
                 slot._held_pool = None
                 self._give_back(i)
             raise
-        f.metadata["pool_slot"] = i
-        return f
+        return Frame._unchecked(cast("list[Tensor]", planes), self.format, self.width, self.height, self.context, None,
+                                {"pool_slot": i})
 
     def commit(self, frame: Frame) -> int:
         """Mark ``frame``'s buffer complete (after the payload is written). Returns its sequence number."""
