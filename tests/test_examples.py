@@ -53,7 +53,8 @@ ELSEWHERE = {"gst_infer.py": "test_example_gst_infer.py"}
 
 
 def test_every_example_is_covered() -> None:
-    covered = {"decode_infer.py", "opencl_preprocess.py", "dma_producer.py", "dma_consumer.py", *TIER_B, *ELSEWHERE}
+    covered = {"decode_infer.py", "opencl_preprocess.py", "dma_producer.py", "dma_consumer.py", "many_streams.py",
+               *TIER_B, *ELSEWHERE}
     assert {p.name for p in EXAMPLES.glob("*.py")} == covered  # a new example gets a test here
     for example, module in ELSEWHERE.items():
         assert f'"{example}"' in (ROOT / "tests" / module).read_text(), f"tests/{module} does not run {example}"
@@ -71,6 +72,31 @@ def test_decode_infer_on_an_odd_size(tmp_path: Path) -> None:
     _needs_or_skip(p)
     assert p.returncode == 0, p.stderr
     assert p.stdout.count("text boxes") == 2
+
+
+def test_many_streams_example_gives_each_stream_the_single_stream_boxes(tmp_path: Path) -> None:
+    """Two odd-size streams and one that cannot be opened: the good ones finish with the boxes `interop.pipeline.run`
+    finds on the same clip, the bad one ends with its error, nothing is copied in the inference process, and the
+    exit status says a stream failed."""
+    from interop.clip import encode, render
+
+    odd = str(tmp_path / "odd_text.mkv")  # the bundled clip's text pattern at 853x479 (FFV1 keeps odd sizes)
+    encode(odd, 3, 853, 479, codec="ffv1", pattern=lambda i, w, h: render(i, w, h), array_format="bgr24")
+    p = _example("many_streams.py", odd, str(tmp_path / "missing.mp4"), odd, "--frames", "3")
+    _needs_or_skip(p)
+    assert p.returncode == 1, p.stderr
+    from interop.pipeline import run
+
+    single = run(odd, frames=3)
+    boxes = sum(len(single.boxes.get(i, [])) for i in range(single.frames))
+    assert boxes > 0  # the pattern has text: the comparison below says something
+    lines = p.stdout.splitlines()
+    for k in (0, 2):
+        assert any(ln.startswith(f"stream {k} {odd}: 3 frames, {boxes} text boxes, 3 counted copies in its worker")
+                   for ln in lines), p.stdout
+    assert any(ln.startswith("stream 1 ") and "0 frames" in ln and "ended early: VideoInputError" in ln
+               for ln in lines), p.stdout
+    assert "copies in this process 0" in p.stdout and "[stream 0] 3/3 frames" in p.stdout
 
 
 def test_opencl_preprocess_on_an_odd_size(tmp_path: Path) -> None:
