@@ -9,7 +9,6 @@ normalisation run inside the model. Usage:
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 
 import interop
@@ -22,10 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("video", nargs="?", default=None)
     ap.add_argument("--frames", type=int, default=30)
     args = ap.parse_args(argv)
-    ok, where = textdet.model_status()
-    need = ("PyAV: pip install '.[ffmpeg]'" if importlib.util.find_spec("av") is None else
-            "OpenVINO: pip install '.[openvino]'" if importlib.util.find_spec("openvino") is None else
-            None if ok else f"the text-detection model, {where}")
+    need = textdet.missing_for_detection("av")
     if need:
         print(f"decode_infer: cannot run here: needs {need}", file=sys.stderr)
         return 2

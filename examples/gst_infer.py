@@ -12,7 +12,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 
@@ -42,10 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="gst_infer.mp4")
     ap.add_argument("--frames", type=int, default=0, help="stop after N frames (0: all)")
     args = ap.parse_args(argv)
-    ok, where = textdet.model_status()
-    need = ("PyGObject: pip install '.[gst]'" if importlib.util.find_spec("gi") is None else
-            "OpenVINO: pip install '.[openvino]'" if importlib.util.find_spec("openvino") is None else
-            None if ok else f"the text-detection model, {where}")
+    need = textdet.missing_for_detection("gi")
     if need:
         print(f"gst_infer: cannot run here: needs {need}", file=sys.stderr)
         return 2

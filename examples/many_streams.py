@@ -13,7 +13,6 @@ Without a video it runs the bundled clip twice. Exit status 1 when a stream fail
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 import threading
 
@@ -26,10 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("videos", nargs="*")
     ap.add_argument("--frames", type=int, default=60, help="frames per stream at most")
     args = ap.parse_args(argv)
-    ok, where = textdet.model_status()
-    need = ("PyAV: pip install '.[ffmpeg]'" if importlib.util.find_spec("av") is None else
-            "OpenVINO: pip install '.[openvino]'" if importlib.util.find_spec("openvino") is None else
-            None if ok else f"the text-detection model, {where}")
+    need = textdet.missing_for_detection("av")
     if need:
         print(f"many_streams: cannot run here: needs {need}", file=sys.stderr)
         return 2

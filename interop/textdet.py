@@ -70,6 +70,20 @@ def model_status() -> tuple[bool, str]:
         return False, f"not installed: run `interop models install` ({' '.join(install_command('python')[1:])})"
 
 
+#: the frame sources an example or tool may decode with: module, what to install
+SOURCES = {"av": "PyAV: pip install '.[ffmpeg]'", "gi": "PyGObject: pip install '.[gst]'"}
+
+
+def missing_for_detection(source: str) -> str | None:
+    """What text detection on frames of ``source`` (a SOURCES key) lacks here, as "needs ..." says it, or None."""
+    if importlib.util.find_spec(source) is None:
+        return SOURCES[source]
+    if importlib.util.find_spec("openvino") is None:
+        return "OpenVINO: pip install '.[openvino]'"
+    ok, where = model_status()
+    return None if ok else f"the text-detection model, {where}"
+
+
 def compile_config(device: str, precision: str | None) -> dict[str, Any] | None:
     """OpenVINO compile properties for the detector on ``device`` (the one picked: "CPU", "CPU:0", "NPU", ...):
     the precision asked for, and on the CPU one stream per physical core (the THROUGHPUT hint picks fewer at f32 on
