@@ -25,6 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("videos", nargs="*")
     ap.add_argument("--frames", type=int, default=60, help="frames per stream at most")
     args = ap.parse_args(argv)
+    if args.frames < 1:
+        ap.error(f"--frames must be at least 1, not {args.frames}")
     need = textdet.missing_for_detection("av")
     if need:
         print(f"many_streams: cannot run here: needs {need}", file=sys.stderr)

@@ -97,6 +97,8 @@ def test_many_streams_example_gives_each_stream_the_single_stream_boxes(tmp_path
     assert any(ln.startswith("stream 1 ") and "0 frames" in ln and "ended early: VideoInputError" in ln
                for ln in lines), p.stdout
     assert "copies in this process 0" in p.stdout and "[stream 0] 3/3 frames" in p.stdout
+    bad = _example("many_streams.py", odd, "--frames", "0")  # a usage error, not a traceback
+    assert bad.returncode == 2 and "--frames must be at least 1" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_opencl_preprocess_on_an_odd_size(tmp_path: Path) -> None:

@@ -569,7 +569,7 @@ class BufferLease:
                 self.done(self.token)
         except Exception:  # __del__ must not raise (Python would print it); the library logs instead
             try:
-                _log.exception("ending a received frame's hold on its buffers failed")
+                _log.exception("ending a frame's hold on its buffers failed")
             except Exception:
                 pass
 
@@ -965,20 +965,25 @@ class FramePool:
             i = self._free.pop(0)
             slot = self.slots[i]
             buf = self._buffers[i]
+            # The frame's hold on the buffer, taken before the pool's lock is let go: a close() from here on sees a
+            # user and leaves the buffer (its mapping, which the marker is written through) open until the frame
+            # ends. Its planes are built unchecked (the layout was checked when the pool was made) and share this
+            # one hold, as a received frame's do: no use count and no finaliser per plane. The buffer is free again
+            # when the last plane, and every CPU view mapped from them, is gone (and each consumer let go).
+            try:
+                lease = BufferLease((buf,), _no_done, i)
+            except BaseException:  # the buffer itself was closed (DMABuffer.close() by its holder)
+                self._free.insert(0, i)
+                self._cond.notify()
+                raise
             slot.seq += 1
             seq = slot.seq
             slot._held_pool = self
         try:
             write_marker(buf.mapping(True).address, self.marker_offset, MARKER_WRITING, seq)
-            # The layout was checked when the pool was made: the planes are built unchecked and share one hold on
-            # the buffer (no use count and no finaliser per plane), as a received frame's do. The buffer is free
-            # again when the last plane, and every CPU view mapped from them, is gone (and each consumer let go).
-            lease = BufferLease((buf,), _no_done, i)
             planes = leased_planes(lease, self._specs, self._fourcc, self.context)
         except BaseException:
-            if buf.users == 0:
-                slot._held_pool = None
-                self._give_back(i)
+            del lease  # its end gives the buffer back now, not when the traceback goes
             raise
         return Frame._unchecked(cast("list[Tensor]", planes), self.format, self.width, self.height, self.context, None,
                                 {"pool_slot": i})
