@@ -14,6 +14,11 @@ input (PP-OCRv4 text detection at 960x544):
 - naive fps: decode -> ``to_ndarray('rgb24')`` -> ``cv2.resize`` -> normalise -> the same network with the same
   precision and async pool, differing only in pre-processing.
 
+- CPU per frame over the timed windows of the plain network and of ``interop run``, the run's by thread group (the
+  network's threads, FFmpeg's decoder threads, the result thread, the loop: ``_threadcpu``), and the ceiling that
+  sets: the plain network's CPU per frame over the run's, the most run / plain network can reach on cores the
+  network alone keeps busy.
+
 Targets: run >= 0.9 x bound, >= 0.9 x the plain network's infer-only fps, and >= 1.1 x naive. Repetitions are
 interleaved; medians are reported.
 """
@@ -28,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from . import Result, machine, median
+from . import Result, machine, median, skipped
+from . import _threadcpu as threadcpu
 
 log = logging.getLogger(__name__)
 
@@ -145,16 +151,20 @@ class PlainNetwork:
         container.close()
         # ov.Tensors over the arrays: start_async sets them on the request as they are (nothing copied per frame)
         self.inputs = [ov.Tensor(a, shared_memory=True) for a in self.arrays]
+        self.window = (0.0, 0.0)  # time.monotonic() at the start and end of the last infer_only's timed part
 
     def infer_only(self, frames: int) -> float:
         for k in range(self.nreq):  # warm every request
             self.queue.start_async(self.inputs[k % len(self.inputs)])
         self.queue.wait_all()
+        self.window = (time.monotonic(), 0.0)
         t0 = time.perf_counter()
         for i in range(frames):
             self.queue.start_async(self.inputs[i % len(self.inputs)])
         self.queue.wait_all()
-        return frames / (time.perf_counter() - t0)
+        fps = frames / (time.perf_counter() - t0)
+        self.window = (self.window[0], time.monotonic())  # the timed part, for thread CPU accounting
+        return fps
 
 
 def naive(inf: Any, path: str, frames: int) -> dict[str, float]:
@@ -244,14 +254,25 @@ def run(quick: bool = False, precision: str | None = None, reps: int | None = No
         cpu[case].append(1000 * (time.process_time() - c0) / frames)
         return out
 
-    for _ in range(reps):  # interleaved, so drifts in machine load hit every case alike
-        dec.append(timed("decode", lambda: decode_only(path, frames)))
-        inf_only.append(timed("infer", lambda: infer_only(inf, path, frames)))
-        plain_only.append(timed("plain", lambda: plain.infer_only(frames)))
-        runs.append(timed("run", lambda: run_pipeline(path, None, "CPU", frames, precision, input_size=INPUT_SIZE)))
-        bare.append(timed("bare", lambda: run_pipeline(path, None, "CPU", frames, precision, input_size=INPUT_SIZE,
-                                                       postprocess=False)))
-        naives.append(timed("naive", lambda: naive(inf, path, frames)))
+    threads = threadcpu.ThreadCPU()
+    by_thread: dict[str, list[dict[str, float]]] = {"plain": [], "run": []}
+
+    def per_frame(window: dict[str, float], n: int) -> dict[str, float]:
+        return {g: 1000 * v / max(1, n) for g, v in window.items()}
+
+    with threads:
+        for _ in range(reps):  # interleaved, so drifts in machine load hit every case alike
+            dec.append(timed("decode", lambda: decode_only(path, frames)))
+            inf_only.append(timed("infer", lambda: infer_only(inf, path, frames)))
+            plain_only.append(timed("plain", lambda: plain.infer_only(frames)))
+            by_thread["plain"].append(per_frame(threads.window(*plain.window), frames))
+            r = timed("run", lambda: run_pipeline(path, None, "CPU", frames, precision, input_size=INPUT_SIZE))
+            runs.append(r)
+            # the run's timed window: its loop, less the compile its first frame started (at the loop's start)
+            by_thread["run"].append(per_frame(threads.window(r.started + r.compile, r.ended), r.frames))
+            bare.append(timed("bare", lambda: run_pipeline(path, None, "CPU", frames, precision,
+                                                           input_size=INPUT_SIZE, postprocess=False)))
+            naives.append(timed("naive", lambda: naive(inf, path, frames)))
     inf.close()
     d, i, p = median(dec), median(inf_only), median(plain_only)
     bound = 1.0 / (1.0 / d + 1.0 / i)
@@ -292,4 +313,27 @@ def run(quick: bool = False, precision: str | None = None, reps: int | None = No
         Result(NAME, "run / naive (target >= 1.1)", rf / nf, "x", common),
         Result(NAME, "run without post-processing / bound", bf / bound, "x", common),
         Result(NAME, "run without post-processing / naive (same work)", bf / nf, "x", common),
+        *_thread_results(by_thread, common, threads.available),
+    ]
+
+
+def _thread_results(by_thread: dict[str, list[dict[str, float]]], common: dict[str, Any],
+                    available: bool) -> list[Result]:
+    """CPU per frame of the plain network and of ``interop run`` over their timed windows, the run's by thread
+    group (medians over the repetitions), and the ceiling the run's extra CPU sets where the cores are saturated."""
+    cases = ("CPU ms per frame over the timed window: plain network", "CPU ms per frame over the timed window: "
+             "interop run", "CPU ceiling of run / plain network: the plain network's CPU per frame / "
+             "the run's (what the run could reach on cores the network alone keeps busy)")
+    if not available or not all(by_thread["plain"]) or not all(by_thread["run"]):
+        return [skipped(NAME, c, "needs per-thread CPU clocks and /proc/self/task (Linux)") for c in cases]
+    plain = median([sum(w.values()) for w in by_thread["plain"]])
+    run = median([sum(w.values()) for w in by_thread["run"]])
+    seen = {g for w in by_thread["run"] for g in w}
+    groups = [g for g in threadcpu.GROUPS if g in seen] + sorted(seen - set(threadcpu.GROUPS))
+    return [
+        Result(NAME, cases[0], plain, "ms", {**common, "all": [round(sum(w.values()), 3) for w in by_thread["plain"]]}),
+        Result(NAME, cases[1], run, "ms", {**common, "all": [round(sum(w.values()), 3) for w in by_thread["run"]]}),
+        *(Result(NAME, f"  of which {g}", median([w.get(g, 0.0) for w in by_thread["run"]]), "ms", common)
+          for g in groups),
+        Result(NAME, cases[2], plain / run, "x", common),
     ]

@@ -1,0 +1,74 @@
+"""The pipeline benchmark's thread CPU accounting (interop/benchmarks/_threadcpu.py): each group's CPU over a window
+matches what the threads themselves measured, FFmpeg's threads are found by name, and a thread that ended inside the
+window still counts."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from interop.benchmarks import _threadcpu as tc
+
+
+def _spin(seconds: float) -> float:
+    """Burn about ``seconds`` of this thread's CPU; returns the CPU it measured for itself."""
+    c0 = time.thread_time()
+    while time.thread_time() - c0 < seconds:
+        sum(range(1000))
+    return time.thread_time() - c0
+
+
+def test_groups_match_what_each_thread_measured_and_an_ended_thread_counts() -> None:
+    got: dict[str, float] = {}
+    with tc.ThreadCPU(every=0.01) as cpu:
+        if not cpu.available:
+            pytest.skip("needs per-thread CPU clocks and /proc/self/task (Linux)")
+        time.sleep(0.05)
+        t0 = time.monotonic()
+        results = threading.Thread(target=lambda: got.update(results=_spin(0.3)), name="interop-run-results-0")
+        other = threading.Thread(target=lambda: got.update(other=_spin(0.15)), name="somebody-else")
+        results.start()
+        other.start()
+        got["loop"] = _spin(0.2)
+        results.join()  # both end well before the window does
+        other.join()
+        time.sleep(0.05)
+        t1 = time.monotonic()
+        time.sleep(0.05)
+    w = cpu.window(t0, t1)
+    # a thread that ended counts in its group up to its last sample; the rest of its CPU is in ENDED
+    assert got["results"] - 0.1 < w[tc.RESULTS] <= got["results"] + 0.01
+    assert got["other"] - 0.1 < w[tc.OTHER] <= got["other"] + 0.01
+    ended = w.get(tc.ENDED, 0.0)
+    assert w[tc.RESULTS] + w[tc.OTHER] + ended == pytest.approx(got["results"] + got["other"], rel=0.1, abs=0.02)
+    assert w[tc.LOOP] == pytest.approx(got["loop"], rel=0.15)
+    assert sum(w.values()) == pytest.approx(sum(got.values()), rel=0.1)  # nothing else ran: the whole is there
+    assert cpu.window(t0 - 100, t0 - 99) == {} or sum(cpu.window(t0 - 100, t0 - 99).values()) < 0.02
+
+
+def test_ffmpeg_threads_are_the_decode_group() -> None:
+    av = pytest.importorskip("av")
+    from interop.clip import default_clip
+
+    with tc.ThreadCPU(every=0.01) as cpu:
+        if not cpu.available:
+            pytest.skip("needs per-thread CPU clocks and /proc/self/task (Linux)")
+        t0 = time.monotonic()
+        with av.open(default_clip()) as c:
+            s = c.streams.video[0]
+            s.thread_type, s.thread_count = "FRAME", 2  # decoding on FFmpeg's own (named) threads
+            n = sum(1 for _ in c.decode(s))
+        t1 = time.monotonic()
+    w = cpu.window(t0, t1)
+    assert n > 0 and w.get(tc.DECODE, 0.0) > 0.0
+    assert w[tc.DECODE] > w.get(tc.RUNTIME, 0.0)  # the decoding is on FFmpeg's threads, named av:...
+
+
+@pytest.mark.parametrize(("os_name", "py_name", "group"), [
+    ("av:h264:df0", None, tc.DECODE), ("python3", None, tc.RUNTIME), ("python3", "MainThread", tc.LOOP),
+    ("python3", "interop-run-results-1", tc.RESULTS), ("python3", "Thread-3", tc.OTHER)])
+
+def test_group_of(os_name: str, py_name: str | None, group: str) -> None:
+    assert tc.group_of(os_name, py_name) == group
