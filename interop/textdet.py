@@ -156,14 +156,6 @@ class TextBox:
         return int(x0), int(y0), int(x1), int(y1)
 
 
-def _order(pts: np.ndarray) -> np.ndarray:
-    """Corners clockwise from top-left."""
-    xs = sorted(pts.tolist(), key=lambda q: q[0])  # sorted() is stable, as argsort(kind="stable") is
-    tl, bl = sorted(xs[:2], key=lambda q: q[1])
-    tr, br = sorted(xs[2:], key=lambda q: q[1])
-    return np.array([tl, tr, br, bl], dtype=np.float32)
-
-
 _DILATE = np.ones((2, 2), np.uint8)
 
 
@@ -180,22 +172,27 @@ def boxes_from_map(prob: Any, frame_width: int, frame_height: int, *, thresh: fl
     p = np.asarray(prob, dtype=np.float32)
     p = p.reshape(p.shape[-2], p.shape[-1])
     h, w = p.shape
-    # the boolean mask read as 0/1 bytes in place (a bool is one byte): no second pass over the map to convert it.
-    # This runs once per frame on the result thread, which holds the GIL for every step numpy does not release.
-    mask = cv2.dilate((p > thresh).view(np.uint8), _DILATE)
+    # This runs once per frame on the result thread, and every step outside OpenCV's calls holds the GIL the run's
+    # loop and OpenVINO's callbacks wait for: the mask by OpenCV (0/255 bytes, which findContours reads as 0/1), the
+    # per-region arithmetic on Python floats rather than many numpy calls on 4-point arrays (same results: the
+    # float32 values read exactly as floats, floor/ceil/round-half-even as numpy's).
+    mask = cv2.dilate(cv2.compare(p, thresh, cv2.CMP_GT), _DILATE)  # type: ignore[call-overload]  # a scalar is fine
     contours, _ = cv2.findContours(mask, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)
-    sx, sy = frame_width / w, frame_height / h
+    scale = np.array([frame_width / w, frame_height / h], np.float32)  # as numpy scales float32 points by a float
+    top = np.array([frame_width - 1, frame_height - 1], np.float32)
+    floor, ceil = math.floor, math.ceil
     keyed: list[tuple[tuple[int, int], TextBox]] = []
     for c in contours[:max_candidates]:
         (cx, cy), (rw, rh), ang = cv2.minAreaRect(c)
         if min(rw, rh) < MIN_SIZE:
             continue
-        pts = cv2.boxPoints(((cx, cy), (rw, rh), ang))
-        # mean probability inside the box ("fast" score)
-        x0, y0 = np.clip(np.floor(pts.min(axis=0)).astype(int), 0, [w - 1, h - 1]).tolist()
-        x1, y1 = np.clip(np.ceil(pts.max(axis=0)).astype(int), 0, [w - 1, h - 1]).tolist()
+        pts = cv2.boxPoints(((cx, cy), (rw, rh), ang)).tolist()
+        # mean probability inside the box ("fast" score), over its bounding rectangle clipped to the map
+        xs, ys = [q[0] for q in pts], [q[1] for q in pts]
+        x0, y0 = min(max(floor(min(xs)), 0), w - 1), min(max(floor(min(ys)), 0), h - 1)
+        x1, y1 = min(max(ceil(max(xs)), 0), w - 1), min(max(ceil(max(ys)), 0), h - 1)
         roi = np.zeros((y1 - y0 + 1, x1 - x0 + 1), np.uint8)
-        cv2.fillPoly(roi, [np.round(pts - [x0, y0]).astype(np.int32)], 1)
+        cv2.fillPoly(roi, [np.array([[round(x - x0), round(y - y0)] for x, y in pts], np.int32)], 1)
         score = float(cv2.mean(p[y0:y1 + 1, x0:x1 + 1], roi)[0])
         if score < box_thresh:
             continue
@@ -203,16 +200,15 @@ def boxes_from_map(prob: Any, frame_width: int, frame_height: int, *, thresh: fl
         rw2, rh2 = rw + 2 * d, rh + 2 * d
         if min(rw2, rh2) < MIN_SIZE + 2:
             continue
-        pts = cv2.boxPoints(((cx, cy), (rw2, rh2), ang)).astype(np.float32)
-        pts[:, 0] = np.clip(np.round(pts[:, 0] * sx), 0, frame_width - 1)
-        pts[:, 1] = np.clip(np.round(pts[:, 1] * sy), 0, frame_height - 1)
-        pts = _order(pts)
-        (ax, ay), (bx, by), _c, (dx, dy) = pts.tolist()
-        if math.hypot(ax - bx, ay - by) <= 3 or math.hypot(ax - dx, ay - dy) <= 3:
+        big = np.minimum(np.maximum(np.rint(cv2.boxPoints(((cx, cy), (rw2, rh2), ang)) * scale), 0), top).tolist()
+        xs = sorted(big, key=lambda q: q[0])  # corners clockwise from top-left (sorted() is stable)
+        tl, bl = sorted(xs[:2], key=lambda q: q[1])
+        tr, br = sorted(xs[2:], key=lambda q: q[1])
+        if math.hypot(tl[0] - tr[0], tl[1] - tr[1]) <= 3 or math.hypot(tl[0] - bl[0], tl[1] - bl[1]) <= 3:
             continue
-        box = TextBox(pts, score)
-        bb = box.bbox
-        keyed.append(((bb[1], bb[0]), box))  # the sort key made once per box, not once per comparison
+        box = TextBox(np.array([tl, tr, br, bl], np.float32), score)
+        # the sort key: the box's top-left (its bbox's y0, x0), made once per box; integral values, so floor is exact
+        keyed.append(((floor(min(tl[1], tr[1], br[1], bl[1])), floor(min(tl[0], tr[0], br[0], bl[0]))), box))
     keyed.sort(key=lambda kb: kb[0])
     return [b for _, b in keyed]
 
