@@ -104,6 +104,8 @@ class RunResult:
     # first compile included: runs in several processes are compared over the span they shared
     started: float = 0.0
     ended: float = 0.0
+    # CLOCK_MONOTONIC (start, end) of each compile inside that span (a new layout's), which fps and stage times leave out
+    compile_spans: list[tuple[float, float]] = field(default_factory=list)
 
     def result(self, i: int) -> FrameResult:
         """Frame ``i``'s results (the text boxes or the output summary, in the frame's coordinates)."""
@@ -514,7 +516,7 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
         if not keep_last or last_vf is None:
             src.close()
     res.decode, res.map, res.infer, res.compile, res.wall = timer.decode, timer.map, timer.infer, timer.compile, timer.wall
-    res.started, res.ended = timer.started, timer.ended
+    res.started, res.ended, res.compile_spans = timer.started, timer.ended, timer.compile_spans
     res.copies, res.bytes_copied, res.copy_records = meter.copies, meter.bytes, meter.records
     res.output_bytes = inf.output_bytes
     res.decode_errors = src.errors
@@ -595,6 +597,7 @@ class _StageTimer:
     wall: float = 0.0
     started: float = 0.0  # time.monotonic() at the loop's start and end
     ended: float = 0.0
+    compile_spans: list[tuple[float, float]] = field(default_factory=list)  # time.monotonic() around each compile
 
 
 def _frame_loop(src: _Input, inf: Any, res: RunResult, callback: Callable[[Any, int], None] | None,
@@ -633,8 +636,10 @@ def _frame_loop(src: _Input, inf: Any, res: RunResult, callback: Callable[[Any, 
             t2 = t2b = perf()
         else:  # a new layout: compile for it, excluded from fps and stage times
             t2 = perf()
+            m0 = time.monotonic()
             mapped = _first_of_layout(res, inf, vf, allow_copy and src.convertible, i, src.convertible)
             layouts.add(key)
+            timer.compile_spans.append((m0, time.monotonic()))
             t2b = perf()
             timer.compile += t2b - t2
         time_s = float(vf.pts * tb) if vf.pts is not None and tb is not None else None

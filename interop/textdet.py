@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import BackendUnavailableError
+from .errors import BackendUnavailableError, InvalidTensorError
 
 PACKAGE = "rapidocr_onnxruntime"
 PIN = "rapidocr-onnxruntime==1.4.4"
@@ -166,17 +166,27 @@ def boxes_from_map(prob: Any, frame_width: int, frame_height: int, *, thresh: fl
 
     Simplified unclip: the minimum-area rectangle of each region grows by ``area * unclip_ratio / perimeter`` on
     every side (exact for rectangles, which is what the polygon offset of the reference gives for them too).
+    The map is read as float32 and ``thresh`` compared with it as a float32.
     """
     import cv2
 
+    for name, v in (("thresh", thresh), ("box_thresh", box_thresh), ("unclip_ratio", unclip_ratio)):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
+            raise InvalidTensorError(f"boxes_from_map(): {name} must be a finite number, not {v!r}")
+    if unclip_ratio < 0:
+        raise InvalidTensorError(f"boxes_from_map(): unclip_ratio must be >= 0 (how much each box grows), "
+                                 f"not {unclip_ratio!r}")
+    frame_width, frame_height = int(frame_width), int(frame_height)  # numpy integers scale as Python ints do
     p = np.asarray(prob, dtype=np.float32)
     p = p.reshape(p.shape[-2], p.shape[-1])
     h, w = p.shape
+    if h * w <= 1:  # no region of MIN_SIZE fits (and OpenCV takes a 1x1 array for a scalar)
+        return []
     # This runs once per frame on the result thread, and every step outside OpenCV's calls holds the GIL the run's
     # loop and OpenVINO's callbacks wait for: the mask by OpenCV (0/255 bytes, which findContours reads as 0/1), the
     # per-region arithmetic on Python floats rather than many numpy calls on 4-point arrays (same results: the
     # float32 values read exactly as floats, floor/ceil/round-half-even as numpy's).
-    mask = cv2.dilate(cv2.compare(p, thresh, cv2.CMP_GT), _DILATE)  # type: ignore[call-overload]  # a scalar is fine
+    mask = cv2.dilate(cv2.compare(p, float(thresh), cv2.CMP_GT), _DILATE)  # type: ignore[call-overload]  # a scalar
     contours, _ = cv2.findContours(mask, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)
     scale = np.array([frame_width / w, frame_height / h], np.float32)  # as numpy scales float32 points by a float
     top = np.array([frame_width - 1, frame_height - 1], np.float32)

@@ -74,7 +74,7 @@ def test_decode_infer_on_an_odd_size(tmp_path: Path) -> None:
     assert p.stdout.count("text boxes") == 2
 
 
-def test_many_streams_example_gives_each_stream_the_single_stream_boxes(tmp_path: Path) -> None:
+def test_many_streams_example_gives_each_stream_the_single_stream_box_count(tmp_path: Path) -> None:
     """Two odd-size streams and one that cannot be opened: the good ones finish with the boxes `interop.pipeline.run`
     finds on the same clip, the bad one ends with its error, nothing is copied in the inference process, and the
     exit status says a stream failed."""

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from interop import textdet
+from interop.errors import InvalidTensorError
 
 cv2 = pytest.importorskip("cv2")
 
@@ -88,3 +89,19 @@ def test_a_drawn_rectangle_is_found_where_it_was_drawn() -> None:
     assert (x0, x1) == pytest.approx((2 * (30 - d), 2 * (150 + d)), abs=3)
     assert (y0, y1) == pytest.approx((3 * (40 - d), 3 * (60 + d)), abs=4)
     assert b.points[0].tolist() == [x0, y0]  # clockwise from the top-left corner
+
+
+def test_tiny_maps_and_numpy_scalar_thresholds() -> None:
+    """A 1x1 map has no region (OpenCV would take it for a scalar); a numpy scalar threshold is the float it holds."""
+    assert textdet.boxes_from_map(np.ones((1, 1), np.float32), 10, 10) == []
+    m, fw, fh = _random_map(np.random.default_rng(7))
+    want = [(b.points.tolist(), b.score) for b in textdet.boxes_from_map(m, fw, fh)]
+    for t in (np.float32(textdet.THRESH), np.float64(textdet.THRESH)):
+        assert [(b.points.tolist(), b.score) for b in textdet.boxes_from_map(m, fw, fh, thresh=t)] == want
+
+
+@pytest.mark.parametrize("kw", [{"unclip_ratio": float("nan")}, {"unclip_ratio": float("inf")}, {"unclip_ratio": -1.0},
+                                {"thresh": float("nan")}, {"box_thresh": "0.5"}, {"thresh": True}])
+def test_bad_parameters_are_a_typed_error(kw: dict) -> None:
+    with pytest.raises(InvalidTensorError, match="boxes_from_map"):
+        textdet.boxes_from_map(np.zeros((8, 8), np.float32), 8, 8, **kw)

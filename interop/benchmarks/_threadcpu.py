@@ -4,10 +4,10 @@
 and its loop: on a machine the network alone keeps busy, every millisecond of CPU beside the network's is
 throughput lost, so the benchmark reports each group's CPU per frame over the run's timed window and the ceiling it
 sets (the plain network's CPU per frame over the run's). Linux only (thread CPU clocks and /proc/self/task); a
-sampler thread reads every thread's CPU time every ``every`` seconds and keeps each thread's last figure, so a
-thread that ends inside a window (the decoder's, the result thread) counts in its group up to its last sample; what
-it used after that is in the process's CPU clock, and is reported as a group of its own (ENDED). The sampler's
-own CPU is left out.
+sampler thread reads every thread's CPU clock every ``every`` seconds; a window's edges are interpolated between the
+samples around them. A thread that ends inside a window (the decoder's, the result thread) counts in its group up
+to its last sample; what it used after that is in the process's CPU clock, and is reported as a group of its own
+(ENDED). The sampler's own CPU is left out.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ LOOP = "loop (decode calls, map, requests: the main thread)"
 OTHER = "other Python threads"
 ENDED = "threads that ended in the window (their CPU after their last sample)"
 GROUPS = (RUNTIME, DECODE, RESULTS, LOOP, OTHER, ENDED)  # in the order the benchmark lists them
+_PYTHON = (LOOP, RESULTS, OTHER)  # the groups of threads Python started
+_SETTLED = 20  # samples after which a thread's name (and so its group) is taken as final
 
 
 def group_of(os_name: str, py_name: str | None) -> str:
@@ -50,7 +52,7 @@ class ThreadCPU:
     """``with ThreadCPU() as cpu: ...; cpu.window(t0, t1)``: CPU seconds per group between two time.monotonic()
     instants. ``available`` is False where this cannot be measured."""
 
-    def __init__(self, every: float = 0.02, group: Callable[[str, str | None], str] = group_of):
+    def __init__(self, every: float = 0.005, group: Callable[[str, str | None], str] = group_of):
         self.every = every
         self.group = group
         self.available = os.path.isdir("/proc/self/task")
@@ -59,9 +61,13 @@ class ThreadCPU:
                 time.clock_gettime(_thread_clock(threading.get_native_id()))
             except OSError:
                 self.available = False
+        # each sample: the middle of its readings, every thread's (group, CPU seconds), and the process's CPU clock
+        # (threads that ended included) less the sampler's
         self._times: list[float] = []
         self._samples: list[dict[int, tuple[str, float]]] = []
-        self._process: list[float] = []  # the process's CPU clock (threads that ended included), less the sampler's
+        self._process: list[float] = []
+        # each thread's group, CPU at its latest sample, and how many samples have seen it
+        self._known: dict[int, tuple[str, float, int]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._me = 0
@@ -78,22 +84,43 @@ class ThreadCPU:
             self._thread.join()
 
     def _sample(self) -> None:
-        names = {t.native_id: t.name for t in threading.enumerate()}
+        began = time.monotonic()
+        process = time.process_time() - time.thread_time()
+        tids = [int(e) for e in os.listdir("/proc/self/task")]
+        names: dict[int | None, str] | None = None
         got: dict[int, tuple[str, float]] = {}
-        for entry in os.listdir("/proc/self/task"):
-            tid = int(entry)
+        clock = time.clock_gettime
+        for tid in tids:
             if tid == self._me:
                 continue
             try:
-                with open(f"/proc/self/task/{tid}/comm") as f:
-                    comm = f.read().strip()
-                cpu = time.clock_gettime(_thread_clock(tid))
+                cpu = clock(_thread_clock(tid))
             except OSError:  # the thread ended meanwhile
                 continue
-            got[tid] = (self.group(comm, names.get(tid)), cpu)
-        self._times.append(time.monotonic())
+            known = self._known.get(tid)
+            if known is not None and cpu >= known[1] and (known[0] in _PYTHON or known[2] >= _SETTLED):
+                # the group it had: a Python thread past its end (no longer enumerated, still listed) keeps its own
+                got[tid] = (known[0], cpu)
+                self._known[tid] = (known[0], cpu, known[2] + 1)
+                continue
+            # new (or a number reused: its CPU clock restarted), or still young: a thread is named, and enumerated
+            # by Python, a moment after it starts
+            if names is None:  # after the listing: its live Python threads are all enumerated
+                names = {t.native_id: t.name for t in threading.enumerate()}
+            try:
+                with open(f"/proc/self/task/{tid}/comm") as f:
+                    comm = f.read().strip()
+            except OSError:
+                continue
+            seen = known[2] + 1 if known is not None and cpu >= known[1] else 1
+            group = self.group(comm, names.get(tid))
+            got[tid] = (group, cpu)
+            self._known[tid] = (group, cpu, seen)
+        for tid in set(self._known) - set(got):
+            del self._known[tid]
+        self._times.append((began + time.monotonic()) / 2)
         self._samples.append(got)
-        self._process.append(time.process_time() - time.thread_time())
+        self._process.append(process)
 
     def _loop(self) -> None:
         self._me = threading.get_native_id()
@@ -103,22 +130,39 @@ class ThreadCPU:
                 self._sample()
                 return
 
+    def _at(self, t: float) -> tuple[dict[int, tuple[str, float]], float]:
+        """Every thread's CPU and the process's, interpolated at ``t`` between the samples around it. A thread missing
+        from the later sample (it ended) stays at its last figure; one missing from the earlier (it started) at 0."""
+        k = min(max(bisect.bisect_right(self._times, t) - 1, 0), len(self._times) - 1)
+        a = self._samples[k]
+        if k + 1 == len(self._times) or t <= self._times[k]:
+            return dict(a), self._process[k]
+        b = self._samples[k + 1]
+        f = (t - self._times[k]) / (self._times[k + 1] - self._times[k])
+        out = {}
+        for tid in a.keys() | b.keys():
+            g, ca = a.get(tid) or (b[tid][0], 0.0)
+            cb = b[tid][1] if tid in b else ca
+            out[tid] = (g if tid not in b else b[tid][0], ca + f * (cb - ca))
+        return out, self._process[k] + f * (self._process[k + 1] - self._process[k])
+
     def window(self, t0: float, t1: float) -> dict[str, float]:
-        """CPU seconds per group from ``t0`` to ``t1`` (time.monotonic()), between the samples around them (at most
-        one sampling period more on each side); {} when nothing was sampled."""
-        if not self._times:
+        """CPU seconds per group from ``t0`` to ``t1`` (time.monotonic()); {} when nothing was sampled."""
+        if not self._samples:
             return {}
-        # the samples around the window: the last one at or before t0, the first one at or after t1
-        i0 = max(0, bisect.bisect_right(self._times, t0) - 1)
-        i1 = min(bisect.bisect_left(self._times, t1), len(self._times) - 1)
-        start = self._samples[i0]
+        start, p0 = self._at(t0)
+        end, p1 = self._at(t1)
+        # threads that started and ended between the two: their last figure
+        lo, hi = bisect.bisect_right(self._times, t0), bisect.bisect_left(self._times, t1)
         last: dict[int, tuple[str, float]] = {}
-        for s in self._samples[i0:i1 + 1]:
-            last.update(s)  # a thread's latest figure up to t1, also of threads that ended in between
+        for s in self._samples[lo:hi]:
+            last.update(s)
+        for tid, v in last.items():
+            end.setdefault(tid, v)
         out: dict[str, float] = {}
-        for tid, (g, cpu) in last.items():
+        for tid, (g, cpu) in end.items():
             out[g] = out.get(g, 0.0) + cpu - start.get(tid, (g, 0.0))[1]
-        rest = self._process[i1] - self._process[i0] - sum(out.values())
+        rest = p1 - p0 - sum(out.values())
         if rest > 0:
             out[ENDED] = rest
         return out

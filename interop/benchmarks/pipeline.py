@@ -268,8 +268,7 @@ def run(quick: bool = False, precision: str | None = None, reps: int | None = No
             by_thread["plain"].append(per_frame(threads.window(*plain.window), frames))
             r = timed("run", lambda: run_pipeline(path, None, "CPU", frames, precision, input_size=INPUT_SIZE))
             runs.append(r)
-            # the run's timed window: its loop, less the compile its first frame started (at the loop's start)
-            by_thread["run"].append(per_frame(threads.window(r.started + r.compile, r.ended), r.frames))
+            by_thread["run"].append(per_frame(_run_window(threads, r), r.frames))
             bare.append(timed("bare", lambda: run_pipeline(path, None, "CPU", frames, precision,
                                                            input_size=INPUT_SIZE, postprocess=False)))
             naives.append(timed("naive", lambda: naive(inf, path, frames)))
@@ -315,6 +314,17 @@ def run(quick: bool = False, precision: str | None = None, reps: int | None = No
         Result(NAME, "run without post-processing / naive (same work)", bf / nf, "x", common),
         *_thread_results(by_thread, common, threads.available),
     ]
+
+
+def _run_window(threads: threadcpu.ThreadCPU, r: Any) -> dict[str, float]:
+    """CPU seconds per thread group over a run's timed span: its loop, less each compile (which fps leaves out)."""
+    out: dict[str, float] = {}
+    t = r.started
+    for c0, c1 in [*r.compile_spans, (r.ended, r.ended)]:
+        for g, v in threads.window(t, c0).items():
+            out[g] = out.get(g, 0.0) + v
+        t = c1
+    return out
 
 
 def _thread_results(by_thread: dict[str, list[dict[str, float]]], common: dict[str, Any],
