@@ -4,12 +4,22 @@ window still counts."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
 from interop.benchmarks import _threadcpu as tc
+
+
+@contextlib.contextmanager
+def _sampling(every: float = 0.01) -> Iterator[tc.ThreadCPU]:
+    with tc.ThreadCPU(every=every) as cpu:
+        if not cpu.available:
+            pytest.skip("needs per-thread CPU clocks and /proc/self/task (Linux)")
+        yield cpu
 
 
 def _spin(seconds: float) -> float:
@@ -22,9 +32,7 @@ def _spin(seconds: float) -> float:
 
 def test_groups_match_what_each_thread_measured_and_an_ended_thread_counts() -> None:
     got: dict[str, float] = {}
-    with tc.ThreadCPU(every=0.01) as cpu:
-        if not cpu.available:
-            pytest.skip("needs per-thread CPU clocks and /proc/self/task (Linux)")
+    with _sampling(0.01) as cpu:
         time.sleep(0.05)
         t0 = time.monotonic()
         results = threading.Thread(target=lambda: got.update(results=_spin(0.3)), name="interop-run-results-0")
@@ -59,9 +67,7 @@ def test_a_python_thread_keeps_its_group_while_it_exits() -> None:
             time.sleep(0.2)  # the moment between threading forgetting it and the OS thread ending, made long
 
     got: dict[str, float] = {}
-    with tc.ThreadCPU(every=0.01) as cpu:
-        if not cpu.available:
-            pytest.skip("needs per-thread CPU clocks and /proc/self/task (Linux)")
+    with _sampling(0.01) as cpu:
         time.sleep(0.05)
         t0 = time.monotonic()
         t = SlowExit(target=lambda: got.update(results=_spin(0.2)), name="interop-run-results-0")
@@ -77,9 +83,7 @@ def test_ffmpeg_threads_are_the_decode_group() -> None:
     av = pytest.importorskip("av")
     from interop.clip import default_clip
 
-    with tc.ThreadCPU(every=0.01) as cpu:
-        if not cpu.available:
-            pytest.skip("needs per-thread CPU clocks and /proc/self/task (Linux)")
+    with _sampling(0.01) as cpu:
         t0 = time.monotonic()
         with av.open(default_clip()) as c:
             s = c.streams.video[0]
@@ -106,9 +110,7 @@ def test_run_window_leaves_each_compile_out() -> None:
 
     from interop.benchmarks.pipeline import _run_window
 
-    with tc.ThreadCPU(every=0.005) as cpu:
-        if not cpu.available:
-            pytest.skip("needs per-thread CPU clocks and /proc/self/task (Linux)")
+    with _sampling(0.005) as cpu:
         started = time.monotonic()
         outside = _spin(0.1)
         c0 = time.monotonic()
