@@ -632,6 +632,8 @@ def _frame_loop(src: _Input, inf: Any, res: RunResult, callback: Callable[[Any, 
         if gst_input is not None:
             vf = gst_input(vf)  # CPU views of the GStreamer buffer (zero-copy); see elements.model_input
         if key in layouts:
+            if res.sizes[-1][1:] != key[1:]:  # back to a size seen before (its model variant is compiled)
+                res.sizes.append((i, vf.width, vf.height))
             mapped = interop.map(_converted(vf) if fmt in res.converted else vf, inf.memory_type)
             t2 = t2b = perf()
         else:  # a new layout: compile for it, excluded from fps and stage times

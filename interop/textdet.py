@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import BackendUnavailableError, InvalidTensorError
+from .errors import BackendUnavailableError, InvalidTensorError, UnsupportedTypeError
 
 PACKAGE = "rapidocr_onnxruntime"
 PIN = "rapidocr-onnxruntime==1.4.4"
@@ -171,11 +171,22 @@ def boxes_from_map(prob: Any, frame_width: int, frame_height: int, *, thresh: fl
     import cv2
 
     for name, v in (("thresh", thresh), ("box_thresh", box_thresh), ("unclip_ratio", unclip_ratio)):
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise UnsupportedTypeError(f"boxes_from_map(): {name} must be a number, not {type(v).__name__}")
+        try:
+            finite = math.isfinite(v)
+        except OverflowError:  # an int beyond any float
+            finite = False
+        if not finite:
             raise InvalidTensorError(f"boxes_from_map(): {name} must be a finite number, not {v!r}")
     if unclip_ratio < 0:
         raise InvalidTensorError(f"boxes_from_map(): unclip_ratio must be >= 0 (how much each box grows), "
                                  f"not {unclip_ratio!r}")
+    for name, v in (("frame_width", frame_width), ("frame_height", frame_height)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise UnsupportedTypeError(f"boxes_from_map(): {name} must be an int (pixels), not {type(v).__name__}")
+        if v < 1:
+            raise InvalidTensorError(f"boxes_from_map(): {name} must be at least 1 pixel, not {v}")
     frame_width, frame_height = int(frame_width), int(frame_height)  # numpy integers scale as Python ints do
     p = np.asarray(prob, dtype=np.float32)
     p = p.reshape(p.shape[-2], p.shape[-1])

@@ -220,13 +220,13 @@ def test_run_json_carries_every_frames_results() -> None:
     assert s["results"][0]["boxes"] != s["results"][3]["boxes"]  # each frame's own, not the last frame's
 
 
-def _size_change_clip(tmp_path) -> str:
-    """An MPEG-TS stream: 4 frames of rendered text at 320x240, then 4 at 640x480 (two encodes, concatenated)."""
+def _size_change_clip(tmp_path, sizes=((320, 240), (640, 480))) -> str:
+    """An MPEG-TS stream: 4 frames of rendered text at each size of ``sizes`` in turn (encodes concatenated)."""
     from interop.clip import make_clip
 
     out = tmp_path / "change.ts"
     with open(out, "wb") as f:
-        for j, (w, h) in enumerate([(320, 240), (640, 480)]):
+        for j, (w, h) in enumerate(sizes):
             part = make_clip(str(tmp_path / f"part{j}.ts"), w, h, frames=4, preset="ultrafast")
             f.write(open(part, "rb").read())
     return str(out)
@@ -250,6 +250,17 @@ def test_run_resolution_change_boxes_in_each_frames_coordinates(tmp_path) -> Non
     assert p.stderr.count("frame size changed from 320x240 to 640x480 at frame 4") == 1  # logged once
     with av.open(str(mp4)) as c:  # a video has one size: the later frames are scaled to the first one
         assert [(f.width, f.height) for f in c.decode(video=0)] == [(320, 240)] * 8
+
+
+def test_run_sizes_list_a_return_to_an_earlier_size(tmp_path) -> None:
+    """320x240 -> 640x480 -> 320x240: the third part needs no compile (its variant exists) but is a size change all
+    the same; `sizes` missed it."""
+    _model_or_skip()
+    from interop.pipeline import run
+
+    r = run(_size_change_clip(tmp_path, ((320, 240), (640, 480), (320, 240))))
+    assert [r.frame_info[i][2:] for i in range(r.frames)] == [(320, 240)] * 4 + [(640, 480)] * 4 + [(320, 240)] * 4
+    assert r.sizes == [(0, 320, 240), (4, 640, 480), (8, 320, 240)] and len(r.compile_spans) == 2
 
 
 def test_run_cut_mp4_decodes_what_is_there_and_warns(tmp_path) -> None:

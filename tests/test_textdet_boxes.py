@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from interop import textdet
-from interop.errors import InvalidTensorError
+from interop.errors import InvalidTensorError, UnsupportedTypeError
 
 cv2 = pytest.importorskip("cv2")
 
@@ -100,8 +100,13 @@ def test_tiny_maps_and_numpy_scalar_thresholds() -> None:
         assert [(b.points.tolist(), b.score) for b in textdet.boxes_from_map(m, fw, fh, thresh=t)] == want
 
 
-@pytest.mark.parametrize("kw", [{"unclip_ratio": float("nan")}, {"unclip_ratio": float("inf")}, {"unclip_ratio": -1.0},
-                                {"thresh": float("nan")}, {"box_thresh": "0.5"}, {"thresh": True}])
-def test_bad_parameters_are_a_typed_error(kw: dict) -> None:
-    with pytest.raises(InvalidTensorError, match="boxes_from_map"):
-        textdet.boxes_from_map(np.zeros((8, 8), np.float32), 8, 8, **kw)
+@pytest.mark.parametrize(("kw", "error"), [
+    ({"unclip_ratio": float("nan")}, InvalidTensorError), ({"unclip_ratio": float("inf")}, InvalidTensorError),
+    ({"unclip_ratio": -1.0}, InvalidTensorError), ({"thresh": float("nan")}, InvalidTensorError),
+    ({"thresh": 10 ** 400}, InvalidTensorError), ({"frame_width": 0}, InvalidTensorError),
+    ({"box_thresh": "0.5"}, UnsupportedTypeError), ({"thresh": True}, UnsupportedTypeError),
+    ({"frame_height": "8"}, UnsupportedTypeError), ({"frame_width": 8.0}, UnsupportedTypeError)])
+def test_bad_parameters_are_a_typed_error(kw: dict, error: type) -> None:
+    args = {"frame_width": 8, "frame_height": 8, **kw}
+    with pytest.raises(error, match="boxes_from_map"):
+        textdet.boxes_from_map(np.zeros((8, 8), np.float32), **args)

@@ -118,9 +118,9 @@ class ThreadCPU:
             self._known[tid] = (group, cpu, seen)
         for tid in set(self._known) - set(got):
             del self._known[tid]
-        self._times.append((began + time.monotonic()) / 2)
         self._samples.append(got)
         self._process.append(process)
+        self._times.append((began + time.monotonic()) / 2)  # last: window() looks samples up by their time
 
     def _loop(self) -> None:
         self._me = threading.get_native_id()
@@ -133,9 +133,10 @@ class ThreadCPU:
     def _at(self, t: float) -> tuple[dict[int, tuple[str, float]], float]:
         """Every thread's CPU and the process's, interpolated at ``t`` between the samples around it. A thread missing
         from the later sample (it ended) stays at its last figure; one missing from the earlier (it started) at 0."""
-        k = min(max(bisect.bisect_right(self._times, t) - 1, 0), len(self._times) - 1)
+        n = len(self._times)  # the sampler may append meanwhile: the first n entries of each list are complete
+        k = min(max(bisect.bisect_right(self._times, t, 0, n) - 1, 0), n - 1)
         a = self._samples[k]
-        if k + 1 == len(self._times) or t <= self._times[k]:
+        if k + 1 == n or t <= self._times[k]:
             return dict(a), self._process[k]
         b = self._samples[k + 1]
         f = (t - self._times[k]) / (self._times[k + 1] - self._times[k])
