@@ -12,8 +12,7 @@ input (PP-OCRv4 text detection at 960x544):
 - ``interop run`` fps: decode -> map -> infer_async, as the CLI runs it (text boxes made from every output on
   OpenVINO's threads), and the same without that post-processing (the same work as the naive loop);
 - naive fps: decode -> ``to_ndarray('rgb24')`` -> ``cv2.resize`` -> normalise -> the same network with the same
-  precision and async pool, differing only in pre-processing.
-
+  precision and async pool, differing only in pre-processing;
 - CPU per frame over the timed windows of the plain network and of ``interop run``, the run's by thread group (the
   network's threads, FFmpeg's decoder threads, the result thread, the loop: ``_threadcpu``), and the ceiling that
   sets: the plain network's CPU per frame over the run's, the most run / plain network can reach on cores the
