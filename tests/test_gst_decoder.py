@@ -466,13 +466,27 @@ def test_latency_query_adds_the_frame_threads_delay(clip854: str, threads: int):
     assert hi == Gst.CLOCK_TIME_NONE or hi >= lo
 
 
-def test_live_upstream_gets_slice_threads_and_no_frame_delay(bytestream854: str):
-    data = Path(bytestream854).read_bytes()
+def _live_decoder(caps: str) -> Gst.Pipeline:
+    """A live byte-stream pipeline (appsrc ``in`` with ``caps`` added to its H.264 caps, interopdec ``dec``, appsink
+    ``s`` offering GstVideoMeta), already PLAYING: set it to NULL when done."""
     p = Gst.parse_launch("appsrc name=in is-live=true format=time do-timestamp=true "
-                         "caps=video/x-h264,stream-format=byte-stream ! h264parse ! "
+                         f"caps=video/x-h264,stream-format=byte-stream{caps} ! h264parse ! "
                          "interopdec name=dec max-threads=4 ! appsink name=s sync=false")
     ng.offer_video_meta(p.get_by_name("s"))
     p.set_state(Gst.State.PLAYING)
+    return p
+
+
+def _upstream_latency(dec: Gst.Element) -> int:
+    """The minimum latency upstream of ``dec`` reports (what the decoder adds its own to)."""
+    up = Gst.Query.new_latency()
+    assert dec.get_static_pad("sink").peer_query(up)
+    return int(up.parse_latency()[1])
+
+
+def test_live_upstream_gets_slice_threads_and_no_frame_delay(bytestream854: str):
+    data = Path(bytestream854).read_bytes()
+    p = _live_decoder("")
     try:
         appsrc = p.get_by_name("in")
         appsrc.emit("push-buffer", Gst.Buffer.new_wrapped(data))
@@ -481,9 +495,7 @@ def test_live_upstream_gets_slice_threads_and_no_frame_delay(bytestream854: str)
         dec = p.get_by_name("dec")
         assert str(dec._ctx.thread_type).endswith("SLICE")
         live, lo, _ = _latency(p)
-        up = Gst.Query.new_latency()
-        assert dec.get_static_pad("sink").peer_query(up)
-        assert live and lo == up.parse_latency()[1]  # slice threads hold nothing back; no B-frames
+        assert live and lo == _upstream_latency(dec)  # slice threads hold nothing back; no B-frames
     finally:
         p.set_state(Gst.State.NULL)
 
@@ -658,11 +670,7 @@ def test_b_frame_byte_stream_pts_equal_avdec_h264s(bframes: str):
 def test_live_latency_adds_the_reorder_depth_and_is_announced(bframes: str):
     # a live pipeline asks for the latency at PLAYING, before the decoder knows the stream: the decoder posts
     # LATENCY once its reorder depth is known, and its answer then adds that many frames
-    p = Gst.parse_launch("appsrc name=in is-live=true format=time do-timestamp=true "
-                         "caps=video/x-h264,stream-format=byte-stream,framerate=30/1 ! h264parse ! "
-                         "interopdec name=dec max-threads=4 ! appsink name=s sync=false")
-    ng.offer_video_meta(p.get_by_name("s"))
-    p.set_state(Gst.State.PLAYING)
+    p = _live_decoder(",framerate=30/1")
     try:
         p.get_by_name("in").emit("push-buffer", Gst.Buffer.new_wrapped(Path(bframes).read_bytes()))
         for _ in range(10):
@@ -670,10 +678,8 @@ def test_live_latency_adds_the_reorder_depth_and_is_announced(bframes: str):
         dec = p.get_by_name("dec")
         depth = int(dec._ctx.reorder_depth)
         assert depth >= 1
-        up = Gst.Query.new_latency()
-        assert dec.get_static_pad("sink").peer_query(up)
         live, lo, _ = _latency(p)
-        assert live and lo == up.parse_latency()[1] + depth * 33_333_333  # slice threads: no frame-thread term
+        assert live and lo == _upstream_latency(dec) + depth * 33_333_333  # slice threads: no frame-thread term
         posters = []
         while (m := p.get_bus().pop_filtered(Gst.MessageType.LATENCY)) is not None:
             posters.append(m.src)
