@@ -171,8 +171,7 @@ def test_pool_frames_are_what_the_checked_constructors_build():
     pool = FramePool(FrameFormat.I420, 70, 46, 2)
     f = pool.acquire()
     buf = f[0].buffer
-    checked = _frame_on(buf, pool.format, pool.width, pool.height, pool.offsets, pool.pitches, pool.context,
-                        infos=pool.infos)
+    checked = _frame_on(buf, pool.format, pool.width, pool.height, pool.offsets, pool.pitches, pool.context)
     # the values, not only the names: an attribute the checked constructor sets reads the same on the fast one
     # (set on it or a class default); the fast frame differs by its planes (compared below) and pool slot
     assert {k for k, v in vars(checked).items() if k not in ("metadata", "_tensors") and getattr(f, k) != v} == set()

@@ -663,10 +663,8 @@ def aligned_pitches(format: FrameFormat, width: int, align: int = 64) -> list[in
 
 
 def _frame_on(buf: DMABuffer, format: FrameFormat, width: int, height: int, offsets: Sequence[int],
-              pitches: Sequence[int], context: Context | None, drm_modifier: int = 0,
-              infos: Sequence[TensorInfo] | None = None) -> Frame:
-    if infos is None:
-        infos = plane_infos(format, width, height, list(pitches))
+              pitches: Sequence[int], context: Context | None, drm_modifier: int = 0) -> Frame:
+    infos = plane_infos(format, width, height, list(pitches))
     code = DRM_FOURCC.get(format, 0)
     planes = [DMATensor(buf, inf, offset=off, drm_fourcc=code, drm_modifier=drm_modifier, context=context)
               for inf, off in zip(infos, offsets)]
