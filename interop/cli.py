@@ -203,7 +203,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         _err("`interop run` is not available in this build (interop.cli_run is missing)")
         return 2
     videos = args.video if isinstance(args.video, list) else [args.video] if args.video else []
-    if len(videos) > 1:  # several inputs: decode workers + one Inference (docs/streams.md)
+    if len(videos) > 1:  # several inputs: streams into one Inference (docs/streams.md)
         from .cli_run import streams_main as cli_main
 
         return int(cli_main(args) or 0)
@@ -278,8 +278,8 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="decode -> map -> infer on a video (default: the bundled clip)")
     r.add_argument("video", nargs="*", default=None,
                    help="video file (default: the clip bundled with interop), or gst:PIPELINE to decode with "
-                        "GStreamer (a pipeline ending in appsink); several inputs run as streams in worker processes "
-                        "into one model (docs/streams.md)")
+                        "GStreamer (a pipeline ending in appsink); several inputs run as streams into one model "
+                        "(docs/streams.md)")
     r.add_argument("--model", default=None, help="OpenVINO model (IR/ONNX/TFLite); default: PP-OCRv4 text detection (`interop models install` brings it)")
     r.add_argument("--device", default=None, help="OpenVINO device (NPU, CPU, GPU); default: NPU if present, else CPU")
     r.add_argument("--frames", type=int, default=None, help="stop after N frames")
@@ -291,6 +291,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="model input size, for a --model whose spatial size is dynamic (the text detector picks its own)")
     r.add_argument("--allow-copy", action="store_true",
                    help="convert a pixel format the model cannot take to yuv420p (one copy per frame, counted in copies)")
+    r.add_argument("--decode", choices=["threads", "processes"], default="threads",
+                   help="several inputs: decode each on a thread of this process (default; no copy) or in a worker "
+                        "process of its own (a crashing decoder ends only its stream; one copy per PyAV frame)")
     r.set_defaults(fn=cmd_run)
 
     b = sub.add_parser("bench", help="benchmarks: ratios measured side by side in one run", add_help=False,

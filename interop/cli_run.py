@@ -163,9 +163,10 @@ def streams_main(args: Any) -> int:
                           getattr(args, "frames", None), getattr(args, "precision", None),
                           tuple(input_size) if input_size else None,  # type: ignore[arg-type]
                           keep_last=bool(save) and ext in _IMAGE_EXT, on_progress=progress, on_stream_end=ended,
-                          allow_copy=bool(getattr(args, "allow_copy", False)))
+                          allow_copy=bool(getattr(args, "allow_copy", False)),
+                          decode=getattr(args, "decode", None) or "threads")
     except KeyboardInterrupt:
-        print("interop run: interrupted (every worker stopped)", file=sys.stderr, flush=True)
+        print("interop run: interrupted (every stream stopped)", file=sys.stderr, flush=True)
         return 130
     streams_report(res, out)
     if save:
@@ -189,8 +190,12 @@ def streams_report(res: MultiRunResult, out: Any) -> None:
       + (f", model input {res.input_size[0]}x{res.input_size[1]}" if res.input_size else ""))
     p(f"  frames        {res.frames}   fps {res.fps:.1f} aggregate ({res.wall:.3f} s; model compilation "
       f"{res.compile:.2f} s excluded)")
-    p(f"  copies        {res.total_copies}   bytes copied {res.total_bytes_copied}   (each decoded frame written "
-      f"into its worker's pool: PyAV cannot decode into it; {res.copies} in the inference process)")
+    if res.decode == "threads":
+        p(f"  copies        {res.total_copies}   bytes copied {res.total_bytes_copied}   (decoded in threads of this "
+          f"process: frames reach the model in place)")
+    else:
+        p(f"  copies        {res.total_copies}   bytes copied {res.total_bytes_copied}   (each decoded frame written "
+          f"into its worker's pool: PyAV cannot decode into it; {res.copies} in the inference process)")
     p(f"  output bytes  {res.output_bytes}   (results read out of the infer requests; not a mapper copy)")
     for s in res.streams:
         r = s.run

@@ -384,12 +384,22 @@ def _supported_message(e: Exception, fmt: str) -> str:
             f"{fmt} frame to {CONVERT_TO} before the model: one counted copy per frame")
 
 
-def _converted(vf: Any) -> Any:
-    """``vf`` converted to CONVERT_TO, the copy recorded in the copy meter (it is a copy, and the run says so)."""
+def _converted(vf: Any, res: RunResult | None = None) -> Any:
+    """``vf`` converted to CONVERT_TO, the copy recorded in the copy meter (it is a copy, and the run says so) and,
+    given ``res``, in that stream's own ``copies`` (the meter counts every thread's copies)."""
     out = vf.reformat(format=CONVERT_TO)
     w, h = out.width, out.height
-    record_copy(f"reformat {vf.format.name}->{CONVERT_TO} (allow_copy)", w * h + 2 * (-(-w // 2)) * (-(-h // 2)))
+    nbytes = w * h + 2 * (-(-w // 2)) * (-(-h // 2))
+    record_copy(convert_record(vf.format.name), nbytes)
+    if res is not None:
+        res.copies += 1
+        res.bytes_copied += nbytes
     return out
+
+
+def convert_record(fmt: str) -> str:
+    """The copy meter's name for the allow_copy conversion of ``fmt`` frames."""
+    return f"reformat {fmt}->{CONVERT_TO} (allow_copy)"
 
 
 class _ResultWorker:
@@ -601,10 +611,12 @@ class _StageTimer:
 
 
 def _frame_loop(src: _Input, inf: Any, res: RunResult, callback: Callable[[Any, int], None] | None,
-                frames: int | None, allow_copy: bool, drain: Callable[[], None] | None = None) -> tuple[_StageTimer, Any]:
+                frames: int | None, allow_copy: bool, drain: Callable[[], None] | None = None,
+                wait: bool = True) -> tuple[_StageTimer, Any]:
     """Decode -> map -> ``infer_async`` until the input ends or ``frames`` are started, then wait for every result
     (``drain``: the result worker, part of the run's time). Fills ``res``'s per-frame info, frame count, sizes and
-    conversions; returns the timings and the last frame decoded."""
+    conversions; returns the timings and the last frame decoded. ``wait=False``: return once the last request is
+    started (``inf`` is shared with other streams' loops: whoever owns it waits for the requests)."""
     import interop
 
     timer = _StageTimer()
@@ -634,7 +646,7 @@ def _frame_loop(src: _Input, inf: Any, res: RunResult, callback: Callable[[Any, 
         if key in layouts:
             if res.sizes[-1][1:] != key[1:]:  # back to a size seen before (its model variant is compiled)
                 res.sizes.append((i, vf.width, vf.height))
-            mapped = interop.map(_converted(vf) if fmt in res.converted else vf, inf.memory_type)
+            mapped = interop.map(_converted(vf, res) if fmt in res.converted else vf, inf.memory_type)
             t2 = t2b = perf()
         else:  # a new layout: compile for it, excluded from fps and stage times
             t2 = perf()
@@ -655,7 +667,8 @@ def _frame_loop(src: _Input, inf: Any, res: RunResult, callback: Callable[[Any, 
         last_vf = vf
         i += 1
     t0 = perf()
-    inf.wait_all()
+    if wait:
+        inf.wait_all()
     if drain is not None:
         drain()  # the last results made: part of the run's time
     t_end = perf()
@@ -697,7 +710,7 @@ def _first_of_layout(res: RunResult, inf: Any, vf: Any, allow_copy: bool, i: int
         log.warning(msg)
         res.warnings.append(msg)
         res.converted[fmt] = CONVERT_TO
-    mapped = interop.map(_converted(vf), inf.memory_type)
+    mapped = interop.map(_converted(vf, res), inf.memory_type)
     inf.compile_for(mapped)
     return mapped
 

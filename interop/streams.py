@@ -1,4 +1,6 @@
-"""``interop run`` over several inputs: one decode worker process per stream, one inference process for all.
+"""``interop run`` over several inputs: one decode worker process per stream, one inference process for all
+(``run_streams(decode="processes")``; the default, ``decode="threads"``, decodes every input on a thread of this
+process instead: ``interop.stream_threads``).
 
 Each input (a file, or ``gst:PIPELINE``) is decoded in a worker process of its own, so decoders never wait on the
 GIL of the process that runs inference. A worker writes each decoded frame into a buffer of its own ``FramePool`` and
@@ -28,24 +30,24 @@ import ctypes
 import json
 import logging
 import os
-import queue
 import selectors
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from . import textdet
 from .errors import InteropError
-from .pipeline import FrameResult, RunArgumentError, RunResult, _summary
+from .pipeline import FrameResult, RunArgumentError, RunResult
+from .stream_results import COPY_PYAV, MultiRunResult, StreamError, StreamResult, _Boxes, _Results
+
+__all__ = ["COPY_GST", "COPY_PYAV", "MultiRunResult", "StreamError", "StreamResult", "run_streams", "save_path"]
 
 log = logging.getLogger(__name__)
 
@@ -57,94 +59,6 @@ POOL_SPARE = 3
 #: seconds a worker may take to open its input and say so
 START_TIMEOUT = 60.0
 
-
-class StreamError(InteropError, RuntimeError):
-    """A stream of a multi-stream run failed (its worker died, or its input cannot be read); the others go on."""
-
-
-@dataclass
-class StreamResult:
-    """One stream of a multi-stream run: the single-stream RunResult (results per frame, sizes, warnings) plus what
-    the decode worker reports (its decode time and the copy into the pool) and the error that ended it, if any."""
-
-    index: int
-    run: RunResult
-    error: str | None = None
-    error_type: str | None = None
-    worker_copies: int = 0
-    worker_bytes: int = 0
-    worker_zero_copy: int = 0  # frames the decoder wrote straight into the pool (GStreamer took the offered pool)
-    worker_copy: str | None = None  # what the worker's copy is, when it made one
-    decode_s: float = 0.0
-    exit_status: int | None = None
-    wall: float = 0.0  # from the run's start to this stream's last result
-
-    def to_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = dict(self.run.to_json()["streams"][0])
-        d.update({"index": self.index, "error": None if self.error is None else
-                  {"type": self.error_type or "StreamError", "message": self.error},
-                  "fps": round(self.run.frames / self.wall, 3) if self.wall > 0 else 0.0,
-                  "copies": self.worker_copies, "bytes_copied": self.worker_bytes,
-                  "copy": (self.worker_copy or COPY_PYAV) if self.worker_copies else None,
-                  "zero_copy_frames": self.worker_zero_copy,
-                  "decode_s": round(self.decode_s, 6)})
-        return d
-
-
-@dataclass
-class MultiRunResult:
-    """A run over several streams: each stream's result, and the run as a whole (aggregate fps over the wall time,
-    copies over every process)."""
-
-    streams: list[StreamResult]
-    model: str = ""
-    device: str = ""
-    input_size: tuple[int, int] | None = None
-    wall: float = 0.0
-    compile: float = 0.0
-    map: float = 0.0
-    infer: float = 0.0
-    copies: int = 0  # in this process (mapping received frames: 0)
-    bytes_copied: int = 0
-    output_bytes: int = 0
-    interrupted: bool = False
-    pool_size: int = 0  # buffers in each worker's pool
-    warnings: list[str] = field(default_factory=list)
-    started: float = 0.0  # time.monotonic() when the timed run started and ended (as RunResult's)
-    ended: float = 0.0
-
-    @property
-    def frames(self) -> int:
-        return sum(s.run.frames for s in self.streams)
-
-    @property
-    def fps(self) -> float:
-        return self.frames / self.wall if self.wall > 0 else 0.0
-
-    @property
-    def total_copies(self) -> int:
-        return self.copies + sum(s.worker_copies for s in self.streams)
-
-    @property
-    def total_bytes_copied(self) -> int:
-        return self.bytes_copied + sum(s.worker_bytes for s in self.streams)
-
-    def to_json(self) -> dict[str, Any]:
-        first = self.streams[0].run if self.streams else None
-        return {
-            "frames": self.frames, "fps": round(self.fps, 3), "copies": self.total_copies,
-            "bytes_copied": self.total_bytes_copied, "output_bytes": self.output_bytes, "device": self.device,
-            "model": self.model,
-            "stages": {"decode": round(sum(s.decode_s for s in self.streams), 6), "map": round(self.map, 6),
-                       "infer": round(self.infer, 6)},
-            "wall_s": round(self.wall, 6), "compile_s": round(self.compile, 6),
-            "monotonic_s": [round(self.started, 6), round(self.ended, 6)],
-            "video": [s.run.video for s in self.streams],
-            "size": [first.width, first.height] if first else None,
-            "input_size": list(self.input_size) if self.input_size else None,
-            "warnings": list(self.warnings), "interrupted": self.interrupted, "pool_size": self.pool_size,
-            "streams": [s.to_json() for s in self.streams],
-        }
 
 
 # ---- the decode worker (its own process) ----------------------------------------------------------------
@@ -292,7 +206,6 @@ def _av_worker(sock_fd: int, video: str, frames: int | None, allow_copy: bool = 
 
 
 #: what a stream's copy is, in its report
-COPY_PYAV = "decoded frame written into the worker's pool buffer (PyAV cannot decode into it)"
 COPY_GST = ("GStreamer frame copied into the worker's pool buffer: the element before the appsink did not write into "
             "the pool offered in its ALLOCATION query (it keeps its own buffers, e.g. avdec_*, or dropped the query)")
 #: seconds a GStreamer pipeline may go without a frame, EOS or error
@@ -466,105 +379,6 @@ class _Worker:
             self.proc.stdout.close()
 
 
-class _Boxes:
-    """The text detector's PostPool, started before the model compiles (its processes import OpenCV meanwhile);
-    its boxes go to the run's _Results once that exists."""
-
-    def __init__(self, max_map_pixels: int):
-        from .postpool import PostPool
-
-        self.results: _Results | None = None
-        self.pool = PostPool(self._boxes, max_map_pixels)
-
-    def _boxes(self, key: tuple[int, int], boxes: list[Any]) -> None:  # the PostPool's reader thread
-        assert self.results is not None  # maps are submitted only by the run's callbacks, made with the results
-        self.results.boxes(key, boxes)
-
-
-class _Results:
-    """Outputs -> results, per stream; the caller's callbacks after each. Text boxes are made by a PostPool (processes
-    of their own: this process's GIL stays with the frame hand-off and the requests), an output summary on a thread
-    of its own. Both bounded: a slow consumer of results holds inference back, not memory. ``put`` runs on OpenVINO's
-    thread; with ``views`` (text boxes) its outputs are the request's own tensors, valid during the call."""
-
-    def __init__(self, streams: list[StreamResult], on_result: Callable[[int, FrameResult], None] | None,
-                 on_progress: Callable[[int, int, int | None], None] | None, t0: float, frames: int | None,
-                 boxes: _Boxes | None = None):
-        self.streams = streams
-        self.frames = frames
-        self.views = boxes is not None
-        self.on_result = on_result
-        self.on_progress = on_progress
-        self.done = [0] * len(streams)
-        self.t0 = t0
-        self.error: BaseException | None = None
-        self._pool: Any = None
-        self._t: threading.Thread | None = None
-        if boxes is not None:
-            self._pool = boxes.pool
-            boxes.results = self
-        else:
-            self._q: queue.Queue[tuple[Any, tuple[int, int]] | None] = queue.Queue(maxsize=64)
-            self._t = threading.Thread(target=self._loop, name="interop-streams-results", daemon=True)
-            self._t.start()
-
-    def put(self, outputs: Any, key: tuple[int, int]) -> None:  # OpenVINO's thread: hand over, nothing more
-        if self._pool is not None:
-            _, _, fw, fh = self.streams[key[0]].run.frame_info[key[1]]
-            self._pool.submit(next(iter(outputs.values())), key, fw, fh)
-        else:
-            self._q.put((outputs, key))
-
-    def boxes(self, key: tuple[int, int], boxes: list[Any]) -> None:  # the PostPool's reader thread
-        k, i = key
-        self.streams[k].run.boxes[i] = boxes
-        self._after(k, i)
-
-    def _loop(self) -> None:
-        while (item := self._q.get()) is not None:
-            if self.error is not None:
-                continue
-            outputs, (k, i) = item
-            try:
-                self.streams[k].run.outputs[i] = _summary(outputs)
-                self._after(k, i)
-            except BaseException as e:  # noqa: B036 - re-raised on the caller's thread by close()
-                self.error = e
-
-    def _after(self, k: int, i: int) -> None:
-        s = self.streams[k]
-        res = s.run
-        self.done[k] += 1
-        s.wall = time.perf_counter() - self.t0
-        if self.on_result is not None:
-            self.on_result(k, res.result(i))
-        if self.on_progress is not None:
-            total = res.declared_frames or None
-            if self.frames is not None:
-                total = min(total, self.frames) if total else self.frames
-            self.on_progress(k, self.done[k], total)
-
-    def check(self) -> None:
-        """Raise what ended the text-box pool (a post-processing process that died or hangs, or an exception of the
-        caller's callbacks), so that the run stops at once rather than decode on."""
-        if self._pool is not None:
-            self._pool.check()
-
-    @property
-    def output_bytes(self) -> int:
-        """Map bytes the PostPool read out of the requests (into its shared memory)."""
-        return int(self._pool.bytes_copied) if self._pool is not None else 0
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
-            return
-        assert self._t is not None
-        self._q.put(None)
-        self._t.join()
-        if self.error is not None:
-            raise self.error
-
 
 def _check(inputs: Sequence[str], pool_size: int | None, frames: int | None) -> None:
     if not inputs:
@@ -582,13 +396,18 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
                 on_progress: Callable[[int, int, int | None], None] | None = None,
                 on_result: Callable[[int, FrameResult], None] | None = None,
                 on_stream_end: Callable[[StreamResult], None] | None = None,
-                allow_copy: bool = False) -> MultiRunResult:
-    """Decode each of ``inputs`` in a worker process and run them all through one ``Inference``; returns a
-    MultiRunResult (one StreamResult per input, in the order given). ``frames`` caps each stream. ``allow_copy``:
-    a PyAV worker converts frames of a pixel format interop has no planes for to yuv420p (counted in its copies);
-    without it such a stream ends with UnsupportedFormatError.
+                allow_copy: bool = False, decode: str = "threads") -> MultiRunResult:
+    """Decode each of ``inputs`` and run them all through one ``Inference``; returns a MultiRunResult (one
+    StreamResult per input, in the order given). ``frames`` caps each stream. ``allow_copy``: frames of a pixel
+    format interop has no planes for are converted to yuv420p (counted in the stream's copies); without it such a
+    stream ends with UnsupportedFormatError.
 
-    A stream whose worker fails ends with its ``error`` set; the run goes on with the others and raises nothing for
+    ``decode="threads"`` (the default): each input is decoded on a thread of this process and its frames reach the
+    model in place, with no copy (``interop.stream_threads``). ``decode="processes"``: each input in a worker
+    process of its own, its frames handed over through a pool of ``pool_size`` buffers (one copy per PyAV frame
+    into the pool); a decoder that crashes its process then ends only its own stream.
+
+    A stream whose decoding fails ends with its ``error`` set; the run goes on with the others and raises nothing for
     it. KeyboardInterrupt stops every worker and re-raises after cleaning up (``interrupted`` on the result is for
     callers that catch it: the partial result is attached as ``e.result``). ``keep_last``: each stream's last frame as
     a BGR image (``run.last_image``, for ``--save``). Callbacks run on the result thread: ``on_progress(stream, done,
@@ -600,6 +419,17 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
     from .dma import ProtocolError, TransportTimeoutError
 
     _check(inputs, pool_size, frames)
+    if decode not in ("threads", "processes"):
+        raise RunArgumentError(f"decode must be 'threads' or 'processes', not {decode!r}")
+    if decode == "threads":
+        if pool_size is not None:
+            raise RunArgumentError("pool_size sizes the decode worker processes' pools: pass decode='processes' "
+                                   "with it (streams decoded in threads need no pool)")
+        from .stream_threads import run_in_threads
+
+        return run_in_threads(inputs, model, device, frames, precision, input_size, keep_last=keep_last,
+                              on_progress=on_progress, on_result=on_result, on_stream_end=on_stream_end,
+                              allow_copy=allow_copy)
     workers = [_Worker(k, v, frames, allow_copy) for k, v in enumerate(inputs)]
     streams: list[StreamResult] = []
     last: dict[int, Any] = {}

@@ -76,27 +76,30 @@ def test_decode_infer_on_an_odd_size(tmp_path: Path) -> None:
 
 def test_many_streams_example_gives_each_stream_the_single_stream_box_count(tmp_path: Path) -> None:
     """Two odd-size streams and one that cannot be opened: the good ones finish with the boxes `interop.pipeline.run`
-    finds on the same clip, the bad one ends with its error, nothing is copied in the inference process, and the
-    exit status says a stream failed."""
+    finds on the same clip, the bad one ends with its error, nothing is copied (decoded in threads; in worker
+    processes one counted copy per frame into the pool), and the exit status says a stream failed."""
     from interop.clip import encode, render
 
     odd = str(tmp_path / "odd_text.mkv")  # the bundled clip's text pattern at 853x479 (FFV1 keeps odd sizes)
     encode(odd, 3, 853, 479, codec="ffv1", pattern=lambda i, w, h: render(i, w, h), array_format="bgr24")
-    p = _example("many_streams.py", odd, str(tmp_path / "missing.mp4"), odd, "--frames", "3")
-    _needs_or_skip(p)
-    assert p.returncode == 1, p.stderr
     from interop.pipeline import run
 
-    single = run(odd, frames=3)
-    boxes = sum(len(single.boxes.get(i, [])) for i in range(single.frames))
-    assert boxes > 0  # the pattern has text: the comparison below says something
-    lines = p.stdout.splitlines()
-    for k in (0, 2):
-        assert any(ln.startswith(f"stream {k} {odd}: 3 frames, {boxes} text boxes, 3 counted copies in its worker")
+    single = None
+    for decode, copies in (("threads", 0), ("processes", 3)):
+        p = _example("many_streams.py", odd, str(tmp_path / "missing.mp4"), odd, "--frames", "3", "--decode", decode)
+        _needs_or_skip(p)
+        assert p.returncode == 1, p.stderr
+        single = single or run(odd, frames=3)
+        boxes = sum(len(single.boxes.get(i, [])) for i in range(single.frames))
+        assert boxes > 0  # the pattern has text: the comparison below says something
+        lines = p.stdout.splitlines()
+        for k in (0, 2):
+            assert any(ln.startswith(f"stream {k} {odd}: 3 frames, {boxes} text boxes, {copies} counted copies")
+                       for ln in lines), p.stdout
+        assert any(ln.startswith("stream 1 ") and "0 frames" in ln and "ended early: VideoInputError" in ln
                    for ln in lines), p.stdout
-    assert any(ln.startswith("stream 1 ") and "0 frames" in ln and "ended early: VideoInputError" in ln
-               for ln in lines), p.stdout
-    assert "copies in this process 0" in p.stdout and "[stream 0] 3/3 frames" in p.stdout
+        assert f"decoded in {decode}" in p.stdout and f"copies {2 * copies}" in p.stdout
+        assert "[stream 0] 3/3 frames" in p.stdout
     bad = _example("many_streams.py", odd, "--frames", "0")  # a usage error, not a traceback
     assert bad.returncode == 2 and "--frames must be at least 1" in bad.stderr and "Traceback" not in bad.stderr
 

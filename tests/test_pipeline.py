@@ -347,20 +347,26 @@ def test_run_allow_copy_converts_an_unsupported_pixel_format_and_counts_it(tmp_p
     assert "converted to yuv420p" in p.stderr
 
 
-def test_run_allow_copy_with_several_inputs_converts_in_the_workers(tmp_path) -> None:
-    """With several inputs each decode worker converts a pixel format interop has no planes for (counted in that
-    stream's copies, beside the copy into the pool); without --allow-copy those streams end with the typed error."""
+@pytest.mark.parametrize("decode", ["threads", "processes"])
+def test_run_allow_copy_with_several_inputs_converts_per_stream(tmp_path, decode) -> None:
+    """With several inputs each stream converts a pixel format interop has no planes for (counted in that stream's
+    copies, beside a decode worker's copy into its pool); without --allow-copy those streams end with the typed
+    error and the others run."""
     _model_or_skip()
     odd, plain = _raw_clip(tmp_path, "yuv410p"), _raw_clip(tmp_path, "yuv420p")
-    p, d = _json_run(odd, plain)
+    p, d = _json_run(odd, plain, "--decode", decode)
     bad, good = d["streams"]
-    assert p.returncode != 0 and bad["error"]["type"] == "UnsupportedFormatError"
+    assert p.returncode != 0 and bad["error"]["type"] == "UnsupportedFormatError" and d["decode"] == decode
     assert "--allow-copy" in bad["error"]["message"] and good["frames"] == 3 and good.get("error") is None
-    p, d = _json_run(odd, plain, "--allow-copy")
+    p, d = _json_run(odd, plain, "--allow-copy", "--decode", decode)
     assert p.returncode == 0, p.stderr
     a, b = d["streams"]
     assert a["frames"] == b["frames"] == 3 and a.get("error") is None and b.get("error") is None
-    assert a["copies"] == 2 * 3 and b["copies"] == 3  # conversion + pool write per frame; pool write only
+    if decode == "processes":
+        assert a["copies"] == 2 * 3 and b["copies"] == 3  # conversion + pool write per frame; pool write only
+    else:
+        assert a["copies"] == 3 and b["copies"] == 0  # the conversion only: decoded frames reach the model in place
+        assert "yuv410p->yuv420p" in a["copy"] and d["copies"] == 3
 
 
 # ---- `interop run gst:PIPELINE`: GStreamer decodes, the same loop maps and infers --------------------------

@@ -1,8 +1,10 @@
-"""`interop run` over several inputs: decode workers in processes, one Inference, results per stream in order.
+"""`interop run` over several inputs: decoded in threads (the default) or in worker processes, one Inference,
+results per stream in order, the same as one stream's.
 
-Faults: a decode worker killed mid-frame ends its stream with an error and the others complete; the inference
-process killed makes every worker exit; SIGINT stops the run with no fd or process left behind. Back-pressure: a
-worker whose pool is held by the inference side decodes nothing more until a buffer comes back.
+Faults: a stream whose input fails ends with its error and the others complete; a decode worker killed mid-frame
+ends its stream with an error and the others complete; the inference process killed makes every worker exit;
+SIGINT stops the run with no fd or process left behind. Back-pressure: a worker whose pool is held by the inference
+side decodes nothing more until a buffer comes back.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -26,7 +29,7 @@ need_module("openvino")
 
 from interop.dma import TransportTimeoutError  # noqa: E402
 from interop.pipeline import RunArgumentError  # noqa: E402
-from interop.streams import _Worker, run_streams, save_path  # noqa: E402
+from interop.streams import StreamError, _Worker, run_streams, save_path  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -75,19 +78,26 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_streams_give_per_stream_results_in_order_same_as_one_stream(clip):
+@pytest.fixture(scope="module")
+def single(clip):
     from interop.pipeline import run
 
+    return run(clip, device="CPU", frames=12)
+
+
+@pytest.mark.parametrize("decode", ["threads", "processes"])
+def test_streams_give_per_stream_results_in_order_same_as_one_stream(clip, single, decode):
     n = 12
-    single = run(clip, device="CPU", frames=n)
     fds = _fds()
-    res = run_streams([clip, clip], device="CPU", frames=n)
+    threads = {t.ident for t in threading.enumerate()}
+    res = run_streams([clip, clip], device="CPU", frames=n, decode=decode)
     assert _fds() == fds, "the run left an fd open"
     assert not _children(os.getpid()), "a decode worker is still running"
     assert not _children(os.getpid(), "interop.postpool"), "a post-processing process is still running"
-    assert res.frames == 2 * n and res.fps > 0
+    assert not [t.name for t in threading.enumerate() if t.ident not in threads and t.name.startswith("interop-stream")]
+    assert res.frames == 2 * n and res.fps > 0 and res.decode == decode
     d = res.to_json()
-    assert [s["index"] for s in d["streams"]] == [0, 1]
+    assert [s["index"] for s in d["streams"]] == [0, 1] and d["decode"] == decode
     frame_bytes = 640 * 480 * 3 // 2
     for s in d["streams"]:
         assert s["error"] is None and s["frames"] == n
@@ -95,14 +105,20 @@ def test_streams_give_per_stream_results_in_order_same_as_one_stream(clip):
         assert [r["pts"] for r in s["results"]] == [r.pts for r in single.results()]
         assert [[b["points"] for b in r["boxes"]] for r in s["results"]] == \
             [[[list(map(int, p)) for p in b.points] for b in single.boxes[i]] for i in range(n)]
-        assert s["copies"] == n and s["bytes_copied"] == n * frame_bytes  # the one copy: decoded frame -> pool
-    assert d["copies"] == 2 * n and d["bytes_copied"] == 2 * n * frame_bytes
-    assert res.copies == 0  # nothing copied in the inference process: received frames are mapped in place
+        if decode == "processes":
+            assert s["copies"] == n and s["bytes_copied"] == n * frame_bytes  # the one copy: decoded frame -> pool
+        else:
+            assert s["copies"] == 0 and s["bytes_copied"] == 0 and s["copy"] is None  # decoded frames, in place
+    assert d["copies"] == (2 * n if decode == "processes" else 0)
+    assert d["bytes_copied"] == (2 * n * frame_bytes if decode == "processes" else 0)
+    assert res.copies == 0  # nothing copied in the inference process: frames are mapped in place
 
 
-def test_an_on_result_error_stops_the_run_and_is_raised_as_it_is(clip):
-    """The caller's callback runs on the post-processing pool's reader: its exception ends the pool, the run stops
-    (it does not decode on), and the caller gets that exception, with nothing left running or open."""
+@pytest.mark.parametrize("decode", ["threads", "processes"])
+def test_an_on_result_error_stops_the_run_and_is_raised_as_it_is(clip, decode):
+    """The caller's callback runs on the result thread (threads) or the post-processing pool's reader (processes):
+    its exception stops the run (it does not decode on), and the caller gets that exception, with nothing left
+    running or open."""
     class Mine(Exception):
         pass
 
@@ -115,19 +131,59 @@ def test_an_on_result_error_stops_the_run_and_is_raised_as_it_is(clip):
 
     fds = _fds()
     with pytest.raises(Mine, match="the caller's bug"):
-        run_streams([clip, clip], device="CPU", on_result=on_result)
+        run_streams([clip, clip], device="CPU", on_result=on_result, decode=decode)
     assert _fds() == fds
     assert not _children(os.getpid()) and not _children(os.getpid(), "interop.postpool")
-    assert len(seen) == 3  # the pool ended at the error: no result after it
+    assert not [t for t in threading.enumerate() if t.name.startswith("interop-stream")]
+    assert len(seen) == 3  # the results ended at the error: no result after it
 
 
-def test_an_input_that_cannot_be_read_ends_its_stream_others_go_on(clip, tmp_path):
+@pytest.mark.parametrize("decode", ["threads", "processes"])
+def test_an_input_that_cannot_be_read_ends_its_stream_others_go_on(clip, tmp_path, decode):
     bad = tmp_path / "notes.txt"
     bad.write_text("not a video\n")
-    res = run_streams([str(bad), clip], device="CPU", frames=5)
+    ended = []
+    res = run_streams([str(bad), clip], device="CPU", frames=5, decode=decode,
+                      on_stream_end=lambda s: ended.append(s.index))
     s0, s1 = res.streams
     assert s0.error_type == "VideoInputError" and "text file" in (s0.error or "") and s0.run.frames == 0
     assert s1.error is None and s1.run.frames == 5
+    assert 1 in ended
+
+
+def test_every_input_unreadable_is_one_stream_error(tmp_path):
+    bad = tmp_path / "notes.txt"
+    bad.write_text("not a video\n")
+    with pytest.raises(StreamError, match="no input could be opened.*text file"):
+        run_streams([str(bad), str(tmp_path / "missing.mp4")], device="CPU")
+
+
+def test_a_stream_that_fails_mid_run_ends_alone_in_threads(clip, monkeypatch):
+    """A stream's thread that raises after frames went out (here: its decoder fails at the third frame) ends that
+    stream with the error and its whole frames' results; the other stream completes."""
+    import interop.pipeline as pipeline
+
+    class Broken(pipeline._Input):
+        def __init__(self, video, threads=None):
+            super().__init__(video, threads)
+            if video.endswith("#broken"):
+                frames = self.it
+
+                def failing():
+                    for i, f in enumerate(frames):
+                        if i == 3:
+                            raise OSError("the disk went away")
+                        yield f
+                self.it = failing()
+
+    real_open = pipeline.open_video
+    monkeypatch.setattr(pipeline, "open_video", lambda p: real_open(p.removesuffix("#broken")))
+    monkeypatch.setattr(pipeline, "_Input", Broken)
+    res = run_streams([clip + "#broken", clip], device="CPU", frames=10)
+    bad, good = res.streams
+    assert bad.error_type == "OSError" and "disk went away" in (bad.error or "") and bad.run.frames == 3
+    assert [r.index for r in bad.run.results()] == [0, 1, 2]
+    assert good.error is None and good.run.frames == 10
 
 
 def test_arguments_are_checked():
@@ -137,6 +193,10 @@ def test_arguments_are_checked():
         run_streams(["a.mp4"], frames=0)
     with pytest.raises(RunArgumentError, match="pool_size"):
         run_streams(["a.mp4"], pool_size=2)
+    with pytest.raises(RunArgumentError, match="decode='processes'"):
+        run_streams(["a.mp4"], pool_size=6)
+    with pytest.raises(RunArgumentError, match="'threads' or 'processes'"):
+        run_streams(["a.mp4"], decode="fibers")
     assert save_path("out/x.png", 1, 3) == "out/x-1.png" and save_path("x.png", 0, 1) == "x.png"
 
 
@@ -171,7 +231,7 @@ def test_worker_killed_mid_frame_ends_its_stream_with_an_error_others_complete(c
             killed.append(pid)
 
     fds = _fds()
-    res = run_streams([clip, clip], device="CPU", frames=60, on_progress=progress)
+    res = run_streams([clip, clip], device="CPU", frames=60, on_progress=progress, decode="processes")
     assert killed
     dead = [s for s in res.streams if s.error is not None]
     done = [s for s in res.streams if s.error is None]
@@ -183,26 +243,28 @@ def test_worker_killed_mid_frame_ends_its_stream_with_an_error_others_complete(c
 
 
 _CHILD = textwrap.dedent("""
-    import json, os, sys, time
+    import json, os, sys, threading, time
     import interop
     from interop.streams import run_streams
-    clip = sys.argv[1]
+    clip, decode = sys.argv[1], sys.argv[2]
     before = len(os.listdir("/proc/self/fd"))
     print(json.dumps({"ready": os.getpid()}), flush=True)
     try:
-        run_streams([clip, clip], device="CPU", on_progress=lambda k, d, t: d == 3 and k == 0 and print(
+        run_streams([clip, clip], device="CPU", decode=decode, on_progress=lambda k, d, t: d == 3 and k == 0 and print(
             json.dumps({"running": True}), flush=True))
         print(json.dumps({"finished": True}), flush=True)
     except KeyboardInterrupt:
         time.sleep(0.2)
         print(json.dumps({"interrupted": True, "fds_before": before,
-                          "fds_after": len(os.listdir("/proc/self/fd"))}), flush=True)
+                          "fds_after": len(os.listdir("/proc/self/fd")),
+                          "stream_threads": [t.name for t in threading.enumerate()
+                                             if t.name.startswith("interop-stream-")]}), flush=True)
         sys.exit(130)
 """)
 
 
-def _start_child(clip: str) -> subprocess.Popen:
-    p = subprocess.Popen([sys.executable, "-c", _CHILD, clip], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+def _start_child(clip: str, decode: str = "processes") -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-c", _CHILD, clip, decode], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     assert p.stdout is not None
     assert "ready" in p.stdout.readline()
     assert "running" in p.stdout.readline()
@@ -226,6 +288,16 @@ def test_sigint_stops_every_worker_and_leaks_no_fd(clip):
     assert not any(_alive(w) for w in workers)
 
 
+def test_sigint_stops_every_stream_thread_and_leaks_no_fd(clip):
+    p = _start_child(clip, "threads")
+    assert not _children(p.pid) and not _children(p.pid, "interop.postpool")  # decoded in threads: no process
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 130
+    last = json.loads(out.strip().splitlines()[-1])
+    assert last["interrupted"] and last["fds_after"] == last["fds_before"] and last["stream_threads"] == []
+
+
 def test_inference_process_killed_every_worker_exits(clip):
     p = _start_child(clip)
     workers = _children(p.pid)
@@ -243,10 +315,10 @@ def test_inference_process_killed_every_worker_exits(clip):
 def test_cli_runs_several_inputs_with_a_json_entry_per_stream(clip, tmp_path):
     save = tmp_path / "last.png"
     p = subprocess.run([sys.executable, "-m", "interop", "run", clip, clip, "--frames", "4", "--json", "--save",
-                        str(save)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+                        str(save), "--decode", "processes"], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout.strip().splitlines()[-1])
-    assert d["frames"] == 8 and len(d["streams"]) == 2 and d["copies"] == 8
+    assert d["frames"] == 8 and len(d["streams"]) == 2 and d["copies"] == 8 and d["decode"] == "processes"
     assert all(s["error"] is None and len(s["results"]) == 4 for s in d["streams"])
     assert "[stream 0]" in p.stderr and "[stream 1]" in p.stderr and "4/4 frames" in p.stderr
     assert (tmp_path / "last-0.png").stat().st_size > 0 and (tmp_path / "last-1.png").stat().st_size > 0
@@ -254,5 +326,6 @@ def test_cli_runs_several_inputs_with_a_json_entry_per_stream(clip, tmp_path):
                           "2", "--json"], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert bad.returncode == 1  # a stream failed; the other ran
     d = json.loads(bad.stdout.strip().splitlines()[-1])
+    assert d["decode"] == "threads" and d["copies"] == 0  # the default: decoded in threads, frames in place
     assert d["streams"][0]["error"] is None and d["streams"][0]["frames"] == 2
     assert d["streams"][1]["error"]["type"] == "VideoInputError"

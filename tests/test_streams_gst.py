@@ -188,7 +188,7 @@ def test_worker_buffers_stay_bounded_while_frames_are_held():
 
 def test_run_streams_zero_copy_where_the_pool_was_taken_counted_copy_where_not(model):
     fds = _fds()
-    res = run_streams(["gst:" + _ball(12), "gst:" + _ball(9) + REFUSES], device="CPU")
+    res = run_streams(["gst:" + _ball(12), "gst:" + _ball(9) + REFUSES], device="CPU", decode="processes")
     assert _fds() == fds, "the run left an fd open"
     assert not _children(os.getpid())
     s0, s1 = (s.to_json() for s in res.streams)
@@ -210,7 +210,8 @@ def test_killed_gst_worker_ends_only_its_stream(model):
             killed.append(pid)
 
     fds = _fds()
-    res = run_streams(["gst:" + _ball(400), "gst:" + _ball(40) + " ! identity"], device="CPU", on_progress=progress)
+    res = run_streams(["gst:" + _ball(400), "gst:" + _ball(40) + " ! identity"], device="CPU", on_progress=progress,
+                      decode="processes")
     assert killed
     dead, done = res.streams
     assert dead.error is not None and "signal 9" in dead.error and dead.run.frames < 400
@@ -227,9 +228,22 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
+def test_run_streams_in_threads_maps_gst_samples_in_place(model):
+    """Decoded in threads, a gst: input's samples reach the model as they are (no pool, no copy), whether or not
+    the element before the appsink would have taken a pool."""
+    fds = _fds()
+    res = run_streams(["gst:" + _ball(12), "gst:" + _ball(9) + REFUSES], device="CPU", decode="threads")
+    assert _fds() == fds, "the run left an fd open"
+    assert not _children(os.getpid())
+    s0, s1 = (s.to_json() for s in res.streams)
+    assert s0["error"] is None and s0["frames"] == 12 and s1["error"] is None and s1["frames"] == 9
+    assert [r["index"] for r in s0["results"]] == list(range(12))
+    assert s0["copies"] == s1["copies"] == 0 and res.to_json()["copies"] == 0 and res.decode == "threads"
+
+
 def test_cli_runs_two_gst_inputs_zero_copy(model):
     p = subprocess.run([sys.executable, "-m", "interop", "run", "gst:" + _ball(6), "gst:" + _ball(6, "NV12"),
-                        "--json"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+                        "--json", "--decode", "processes"], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout.strip().splitlines()[-1])
     assert d["frames"] == 12 and d["copies"] == 0 and len(d["streams"]) == 2

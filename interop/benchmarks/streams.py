@@ -1,7 +1,8 @@
 """N streams on one host: aggregate fps of ``interop run`` over N = 1, 2, 4, 8 copies of the pinned 1080p clip
-(decode workers in processes, one Inference for all; for N = 1 its single-stream loop, as ``interop run CLIP`` runs,
-with the worker path for one stream beside it), beside (a) N separate ``interop run`` processes and (b) N
-threads in one process each running ``interop.pipeline.run``, and beside the bound min(N decode processes together,
+(each stream decoded on a thread of its own, one Inference for all, as ``interop run A B ...`` runs by default; for
+N = 1 its single-stream loop, as ``interop run CLIP`` runs), with decode worker processes + one Inference
+(``--decode processes``) beside it, beside (a) N separate ``interop run`` processes and (b) N
+threads in one process each running ``interop.pipeline.run`` (each with its own Inference), and beside the bound min(N decode processes together,
 the plain network fed pre-processed tensors from memory), all measured in the same run on the same clip, frames and
 model input (PP-OCRv4 text detection at 960x544, CPU).
 
@@ -9,8 +10,9 @@ Aggregate fps is every stream's frames over the time the run took: for the multi
 compilation excluded); for N processes and N threads, which each compile their own model at their own moment, from
 the first run's start (model compiled) to the last run's end (``monotonic_s`` of each run), with the same frames
 over the longest run's own wall time beside it (``fps_longest_wall``): the first counts the start and the end,
-where fewer runs go, against them, the second counts a run going while the others compiled as shared. The multi-stream run also reports its counted copies (each decoded frame
-written into its worker's pool buffer).
+where fewer runs go, against them, the second counts a run going while the others compiled as shared. The
+multi-stream runs also report their counted copies (with decode workers, each decoded frame written into its
+worker's pool buffer; decoded in threads, none).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from typing import Any
 from . import Result
 
 NAME = "streams"
-SUMMARY = "`interop run` over N streams (decode workers + one Inference) vs N processes, N threads, and the bound"
+SUMMARY = "`interop run` over N streams (decoded in threads or worker processes, one Inference) vs N processes, N " \
+          "threads, and the bound"
 REQUIRES: tuple[tuple[str, str], ...] = (("av", "PyAV"), ("openvino", "OpenVINO"), ("cv2", "OpenCV"))
 COUNTS = (1, 2, 4, 8)
 
@@ -45,10 +48,11 @@ def single_loop(path: str, frames: int, precision: str | None) -> dict[str, Any]
     return {"fps": r.fps, "frames": r.frames, "copies": r.copies, "bytes_copied": r.bytes_copied}
 
 
-def interop_streams(path: str, n: int, frames: int, precision: str | None) -> dict[str, Any]:
+def interop_streams(path: str, n: int, frames: int, precision: str | None, decode: str = "threads") -> dict[str, Any]:
     from ..streams import run_streams
 
-    res = run_streams([path] * n, device="CPU", frames=frames, precision=precision, input_size=_input_size())
+    res = run_streams([path] * n, device="CPU", frames=frames, precision=precision, input_size=_input_size(),
+                      decode=decode)
     errors = [s.error for s in res.streams if s.error]
     if errors:
         raise RuntimeError(f"a stream failed: {errors[0]}")
@@ -151,25 +155,24 @@ def run(quick: bool = False, precision: str | None = None) -> list[Result]:
         dec = decode_processes(path, n, per)
         bound = min(dec, plain)
         t0 = time.perf_counter()
-        workers = interop_streams(path, n, per, precision)
-        # `interop run` with one input runs its single-stream loop; with several, decode workers + one Inference
-        s = single_loop(path, per, precision) if n == 1 else workers
+        # `interop run` with one input runs its single-stream loop; with several, each decoded on a thread of its own
+        s = single_loop(path, per, precision) if n == 1 else interop_streams(path, n, per, precision, "threads")
+        workers = interop_streams(path, n, per, precision, "processes")
         a = separate_processes(path, n, per, precision)
         b = threads(path, n, per, precision)
         common["seconds"] = round(time.perf_counter() - t0, 1)
-        what = "its single-stream loop" if n == 1 else "workers + one Inference"
+        what = "its single-stream loop" if n == 1 else "decoded in threads, one Inference"
         out += [
             Result(NAME, f"N={n} decode processes together", round(dec, 2), "fps", common),
             Result(NAME, f"N={n} bound min(decode, plain network)", round(bound, 2), "fps", common),
             Result(NAME, f"N={n} interop run ({what})", round(s["fps"], 2), "fps",
                    {**common, "copies": s["copies"], "bytes_copied": s["bytes_copied"],
                     "x_bound": round(s["fps"] / bound, 3) if bound else None}),
+            Result(NAME, f"N={n} interop run --decode processes (decode workers + one Inference)",
+                   round(workers["fps"], 2), "fps",
+                   {**common, "copies": workers["copies"], "bytes_copied": workers["bytes_copied"],
+                    "x_bound": round(workers["fps"] / bound, 3) if bound else None}),
         ]
-        if n == 1:
-            out.append(Result(NAME, "N=1 decode worker + one Inference (what several inputs use, for one)",
-                              round(workers["fps"], 2), "fps",
-                              {**common, "copies": workers["copies"], "bytes_copied": workers["bytes_copied"],
-                               "x_bound": round(workers["fps"] / bound, 3) if bound else None}))
         out += [
             Result(NAME, f"N={n} separate interop run processes", round(a["fps"], 2), "fps",
                    {**common, "fps_longest_wall": round(a["fps_longest_wall"], 2), "start_spread_s": a["start_spread_s"]}),

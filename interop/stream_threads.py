@@ -1,0 +1,222 @@
+"""``run_streams(..., decode="threads")``: every input decoded in this process, one thread per stream, one Inference.
+
+Each stream's thread runs the single-stream loop of ``interop run`` (``pipeline._frame_loop``): FFmpeg decodes on
+threads of its own (PyAV lets go of the GIL while it decodes; a ``gst:`` input's pipeline runs on GStreamer's
+threads), the frame is mapped to the model's memory in place and started on the one ``Inference`` every stream
+shares, whose request pool the loops keep busy between them. Nothing crosses a process: no pool to copy a PyAV
+frame into, no hand-off, so a file's frames reach the model with **no copy** (``decode="processes"`` costs one per
+frame). The outputs become results (text boxes, or an output summary) on one result thread. ``interop bench --only
+streams`` runs both modes side by side.
+
+What it gives up against decode worker processes: isolation. A decoder that crashes the process (a segfault inside
+FFmpeg or a GStreamer element) ends every stream, where a worker process would end its own; an exception (an
+unreadable input, a pixel format the model cannot take) ends its own stream here too, and the others go on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from . import pipeline
+from .meter import copy_meter
+from .pipeline import FrameResult, RunResult
+from .stream_results import MultiRunResult, StreamError, StreamResult, _Results
+
+log = logging.getLogger(__name__)
+
+#: seconds the caller's thread waits for the stream threads between its checks (a Ctrl-C is handled at once)
+TICK = 0.2
+#: seconds to wait, after a Ctrl-C or a failed result, for each stream's thread to stop at its next frame
+STOP_TIMEOUT = 30.0
+
+
+def _until(stop: threading.Event, frames: Iterator[Any]) -> Iterator[Any]:
+    """``frames`` until ``stop`` is set (checked before each frame is handed on)."""
+    for f in frames:
+        if stop.is_set():
+            return
+        yield f
+
+
+def _union(spans: list[tuple[float, float]]) -> float:
+    """Seconds covered by ``spans`` (overlapping spans counted once)."""
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total
+
+
+class _Stream:
+    """One input's thread: the single-stream loop over its ``_Input`` into the shared Inference."""
+
+    def __init__(self, s: StreamResult, src: Any, inf: Any, results: _Results, frames: int | None,
+                 allow_copy: bool, stop: threading.Event, ended: queue.Queue[int]):
+        self.s, self.src = s, src
+        self.timer: Any = None
+        self.last: Any = None
+        self.fatal: BaseException | None = None  # not an Exception (SystemExit...): re-raised by the run
+        k = s.index
+        put = results.put
+
+        def callback(outputs: Any, i: int) -> None:  # OpenVINO's thread: hand over, nothing more
+            put(outputs, (k, i))
+
+        self._args = (inf, callback, frames, allow_copy, stop, ended)
+        self.thread = threading.Thread(target=self._main, name=f"interop-stream-{k}", daemon=True)
+
+    def _main(self) -> None:
+        inf, callback, frames, allow_copy, stop, ended = self._args
+        s, src = self.s, self.src
+        try:
+            src.it = _until(stop, src.it)
+            self.timer, self.last = pipeline._frame_loop(src, inf, s.run, callback, frames, allow_copy, wait=False)
+            s.decode_s = s.run.decode = self.timer.decode
+            s.run.decode_errors = src.errors
+            pipeline._damage_warnings(s.run, stopped_early=stop.is_set() or (frames is not None and s.run.frames >= frames))
+        except Exception as e:  # noqa: BLE001 - this stream ends with its error; the others go on
+            s.error, s.error_type = str(e) or type(e).__name__, type(e).__name__
+            log.warning("stream %d (%s): %s", s.index, s.run.video, s.error)
+            s.run.warnings.append(s.error)
+        except BaseException as e:  # noqa: B036 - handed to the caller's thread, which re-raises it
+            self.fatal = e
+        finally:
+            s.worker_copies, s.worker_bytes = s.run.copies, s.run.bytes_copied
+            if s.run.converted:
+                s.worker_copy = "; ".join(pipeline.convert_record(f) for f in s.run.converted)
+            ended.put(s.index)
+
+
+def run_in_threads(inputs: Sequence[str], model: str | None, device: str | None, frames: int | None,
+                   precision: str | None, input_size: tuple[int, int] | None, *, keep_last: bool,
+                   on_progress: Callable[[int, int, int | None], None] | None,
+                   on_result: Callable[[int, FrameResult], None] | None,
+                   on_stream_end: Callable[[StreamResult], None] | None, allow_copy: bool) -> MultiRunResult:
+    """run_streams' ``decode="threads"`` (see its docstring and this module's)."""
+    streams: list[StreamResult] = []
+    out = MultiRunResult(streams, decode="threads")
+    srcs: dict[int, Any] = {}
+    inf: Any = None
+    results: _Results | None = None
+    loops: list[_Stream] = []
+    stop = threading.Event()
+    ended: queue.Queue[int] = queue.Queue()
+    # one stream decodes as `interop run CLIP` does; several share the cores as decode workers do
+    threads_each = pipeline.DECODE_THREADS if len(inputs) == 1 else pipeline.WORKER_DECODE_THREADS
+    try:
+        for k, video in enumerate(inputs):
+            try:
+                src = pipeline._Input(video, threads_each)
+            except Exception as e:  # noqa: BLE001 - an input that cannot be opened ends its stream; the others go on
+                s = StreamResult(k, RunResult(video, "", "", 0, 0, input_size), error=str(e) or type(e).__name__,
+                                 error_type=type(e).__name__)
+                log.warning("stream %d (%s): %s", k, video, s.error)
+                s.run.warnings.append(s.error or "")
+            else:
+                srcs[k] = src
+                s = StreamResult(k, RunResult(video, "", "", src.width, src.height, input_size,
+                                              declared_frames=src.declared))
+            streams.append(s)
+        if not srcs:
+            raise StreamError("no input could be opened: " + "; ".join(f"{s.run.video}: {s.error}" for s in streams))
+        first = srcs[min(srcs)]
+        inf, model_name, size = pipeline._make_inference(model, device, precision, input_size, first.width,
+                                                          first.height)
+        out.model, out.device, out.input_size = model_name, inf.device, size
+        for s in streams:
+            s.run.model, s.run.device, s.run.input_size = model_name, inf.device, size
+        perf = time.perf_counter
+        # OpenCV's pool threads spin after each small post-processing call, on the cores inference needs (as in
+        # pipeline.run): off for the run
+        with copy_meter() as meter, pipeline._opencv_single_threaded(model is None):
+            out.started = time.monotonic()
+            t0 = perf()
+            results = _Results(streams, on_result, on_progress, t0, frames, detector=model is None)
+            loops = [_Stream(streams[k], srcs[k], inf, results, frames, allow_copy, stop, ended) for k in sorted(srcs)]
+            for lp in loops:
+                lp.thread.start()
+            left = len(loops)
+            while left:
+                try:
+                    k = ended.get(timeout=TICK)
+                except queue.Empty:
+                    k = -1
+                if results.error is not None:  # the caller's callback failed: stop decoding, raise it below
+                    stop.set()
+                if k < 0:
+                    continue
+                left -= 1
+                lp = next(x for x in loops if x.s.index == k)
+                lp.thread.join()
+                if lp.fatal is not None:
+                    stop.set()
+                    raise lp.fatal
+                if on_stream_end is not None:
+                    on_stream_end(lp.s)
+            t3 = perf()
+            inf.wait_all()
+            closing, results = results, None
+            closing.close()  # the last results made (and the callbacks' error, if any, raised): part of the run
+            out.infer += perf() - t3
+        spans = [sp for lp in loops if lp.timer is not None for sp in lp.timer.compile_spans]
+        out.compile = _union(spans)
+        out.wall = perf() - t0 - out.compile
+        out.ended = time.monotonic()
+        for lp in loops:
+            if lp.timer is not None:
+                r = lp.s.run
+                r.map, r.infer, r.compile, r.compile_spans = lp.timer.map, lp.timer.infer, lp.timer.compile, \
+                    lp.timer.compile_spans
+                r.started, r.ended = lp.timer.started, lp.timer.ended
+                out.map += lp.timer.map
+                out.infer += lp.timer.infer
+        stream_copies = sum(s.worker_copies for s in streams)
+        out.copies = max(0, meter.copies - stream_copies)  # copies of this process beside the streams' own
+        out.bytes_copied = max(0, meter.bytes - sum(s.worker_bytes for s in streams))
+        out.output_bytes = inf.output_bytes
+        if keep_last:
+            for lp in loops:
+                if lp.last is not None:
+                    lp.s.run.last_image = lp.src.bgr(lp.last)
+        return out
+    except KeyboardInterrupt as e:
+        out.interrupted = True
+        e.result = out  # type: ignore[attr-defined]
+        if e.__traceback__ is not None:  # a frame in the interrupted calls' locals would keep its buffer
+            traceback.clear_frames(e.__traceback__.tb_next)
+        raise
+    finally:
+        stop.set()
+        try:
+            deadline = time.monotonic() + STOP_TIMEOUT
+            for lp in loops:  # each stops at its next frame (a request it waits for completes meanwhile)
+                lp.thread.join(max(0.0, deadline - time.monotonic()))
+                if lp.thread.is_alive():
+                    log.warning("stream %d (%s) did not stop within %.0f s; left running", lp.s.index,
+                                lp.s.run.video, STOP_TIMEOUT)
+            if inf is not None:
+                with contextlib.suppress(Exception):
+                    inf.wait_all()
+        finally:
+            try:
+                if results is not None:
+                    with contextlib.suppress(Exception):
+                        results.close()
+            finally:
+                for lp in loops:
+                    lp.last = None
+                for k, src in srcs.items():
+                    if not any(lp.s.index == k and lp.thread.is_alive() for lp in loops):
+                        with contextlib.suppress(Exception):
+                            src.close()
+                if inf is not None:
+                    inf.close()
