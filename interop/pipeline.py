@@ -658,8 +658,8 @@ def _frame_loop(src: _Input, inf: Any, res: RunResult, callback: Callable[[Any, 
             timer.compile += t2b - t2
         time_s = float(vf.pts * tb) if vf.pts is not None and tb is not None else None
         info[i] = (vf.pts, time_s, vf.width, vf.height)
-        res.frames = i + 1
         inf.infer_async(mapped, callback, i)
+        res.frames = i + 1  # counted once its request started: a frame that raised there has no result to give
         t3 = perf()
         timer.decode += t1 - t0
         timer.map += t2 - t1

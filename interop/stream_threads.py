@@ -16,6 +16,7 @@ unreadable input, a pixel format the model cannot take) ends its own stream here
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import queue
 import threading
@@ -45,15 +46,36 @@ def _until(stop: threading.Event, frames: Iterator[Any]) -> Iterator[Any]:
         yield f
 
 
-def _union(spans: list[tuple[float, float]]) -> float:
-    """Seconds covered by ``spans`` (overlapping spans counted once)."""
-    total, end = 0.0, float("-inf")
-    for a, b in sorted(spans):
-        if b <= end:
-            continue
-        total += b - max(a, end)
-        end = b
-    return total
+def _raising(e: Exception) -> Iterator[Any]:
+    """An iterator whose first step raises ``e``."""
+    yield from ()
+    raise e
+
+
+def _compile_first(inf: Any, src: Any) -> float:
+    """Compile the model for ``src``'s first frame before the run's time starts (the frame goes back in front of
+    the stream); seconds it took. A frame the model cannot take as it is is left to the stream's own loop, which
+    converts it (allow_copy) or ends the stream with the error."""
+    import interop
+
+    t0 = time.perf_counter()
+    try:
+        vf = next(src.it)
+    except StopIteration:
+        return 0.0
+    except Exception as e:  # noqa: BLE001 - the stream's loop raises it and ends that stream with it
+        src.it = _raising(e)
+        return 0.0
+    src.it = itertools.chain([vf], src.it)
+    try:
+        if src.is_gst:
+            from .elements.infer import model_input
+
+            vf = model_input(vf)  # CPU views of the GStreamer buffer, as the loop maps it
+        inf.compile_for(interop.map(vf, inf.memory_type))
+    except Exception:  # noqa: BLE001 - left to the stream's loop (see above)
+        log.debug("stream threads: the first frame's layout is compiled by its stream's loop", exc_info=True)
+    return time.perf_counter() - t0
 
 
 class _Stream:
@@ -65,6 +87,10 @@ class _Stream:
         self.timer: Any = None
         self.last: Any = None
         self.fatal: BaseException | None = None  # not an Exception (SystemExit...): re-raised by the run
+        # the run stopped waiting for this thread (it outlived STOP_TIMEOUT): the thread closes its input itself
+        self._lock = threading.Lock()
+        self._ended = False
+        self._abandoned = False
         k = s.index
         put = results.put
 
@@ -93,7 +119,24 @@ class _Stream:
             s.worker_copies, s.worker_bytes = s.run.copies, s.run.bytes_copied
             if s.run.converted:
                 s.worker_copy = "; ".join(pipeline.convert_record(f) for f in s.run.converted)
+            with self._lock:
+                self._ended = True
+                abandoned = self._abandoned
+            if abandoned:
+                self.last = None
+                with contextlib.suppress(Exception):
+                    src.close()
             ended.put(s.index)
+
+    def close_input(self) -> None:
+        """Close this stream's input now if its thread has ended; else leave that to the thread, when it ends."""
+        with self._lock:
+            if not self._ended:
+                self._abandoned = True
+                return
+        self.last = None
+        with contextlib.suppress(Exception):
+            self.src.close()
 
 
 def run_in_threads(inputs: Sequence[str], model: str | None, device: str | None, frames: int | None,
@@ -135,15 +178,17 @@ def run_in_threads(inputs: Sequence[str], model: str | None, device: str | None,
         for s in streams:
             s.run.model, s.run.device, s.run.input_size = model_name, inf.device, size
         perf = time.perf_counter
+        out.compile = _compile_first(inf, first)
         # OpenCV's pool threads spin after each small post-processing call, on the cores inference needs (as in
         # pipeline.run): off for the run
         with copy_meter() as meter, pipeline._opencv_single_threaded(model is None):
             out.started = time.monotonic()
             t0 = perf()
             results = _Results(streams, on_result, on_progress, t0, frames, detector=model is None)
-            loops = [_Stream(streams[k], srcs[k], inf, results, frames, allow_copy, stop, ended) for k in sorted(srcs)]
-            for lp in loops:
+            for k in sorted(srcs):
+                lp = _Stream(streams[k], srcs[k], inf, results, frames, allow_copy, stop, ended)
                 lp.thread.start()
+                loops.append(lp)  # once started: the clean-up joins only threads that run
             left = len(loops)
             while left:
                 try:
@@ -164,21 +209,23 @@ def run_in_threads(inputs: Sequence[str], model: str | None, device: str | None,
                     on_stream_end(lp.s)
             t3 = perf()
             inf.wait_all()
-            closing, results = results, None
-            closing.close()  # the last results made (and the callbacks' error, if any, raised): part of the run
-            out.infer += perf() - t3
-        spans = [sp for lp in loops if lp.timer is not None for sp in lp.timer.compile_spans]
-        out.compile = _union(spans)
-        out.wall = perf() - t0 - out.compile
+            results.close()  # the last results made (and the callbacks' error, if any, raised): part of the run
+            results = None
+            last_wait = perf() - t3
+        # A layout compiled after the start (a stream of another size) holds only its own stream: the others go on
+        # meanwhile, so that time stays in the run's wall time; the first layout was compiled before it.
+        out.wall = perf() - t0
         out.ended = time.monotonic()
+        timers = [lp.timer for lp in loops if lp.timer is not None]
         for lp in loops:
             if lp.timer is not None:
                 r = lp.s.run
                 r.map, r.infer, r.compile, r.compile_spans = lp.timer.map, lp.timer.infer, lp.timer.compile, \
                     lp.timer.compile_spans
                 r.started, r.ended = lp.timer.started, lp.timer.ended
-                out.map += lp.timer.map
-                out.infer += lp.timer.infer
+        # the stages of the busiest stream's thread (the threads' stages overlap: their sum would exceed the wall)
+        out.map = max((t.map for t in timers), default=0.0)
+        out.infer = max((t.infer for t in timers), default=0.0) + last_wait
         stream_copies = sum(s.worker_copies for s in streams)
         out.copies = max(0, meter.copies - stream_copies)  # copies of this process beside the streams' own
         out.bytes_copied = max(0, meter.bytes - sum(s.worker_bytes for s in streams))
@@ -212,10 +259,11 @@ def run_in_threads(inputs: Sequence[str], model: str | None, device: str | None,
                     with contextlib.suppress(Exception):
                         results.close()
             finally:
+                started = {lp.s.index for lp in loops}
                 for lp in loops:
-                    lp.last = None
+                    lp.close_input()
                 for k, src in srcs.items():
-                    if not any(lp.s.index == k and lp.thread.is_alive() for lp in loops):
+                    if k not in started:
                         with contextlib.suppress(Exception):
                             src.close()
                 if inf is not None:

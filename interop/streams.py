@@ -396,16 +396,17 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
                 on_progress: Callable[[int, int, int | None], None] | None = None,
                 on_result: Callable[[int, FrameResult], None] | None = None,
                 on_stream_end: Callable[[StreamResult], None] | None = None,
-                allow_copy: bool = False, decode: str = "threads") -> MultiRunResult:
+                allow_copy: bool = False, decode: str | None = None) -> MultiRunResult:
     """Decode each of ``inputs`` and run them all through one ``Inference``; returns a MultiRunResult (one
     StreamResult per input, in the order given). ``frames`` caps each stream. ``allow_copy``: frames of a pixel
     format interop has no planes for are converted to yuv420p (counted in the stream's copies); without it such a
     stream ends with UnsupportedFormatError.
 
     ``decode="threads"`` (the default): each input is decoded on a thread of this process and its frames reach the
-    model in place, with no copy (``interop.stream_threads``). ``decode="processes"``: each input in a worker
-    process of its own, its frames handed over through a pool of ``pool_size`` buffers (one copy per PyAV frame
-    into the pool); a decoder that crashes its process then ends only its own stream.
+    model in place, with no copy (``interop.stream_threads``). ``decode="processes"`` (the default when
+    ``pool_size`` is given): each input in a worker process of its own, its frames handed over through a pool of
+    ``pool_size`` buffers (one copy per PyAV frame into the pool); a decoder that crashes its process then ends only
+    its own stream.
 
     A stream whose decoding fails ends with its ``error`` set; the run goes on with the others and raises nothing for
     it. KeyboardInterrupt stops every worker and re-raises after cleaning up (``interrupted`` on the result is for
@@ -419,6 +420,8 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
     from .dma import ProtocolError, TransportTimeoutError
 
     _check(inputs, pool_size, frames)
+    if decode is None:
+        decode = "threads" if pool_size is None else "processes"
     if decode not in ("threads", "processes"):
         raise RunArgumentError(f"decode must be 'threads' or 'processes', not {decode!r}")
     if decode == "threads":

@@ -95,7 +95,7 @@ def test_streams_give_per_stream_results_in_order_same_as_one_stream(clip, singl
     assert not _children(os.getpid()), "a decode worker is still running"
     assert not _children(os.getpid(), "interop.postpool"), "a post-processing process is still running"
     assert not [t.name for t in threading.enumerate() if t.ident not in threads and t.name.startswith("interop-stream")]
-    assert res.frames == 2 * n and res.fps > 0 and res.decode == decode
+    assert res.frames == 2 * n and res.fps > 0 and res.decode == decode and res.compile > 0
     d = res.to_json()
     assert [s["index"] for s in d["streams"]] == [0, 1] and d["decode"] == decode
     frame_bytes = 640 * 480 * 3 // 2
@@ -136,6 +136,97 @@ def test_an_on_result_error_stops_the_run_and_is_raised_as_it_is(clip, decode):
     assert not _children(os.getpid()) and not _children(os.getpid(), "interop.postpool")
     assert not [t for t in threading.enumerate() if t.name.startswith("interop-stream")]
     assert len(seen) == 3  # the results ended at the error: no result after it
+
+
+def test_an_on_result_error_stops_decoding_in_threads(clip, monkeypatch):
+    """Decoded in threads, the streams stop at their next frame once the caller's callback failed: they do not
+    decode the rest of the clip (150 frames each) before the error is raised."""
+    import interop.pipeline as pipeline
+
+    decoded: list[int] = []
+
+    class Counted(pipeline._Input):
+        def __init__(self, video, threads=None):
+            super().__init__(video, threads)
+            k, frames = len(decoded), self.it  # the streams' inputs are opened in order
+            decoded.append(0)
+
+            def counting():
+                for f in frames:
+                    decoded[k] += 1
+                    yield f
+            self.it = counting()
+
+    def on_result(k, r):  # noqa: ANN001, ANN202
+        raise RuntimeError("the caller's bug")
+
+    monkeypatch.setattr(pipeline, "_Input", Counted)
+    with pytest.raises(RuntimeError, match="the caller's bug"):
+        run_streams([clip, clip], device="CPU", on_result=on_result)
+    assert len(decoded) == 2 and 0 < max(decoded) < 60, decoded
+
+
+def test_a_frame_whose_request_could_not_start_is_not_counted(clip, monkeypatch):
+    """Review finding: a frame was counted before its request started, so a stream that ended at a failed start
+    listed a frame with no result (an empty box list that was never computed)."""
+    from interop.inference import Inference
+
+    real = Inference.infer_async
+
+    def infer_async(self, x, callback=None, userdata=None, **kw):  # noqa: ANN001, ANN003, ANN202
+        if userdata == 3:
+            raise OSError("the device went away")
+        return real(self, x, callback, userdata, **kw)
+
+    monkeypatch.setattr(Inference, "infer_async", infer_async)
+    res = run_streams([clip, clip], device="CPU", frames=10)
+    for s in res.streams:
+        assert s.error_type == "OSError" and s.run.frames == 3
+        assert sorted(s.run.boxes) == [0, 1, 2]  # every counted frame has its result
+
+
+def test_ctrl_c_while_stream_threads_start_is_a_keyboard_interrupt_with_nothing_left(clip, monkeypatch):
+    """Review finding: a Ctrl-C inside Thread.start of the second stream came out as RuntimeError (the clean-up
+    joined a thread that never started)."""
+    import interop.stream_threads as st
+
+    real = st._Stream.__init__
+
+    def init(self, s, *a):  # noqa: ANN001, ANN002, ANN202
+        real(self, s, *a)
+        if s.index == 1:
+            def start():  # noqa: ANN202
+                raise KeyboardInterrupt
+            self.thread.start = start
+
+    monkeypatch.setattr(st._Stream, "__init__", init)
+    fds = _fds()
+    with pytest.raises(KeyboardInterrupt) as e:
+        run_streams([clip, clip], device="CPU")
+    assert e.value.result.interrupted  # type: ignore[attr-defined]
+    assert not [t for t in threading.enumerate() if t.name.startswith(("interop-stream-", "interop-streams-results"))]
+    assert _fds() == fds
+
+
+def test_ctrl_c_while_the_last_results_are_made_stops_the_result_thread(clip, monkeypatch):
+    """Review finding: interrupted while it waited for the result thread, the run forgot that thread, which went on
+    calling the caller's callbacks after run_streams had raised."""
+    import interop.stream_results as sr
+
+    real = sr._Results.close
+    calls = []
+
+    def close(self):  # noqa: ANN001, ANN202
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # as a Ctrl-C arriving while close() joins the result thread
+        real(self)
+
+    monkeypatch.setattr(sr._Results, "close", close)
+    with pytest.raises(KeyboardInterrupt):
+        run_streams([clip, clip], device="CPU", frames=5)
+    assert len(calls) == 2  # closed again by the clean-up
+    assert not [t for t in threading.enumerate() if t.name == "interop-streams-results" and t.is_alive()]
 
 
 @pytest.mark.parametrize("decode", ["threads", "processes"])
@@ -194,7 +285,7 @@ def test_arguments_are_checked():
     with pytest.raises(RunArgumentError, match="pool_size"):
         run_streams(["a.mp4"], pool_size=2)
     with pytest.raises(RunArgumentError, match="decode='processes'"):
-        run_streams(["a.mp4"], pool_size=6)
+        run_streams(["a.mp4"], pool_size=6, decode="threads")
     with pytest.raises(RunArgumentError, match="'threads' or 'processes'"):
         run_streams(["a.mp4"], decode="fibers")
     assert save_path("out/x.png", 1, 3) == "out/x-1.png" and save_path("x.png", 0, 1) == "x.png"
@@ -253,10 +344,11 @@ _CHILD = textwrap.dedent("""
         run_streams([clip, clip], device="CPU", decode=decode, on_progress=lambda k, d, t: d == 3 and k == 0 and print(
             json.dumps({"running": True}), flush=True))
         print(json.dumps({"finished": True}), flush=True)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         time.sleep(0.2)
         print(json.dumps({"interrupted": True, "fds_before": before,
                           "fds_after": len(os.listdir("/proc/self/fd")),
+                          "frames": [s.run.frames for s in e.result.streams],
                           "stream_threads": [t.name for t in threading.enumerate()
                                              if t.name.startswith("interop-stream-")]}), flush=True)
         sys.exit(130)
@@ -291,11 +383,14 @@ def test_sigint_stops_every_worker_and_leaks_no_fd(clip):
 def test_sigint_stops_every_stream_thread_and_leaks_no_fd(clip):
     p = _start_child(clip, "threads")
     assert not _children(p.pid) and not _children(p.pid, "interop.postpool")  # decoded in threads: no process
+    t0 = time.monotonic()
     p.send_signal(signal.SIGINT)
     out, _ = p.communicate(timeout=60)
     assert p.returncode == 130
     last = json.loads(out.strip().splitlines()[-1])
     assert last["interrupted"] and last["fds_after"] == last["fds_before"] and last["stream_threads"] == []
+    assert max(last["frames"]) < 60, last["frames"]  # stopped at the next frame, not at the clip's end (150)
+    assert time.monotonic() - t0 < 20
 
 
 def test_inference_process_killed_every_worker_exits(clip):
