@@ -308,7 +308,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--md", nargs="?", const="-", default=None, metavar="PATH",
                    help="Markdown tables (machine, date, command) on stdout, or written to PATH")
     b.add_argument("--precision", default=None, help="pipeline: INFERENCE_PRECISION_HINT for every case (e.g. f32)")
-    b.add_argument("--reps", type=int, default=None, help="pipeline: interleaved repetitions (more on a noisy machine)")
+    b.add_argument("--reps", type=int, default=None,
+                   help="pipeline, streams: interleaved repetitions (more on a noisy machine)")
     b.set_defaults(fn=cmd_bench)
 
     ro = sub.add_parser("routes", help="the mapper graph, or the chain chosen from SRC to DST")

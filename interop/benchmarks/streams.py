@@ -17,6 +17,7 @@ worker's pool buffer; decoded in threads, none).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -25,7 +26,7 @@ import threading
 import time
 from typing import Any
 
-from . import Result
+from . import Result, median
 
 NAME = "streams"
 SUMMARY = "`interop run` over N streams (decoded in threads or worker processes, one Inference) vs N processes, N " \
@@ -144,12 +145,24 @@ def plain_network(path: str, frames: int, precision: str | None, nreq: int) -> f
     return float(PlainNetwork(precision, nreq, path).infer_only(frames))
 
 
-def run(quick: bool = False, precision: str | None = None) -> list[Result]:
+def _median_of(got: dict[str, list[Any]], case: str, key: str = "fps") -> float:
+    return median([r[key] for r in got[case]])
+
+
+def _x_bound(got: dict[str, list[Any]], dec: float, case: str) -> float:
+    """The median over the repetitions of ``case``'s fps against that repetition's own bound."""
+    return median([r["fps"] / min(dec, p) for r, p in zip(got[case], got["plain"])])
+
+
+def run(quick: bool = False, precision: str | None = None, reps: int | None = None) -> list[Result]:
+    """``reps``: repetitions of each N's cases, interleaved (the plain network, then each way of running N streams);
+    each figure is the median over them, each ratio the median of the repetitions' own ratios."""
     from .pipeline import clip_path
 
     path = clip_path()
     frames = 20 if quick else 100
     counts = (1, 2) if quick else COUNTS
+    reps = max(1, int(reps or 1))
     plain, model, nreq = networks(path, 4 * frames, precision)
     out: list[Result] = [Result(NAME, "plain network, pre-processed tensors in memory", round(plain, 2), "fps",
                                 {"frames": 4 * frames, "requests": nreq}),
@@ -158,38 +171,45 @@ def run(quick: bool = False, precision: str | None = None) -> list[Result]:
     for n in counts:
         # at least 4 x frames in all: a run of a few hundred milliseconds would measure its start and its end
         per = max(frames, 4 * frames // n)
-        common: dict[str, Any] = {"streams": n, "frames_per_stream": per, "cores": os.cpu_count()}
+        common: dict[str, Any] = {"streams": n, "frames_per_stream": per, "reps": reps, "cores": os.cpu_count()}
         dec = decode_processes(path, n, per)
-        # the plain network again beside each N's runs: this machine's speed drifts over a run of minutes
-        plain_n = plain_network(path, 4 * frames, precision, nreq)
-        bound = min(dec, plain_n)
         t0 = time.perf_counter()
-        # `interop run` with one input runs its single-stream loop; with several, each decoded on a thread of its own
-        s = single_loop(path, per, precision) if n == 1 else interop_streams(path, n, per, precision, "threads")
-        workers = interop_streams(path, n, per, precision, "processes")
-        a = separate_processes(path, n, per, precision)
-        b = threads(path, n, per, precision)
+        got: dict[str, list[Any]] = {"plain": [], "s": [], "workers": [], "a": [], "b": []}
+        for _ in range(reps):
+            # the plain network again beside each repetition: this machine's speed drifts over a run of minutes
+            got["plain"].append(plain_network(path, 4 * frames, precision, nreq))
+            # `interop run` with one input runs its single-stream loop; with several, each input on a thread
+            got["s"].append(single_loop(path, per, precision) if n == 1 else
+                            interop_streams(path, n, per, precision, "threads"))
+            got["workers"].append(interop_streams(path, n, per, precision, "processes"))
+            got["a"].append(separate_processes(path, n, per, precision))
+            got["b"].append(threads(path, n, per, precision))
         common["seconds"] = round(time.perf_counter() - t0, 1)
+        plain_n = median(got["plain"])
+        bound = min(dec, plain_n)
+        fps = functools.partial(_median_of, got)
+        x_bound = functools.partial(_x_bound, got, dec)
+
+        s, workers = got["s"][-1], got["workers"][-1]
         what = "its single-stream loop" if n == 1 else "decoded in threads, one Inference"
         out += [
             Result(NAME, f"N={n} decode processes together", round(dec, 2), "fps", common),
-            Result(NAME, f"N={n} plain network (measured beside this N's runs)", round(plain_n, 2), "fps", common),
+            Result(NAME, f"N={n} plain network (measured beside each repetition)", round(plain_n, 2), "fps", common),
             Result(NAME, f"N={n} bound min(decode, plain network)", round(bound, 2), "fps", common),
-            Result(NAME, f"N={n} interop run ({what})", round(s["fps"], 2), "fps",
-                   {**common, "copies": s["copies"], "bytes_copied": s["bytes_copied"],
-                    "x_bound": round(s["fps"] / bound, 3) if bound else None}),
+            Result(NAME, f"N={n} interop run ({what})", round(fps("s"), 2), "fps",
+                   {**common, "copies": s["copies"], "bytes_copied": s["bytes_copied"], "x_bound": round(x_bound("s"), 3)}),
             Result(NAME, f"N={n} interop run --decode processes (decode workers + one Inference)",
-                   round(workers["fps"], 2), "fps",
+                   round(fps("workers"), 2), "fps",
                    {**common, "copies": workers["copies"], "bytes_copied": workers["bytes_copied"],
-                    "x_bound": round(workers["fps"] / bound, 3) if bound else None}),
-        ]
-        out += [
-            Result(NAME, f"N={n} separate interop run processes", round(a["fps"], 2), "fps",
-                   {**common, "fps_longest_wall": round(a["fps_longest_wall"], 2), "start_spread_s": a["start_spread_s"]}),
-            Result(NAME, f"N={n} threads in one process", round(b["fps"], 2), "fps",
-                   {**common, "fps_longest_wall": round(b["fps_longest_wall"], 2), "start_spread_s": b["start_spread_s"]}),
-            Result(NAME, f"N={n} interop run / bound (target >= 0.9 on the Xeon)", round(s["fps"] / bound, 3)
-                   if bound else 0.0, "x", common),
+                    "x_bound": round(x_bound("workers"), 3)}),
+            Result(NAME, f"N={n} separate interop run processes", round(fps("a"), 2), "fps",
+                   {**common, "fps_longest_wall": round(fps("a", "fps_longest_wall"), 2),
+                    "start_spread_s": max(r["start_spread_s"] for r in got["a"])}),
+            Result(NAME, f"N={n} threads in one process", round(fps("b"), 2), "fps",
+                   {**common, "fps_longest_wall": round(fps("b", "fps_longest_wall"), 2),
+                    "start_spread_s": max(r["start_spread_s"] for r in got["b"])}),
+            Result(NAME, f"N={n} interop run / bound (target >= 0.9 on the Xeon)", round(x_bound("s"), 3), "x",
+                   {**common, "per_rep": [round(r["fps"] / min(dec, p), 3) for r, p in zip(got["s"], got["plain"])]}),
         ]
     return out
 
