@@ -192,7 +192,8 @@ def streams_report(res: MultiRunResult, out: Any) -> None:
       f"{res.compile:.2f} s excluded)")
     if res.decode == "threads":
         p(f"  copies        {res.total_copies}   bytes copied {res.total_bytes_copied}   (decoded in threads of this "
-          f"process: frames reach the model in place)")
+          f"process: frames reach the model in place"
+          + ("; the --allow-copy conversions" if res.total_copies else "") + ")")
     else:
         p(f"  copies        {res.total_copies}   bytes copied {res.total_bytes_copied}   (each decoded frame written "
           f"into its worker's pool: PyAV cannot decode into it; {res.copies} in the inference process)")

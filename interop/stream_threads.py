@@ -52,29 +52,41 @@ def _raising(e: Exception) -> Iterator[Any]:
     raise e
 
 
-def _compile_first(inf: Any, src: Any) -> float:
-    """Compile the model for ``src``'s first frame before the run's time starts (the frame goes back in front of
-    the stream); seconds it took. A frame the model cannot take as it is is left to the stream's own loop, which
-    converts it (allow_copy) or ends the stream with the error."""
+def _compile_first(inf: Any, srcs: list[Any], allow_copy: bool) -> float:
+    """Compile the model for the first frame of the first stream that has one, before the run's time starts (each
+    frame taken goes back in front of its stream); seconds it took. A pixel format the model cannot take is compiled
+    for as the stream's loop will convert it (``allow_copy``); a stream whose first frame fails keeps that error for
+    its loop, which ends the stream with it, and the next stream's frame is tried."""
     import interop
 
-    t0 = time.perf_counter()
-    try:
-        vf = next(src.it)
-    except StopIteration:
-        return 0.0
-    except Exception as e:  # noqa: BLE001 - the stream's loop raises it and ends that stream with it
-        src.it = _raising(e)
-        return 0.0
-    src.it = itertools.chain([vf], src.it)
-    try:
-        if src.is_gst:
-            from .elements.infer import model_input
+    from .errors import UnsupportedFormatError
 
-            vf = model_input(vf)  # CPU views of the GStreamer buffer, as the loop maps it
-        inf.compile_for(interop.map(vf, inf.memory_type))
-    except Exception:  # noqa: BLE001 - left to the stream's loop (see above)
-        log.debug("stream threads: the first frame's layout is compiled by its stream's loop", exc_info=True)
+    t0 = time.perf_counter()
+    for src in srcs:
+        try:
+            vf = next(src.it)
+        except StopIteration:
+            continue
+        except Exception as e:  # noqa: BLE001 - the stream's loop raises it and ends that stream with it
+            src.it = _raising(e)
+            continue
+        src.it = itertools.chain([vf], src.it)
+        try:
+            if src.is_gst:
+                from .elements.infer import model_input
+
+                vf = model_input(vf)  # CPU views of the GStreamer buffer, as the loop maps it
+            try:
+                mapped = interop.map(vf, inf.memory_type)
+                inf.compile_for(mapped)
+            except UnsupportedFormatError:
+                if not (allow_copy and src.convertible):
+                    raise
+                # the loop converts these frames (a counted copy per frame): compile for what it will send
+                inf.compile_for(interop.map(vf.reformat(format=pipeline.CONVERT_TO), inf.memory_type))
+            break
+        except Exception:  # noqa: BLE001 - this stream's loop meets it again and ends the stream with it
+            log.debug("stream threads: the first frame's layout is compiled by its stream's loop", exc_info=True)
     return time.perf_counter() - t0
 
 
@@ -87,10 +99,13 @@ class _Stream:
         self.timer: Any = None
         self.last: Any = None
         self.fatal: BaseException | None = None  # not an Exception (SystemExit...): re-raised by the run
-        # the run stopped waiting for this thread (it outlived STOP_TIMEOUT): the thread closes its input itself
+        # the run stopped waiting for this thread (it outlived STOP_TIMEOUT, or a Ctrl-C came inside its start()):
+        # the thread closes its input itself
         self._lock = threading.Lock()
         self._ended = False
         self._abandoned = False
+        self.start_called = False
+        self.ran = threading.Event()
         k = s.index
         put = results.put
 
@@ -103,6 +118,13 @@ class _Stream:
     def _main(self) -> None:
         inf, callback, frames, allow_copy, stop, ended = self._args
         s, src = self.s, self.src
+        self.ran.set()
+        with self._lock:
+            if self._abandoned:  # the run gave up on this thread before it ran
+                self._ended = True
+                with contextlib.suppress(Exception):
+                    src.close()
+                return
         try:
             src.it = _until(stop, src.it)
             self.timer, self.last = pipeline._frame_loop(src, inf, s.run, callback, frames, allow_copy, wait=False)
@@ -171,14 +193,14 @@ def run_in_threads(inputs: Sequence[str], model: str | None, device: str | None,
             streams.append(s)
         if not srcs:
             raise StreamError("no input could be opened: " + "; ".join(f"{s.run.video}: {s.error}" for s in streams))
-        first = srcs[min(srcs)]
+        first = srcs[min(srcs)]  # the model's input size, as a single run takes it from its input
         inf, model_name, size = pipeline._make_inference(model, device, precision, input_size, first.width,
                                                           first.height)
         out.model, out.device, out.input_size = model_name, inf.device, size
         for s in streams:
             s.run.model, s.run.device, s.run.input_size = model_name, inf.device, size
         perf = time.perf_counter
-        out.compile = _compile_first(inf, first)
+        out.compile = _compile_first(inf, [srcs[k] for k in sorted(srcs)], allow_copy)
         # OpenCV's pool threads spin after each small post-processing call, on the cores inference needs (as in
         # pipeline.run): off for the run
         with copy_meter() as meter, pipeline._opencv_single_threaded(model is None):
@@ -187,8 +209,9 @@ def run_in_threads(inputs: Sequence[str], model: str | None, device: str | None,
             results = _Results(streams, on_result, on_progress, t0, frames, detector=model is None)
             for k in sorted(srcs):
                 lp = _Stream(streams[k], srcs[k], inf, results, frames, allow_copy, stop, ended)
+                loops.append(lp)
+                lp.start_called = True  # a Ctrl-C inside start() may come after the thread exists
                 lp.thread.start()
-                loops.append(lp)  # once started: the clean-up joins only threads that run
             left = len(loops)
             while left:
                 try:
@@ -246,6 +269,11 @@ def run_in_threads(inputs: Sequence[str], model: str | None, device: str | None,
         try:
             deadline = time.monotonic() + STOP_TIMEOUT
             for lp in loops:  # each stops at its next frame (a request it waits for completes meanwhile)
+                if not lp.ran.is_set() and not (lp.start_called and lp.ran.wait(1.0)):
+                    with lp._lock:  # its thread never ran (start() was interrupted): its input is ours to close
+                        lp._abandoned = lp._ended = True
+                    lp.start_called = False
+                    continue
                 lp.thread.join(max(0.0, deadline - time.monotonic()))
                 if lp.thread.is_alive():
                     log.warning("stream %d (%s) did not stop within %.0f s; left running", lp.s.index,
@@ -259,9 +287,10 @@ def run_in_threads(inputs: Sequence[str], model: str | None, device: str | None,
                     with contextlib.suppress(Exception):
                         results.close()
             finally:
-                started = {lp.s.index for lp in loops}
+                started = {lp.s.index for lp in loops if lp.start_called}
                 for lp in loops:
-                    lp.close_input()
+                    if lp.start_called:
+                        lp.close_input()
                 for k, src in srcs.items():
                     if k not in started:
                         with contextlib.suppress(Exception):

@@ -11,6 +11,7 @@ import time
 import pytest
 
 import interop  # noqa: F401 - before openvino: interop sets up the runtime first
+from tests.support.ffmpeg_clips import raw_clip
 from tests.support.requirements import need_module
 
 need_module("av")
@@ -316,27 +317,9 @@ def test_run_mp4_without_index_and_audio_only_are_exact_errors(tmp_path) -> None
         assert expect in d["error"]["message"] and "Traceback" not in p.stderr
 
 
-def _raw_clip(tmp_path, fmt: str) -> str:
-    """A few frames in pixel format ``fmt`` (rawvideo keeps any format) that no model input takes as it is."""
-    import av
-    import numpy as np
-
-    path = tmp_path / f"raw_{fmt}.nut"
-    with av.open(str(path), "w") as o:
-        s = o.add_stream("rawvideo", rate=25)
-        s.width, s.height, s.pix_fmt = 96, 64, fmt
-        for i in range(3):
-            vf = av.VideoFrame.from_ndarray(np.full((64, 96, 3), 40 * i, np.uint8), format="rgb24").reformat(format=fmt)
-            for pkt in s.encode(vf):
-                o.mux(pkt)
-        for pkt in s.encode():
-            o.mux(pkt)
-    return str(path)
-
-
 def test_run_allow_copy_converts_an_unsupported_pixel_format_and_counts_it(tmp_path) -> None:
     _model_or_skip()
-    video = _raw_clip(tmp_path, "yuv410p")
+    video = raw_clip(tmp_path, "yuv410p")
     p, d = _json_run(video)
     assert p.returncode == 1 and d["error"]["type"] == "UnsupportedFormatError"
     assert "--allow-copy" in d["error"]["message"] and "reformat(" not in d["error"]["message"]
@@ -353,7 +336,7 @@ def test_run_allow_copy_with_several_inputs_converts_per_stream(tmp_path, decode
     copies, beside a decode worker's copy into its pool); without --allow-copy those streams end with the typed
     error and the others run."""
     _model_or_skip()
-    odd, plain = _raw_clip(tmp_path, "yuv410p"), _raw_clip(tmp_path, "yuv420p")
+    odd, plain = raw_clip(tmp_path, "yuv410p"), raw_clip(tmp_path, "yuv420p")
     p, d = _json_run(odd, plain, "--decode", decode)
     bad, good = d["streams"]
     assert p.returncode != 0 and bad["error"]["type"] == "UnsupportedFormatError" and d["decode"] == decode

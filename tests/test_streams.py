@@ -9,6 +9,7 @@ side decodes nothing more until a buffer comes back.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -95,7 +96,8 @@ def test_streams_give_per_stream_results_in_order_same_as_one_stream(clip, singl
     assert not _children(os.getpid()), "a decode worker is still running"
     assert not _children(os.getpid(), "interop.postpool"), "a post-processing process is still running"
     assert not [t.name for t in threading.enumerate() if t.ident not in threads and t.name.startswith("interop-stream")]
-    assert res.frames == 2 * n and res.fps > 0 and res.decode == decode and res.compile > 0
+    assert res.frames == 2 * n and res.fps > 0 and res.decode == decode
+    assert res.compile > 0.01 and all(res.compile > 5 * s.run.compile for s in res.streams)  # compiled before t0
     d = res.to_json()
     assert [s["index"] for s in d["streams"]] == [0, 1] and d["decode"] == decode
     frame_bytes = 640 * 480 * 3 // 2
@@ -166,6 +168,17 @@ def test_an_on_result_error_stops_decoding_in_threads(clip, monkeypatch):
     assert len(decoded) == 2 and 0 < max(decoded) < 60, decoded
 
 
+def test_the_first_layout_is_compiled_before_the_run_time_even_when_it_needs_a_conversion(tmp_path):
+    """Review finding: when the first stream's frames are converted (allow_copy) the compile was left to the stream
+    threads, inside the run's wall time."""
+    from tests.support.ffmpeg_clips import raw_clip
+
+    odd, plain = raw_clip(tmp_path, "yuv410p"), raw_clip(tmp_path, "yuv420p")
+    res = run_streams([odd, plain], device="CPU", allow_copy=True)
+    assert [s.run.frames for s in res.streams] == [3, 3] and res.streams[0].worker_copies == 3
+    assert res.compile > 5 * max(s.run.compile for s in res.streams), (res.compile, [s.run.compile for s in res.streams])
+
+
 def test_a_frame_whose_request_could_not_start_is_not_counted(clip, monkeypatch):
     """Review finding: a frame was counted before its request started, so a stream that ended at a failed start
     listed a frame with no result (an empty box list that was never computed)."""
@@ -192,20 +205,36 @@ def test_ctrl_c_while_stream_threads_start_is_a_keyboard_interrupt_with_nothing_
 
     real = st._Stream.__init__
 
-    def init(self, s, *a):  # noqa: ANN001, ANN002, ANN202
-        real(self, s, *a)
-        if s.index == 1:
-            def start():  # noqa: ANN202
-                raise KeyboardInterrupt
-            self.thread.start = start
+    for after_the_thread_exists in (False, True):
+        def init(self, s, *a, late=after_the_thread_exists):  # noqa: ANN001, ANN002, ANN202
+            real(self, s, *a)
+            if s.index == 1:
+                real_start = self.thread.start
+                frames = self.src.it
 
-    monkeypatch.setattr(st._Stream, "__init__", init)
-    fds = _fds()
-    with pytest.raises(KeyboardInterrupt) as e:
-        run_streams([clip, clip], device="CPU")
-    assert e.value.result.interrupted  # type: ignore[attr-defined]
-    assert not [t for t in threading.enumerate() if t.name.startswith(("interop-stream-", "interop-streams-results"))]
-    assert _fds() == fds
+                def slow():  # noqa: ANN202 - a stream still busy when the run cleans up
+                    for f in frames:
+                        time.sleep(0.2)
+                        yield f
+                self.src.it = slow()
+
+                def start():  # noqa: ANN202
+                    if late:  # the thread runs; the Ctrl-C comes while start() waits for it to say so
+                        real_start()
+                    raise KeyboardInterrupt
+                self.thread.start = start
+
+        monkeypatch.setattr(st._Stream, "__init__", init)
+        gc.collect()
+        fds = _fds()
+        with pytest.raises(KeyboardInterrupt) as e:
+            run_streams([clip, clip], device="CPU")
+        assert e.value.result.interrupted  # type: ignore[attr-defined]
+        assert not [t for t in threading.enumerate()
+                    if t.name.startswith(("interop-stream-", "interop-streams-results"))], after_the_thread_exists
+        del e
+        gc.collect()
+        assert _fds() == fds, after_the_thread_exists
 
 
 def test_ctrl_c_while_the_last_results_are_made_stops_the_result_thread(clip, monkeypatch):

@@ -24,6 +24,23 @@ def make_clip(path: Path, width: int, height: int, frames: int, pix_fmt: str = "
     return encode(path, frames, width, height, pix_fmt=pix_fmt, fps=25, pattern="gradient")
 
 
+def raw_clip(tmp_path: Path, fmt: str) -> str:
+    """A few frames in pixel format ``fmt`` (rawvideo keeps any format) that no model input takes as it is."""
+    import av
+
+    path = tmp_path / f"raw_{fmt}.nut"
+    with av.open(str(path), "w") as o:
+        s = o.add_stream("rawvideo", rate=25)
+        s.width, s.height, s.pix_fmt = 96, 64, fmt
+        for i in range(3):
+            vf = av.VideoFrame.from_ndarray(np.full((64, 96, 3), 40 * i, np.uint8), format="rgb24").reformat(format=fmt)
+            for pkt in s.encode(vf):
+                o.mux(pkt)
+        for pkt in s.encode():
+            o.mux(pkt)
+    return str(path)
+
+
 @pytest.fixture(scope="session")
 def clip_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     need_module("av")
