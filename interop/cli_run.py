@@ -189,11 +189,13 @@ def streams_report(res: MultiRunResult, out: Any) -> None:
     p(f"interop run: {len(res.streams)} streams -> {res.model} on {res.device}"
       + (f", model input {res.input_size[0]}x{res.input_size[1]}" if res.input_size else ""))
     p(f"  frames        {res.frames}   fps {res.fps:.1f} aggregate ({res.wall:.3f} s; model compilation "
-      f"{res.compile:.2f} s excluded)")
+      f"{res.compile:.2f} s excluded" + ("; a stream of another size compiles inside the time, the others going on"
+                                         if res.decode == "threads" else "") + ")")
     if res.decode == "threads":
         p(f"  copies        {res.total_copies}   bytes copied {res.total_bytes_copied}   (decoded in threads of this "
           f"process: frames reach the model in place"
-          + ("; the --allow-copy conversions" if res.total_copies else "") + ")")
+          + (f"; {res.total_copies - res.copies} --allow-copy conversions" if res.total_copies > res.copies else "")
+          + ")")
     else:
         p(f"  copies        {res.total_copies}   bytes copied {res.total_bytes_copied}   (each decoded frame written "
           f"into its worker's pool: PyAV cannot decode into it; {res.copies} in the inference process)")

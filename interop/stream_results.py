@@ -127,8 +127,9 @@ class _Boxes:
 class _Results:
     """Outputs -> results, per stream; the caller's callbacks after each. Text boxes are made by a PostPool (processes
     of their own: this process's GIL stays with the frame hand-off and the requests), or, ``detector`` without one
-    (streams decoded in threads), on a thread of their own as an output summary is. Both bounded: a slow consumer of results holds inference back, not memory. ``put`` runs on OpenVINO's
-    thread; with ``views`` (text boxes) its outputs are the request's own tensors, valid during the call."""
+    (streams decoded in threads), on a thread of their own as an output summary is. Both bounded: a slow consumer of
+    results holds inference back, not memory. ``put`` runs on OpenVINO's thread; with ``views`` (text boxes) its
+    outputs are the request's own tensors, valid during the call. After ``close()`` outputs are dropped."""
 
     def __init__(self, streams: list[StreamResult], on_result: Callable[[int, FrameResult], None] | None,
                  on_progress: Callable[[int, int, int | None], None] | None, t0: float, frames: int | None,
@@ -137,6 +138,7 @@ class _Results:
         self.frames = frames
         self.views = boxes is not None
         self.detector = detector  # without a PostPool: the text boxes are made on the result thread
+        self._closed = False
         self.on_result = on_result
         self.on_progress = on_progress
         self.done = [0] * len(streams)
@@ -153,6 +155,8 @@ class _Results:
             self._t.start()
 
     def put(self, outputs: Any, key: tuple[int, int]) -> None:  # OpenVINO's thread: hand over, nothing more
+        if self._closed:  # a request still running after the run ended (a stream thread it gave up on): dropped
+            return
         if self._pool is not None:
             _, _, fw, fh = self.streams[key[0]].run.frame_info[key[1]]
             self._pool.submit(next(iter(outputs.values())), key, fw, fh)
@@ -205,6 +209,7 @@ class _Results:
         return int(self._pool.bytes_copied) if self._pool is not None else 0
 
     def close(self) -> None:
+        self._closed = True
         if self._pool is not None:
             self._pool.close()
             return

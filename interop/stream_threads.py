@@ -61,7 +61,7 @@ def _compile_first(inf: Any, srcs: list[Any], allow_copy: bool) -> float:
 
     from .errors import UnsupportedFormatError
 
-    t0 = time.perf_counter()
+    took = 0.0
     for src in srcs:
         try:
             vf = next(src.it)
@@ -71,6 +71,7 @@ def _compile_first(inf: Any, srcs: list[Any], allow_copy: bool) -> float:
             src.it = _raising(e)
             continue
         src.it = itertools.chain([vf], src.it)
+        t0 = time.perf_counter()
         try:
             if src.is_gst:
                 from .elements.infer import model_input
@@ -84,10 +85,11 @@ def _compile_first(inf: Any, srcs: list[Any], allow_copy: bool) -> float:
                     raise
                 # the loop converts these frames (a counted copy per frame): compile for what it will send
                 inf.compile_for(interop.map(vf.reformat(format=pipeline.CONVERT_TO), inf.memory_type))
-            break
+            return took + time.perf_counter() - t0
         except Exception:  # noqa: BLE001 - this stream's loop meets it again and ends the stream with it
             log.debug("stream threads: the first frame's layout is compiled by its stream's loop", exc_info=True)
-    return time.perf_counter() - t0
+            took += time.perf_counter() - t0
+    return took
 
 
 class _Stream:
@@ -106,6 +108,7 @@ class _Stream:
         self._abandoned = False
         self.start_called = False
         self.ran = threading.Event()
+        self._running = False  # the thread took its input (under _lock): from then on the input is the thread's
         k = s.index
         put = results.put
 
@@ -120,17 +123,17 @@ class _Stream:
         s, src = self.s, self.src
         self.ran.set()
         with self._lock:
-            if self._abandoned:  # the run gave up on this thread before it ran
+            if self._abandoned:  # the run gave up on this thread before it ran: the input is the run's to close
                 self._ended = True
-                with contextlib.suppress(Exception):
-                    src.close()
                 return
+            self._running = True
         try:
             src.it = _until(stop, src.it)
             self.timer, self.last = pipeline._frame_loop(src, inf, s.run, callback, frames, allow_copy, wait=False)
             s.decode_s = s.run.decode = self.timer.decode
             s.run.decode_errors = src.errors
-            pipeline._damage_warnings(s.run, stopped_early=stop.is_set() or (frames is not None and s.run.frames >= frames))
+            early = stop.is_set() or (frames is not None and s.run.frames >= frames)
+            pipeline._damage_warnings(s.run, stopped_early=early)
         except Exception as e:  # noqa: BLE001 - this stream ends with its error; the others go on
             s.error, s.error_type = str(e) or type(e).__name__, type(e).__name__
             log.warning("stream %d (%s): %s", s.index, s.run.video, s.error)
@@ -269,11 +272,13 @@ def run_in_threads(inputs: Sequence[str], model: str | None, device: str | None,
         try:
             deadline = time.monotonic() + STOP_TIMEOUT
             for lp in loops:  # each stops at its next frame (a request it waits for completes meanwhile)
-                if not lp.ran.is_set() and not (lp.start_called and lp.ran.wait(1.0)):
-                    with lp._lock:  # its thread never ran (start() was interrupted): its input is ours to close
+                if lp.start_called and not lp.ran.is_set():
+                    lp.ran.wait(1.0)  # a Ctrl-C inside start(): the thread may be about to run
+                with lp._lock:  # who owns the input is decided under the thread's lock
+                    if not lp._running:  # never ran (or never will): the input is the run's to close
                         lp._abandoned = lp._ended = True
-                    lp.start_called = False
-                    continue
+                        lp.start_called = False
+                        continue
                 lp.thread.join(max(0.0, deadline - time.monotonic()))
                 if lp.thread.is_alive():
                     log.warning("stream %d (%s) did not stop within %.0f s; left running", lp.s.index,

@@ -179,6 +179,31 @@ def test_the_first_layout_is_compiled_before_the_run_time_even_when_it_needs_a_c
     assert res.compile > 5 * max(s.run.compile for s in res.streams), (res.compile, [s.run.compile for s in res.streams])
 
 
+def test_a_first_stream_failing_at_its_first_frame_leaves_the_compile_to_the_next_one(clip, monkeypatch):
+    """The first stream's first frame raises: that stream ends with the error, the model is compiled for the next
+    stream's first frame before the run's time (not inside it), and that stream runs whole."""
+    import interop.pipeline as pipeline
+
+    made: list[int] = []
+
+    class FirstFails(pipeline._Input):
+        def __init__(self, video, threads=None):
+            super().__init__(video, threads)
+            made.append(0)
+            if len(made) == 1:
+                def failing():
+                    raise OSError("the disk went away")
+                    yield  # a generator
+                self.it = failing()
+
+    monkeypatch.setattr(pipeline, "_Input", FirstFails)
+    res = run_streams([clip, clip], device="CPU", frames=5)
+    bad, good = res.streams
+    assert bad.error_type == "OSError" and bad.run.frames == 0
+    assert good.error is None and good.run.frames == 5
+    assert res.compile > 5 * good.run.compile, (res.compile, good.run.compile)
+
+
 def test_a_frame_whose_request_could_not_start_is_not_counted(clip, monkeypatch):
     """Review finding: a frame was counted before its request started, so a stream that ended at a failed start
     listed a frame with no result (an empty box list that was never computed)."""

@@ -4,7 +4,8 @@ N = 1 its single-stream loop, as ``interop run CLIP`` runs), with decode worker 
 (``--decode processes``) beside it, beside (a) N separate ``interop run`` processes and (b) N
 threads in one process each running ``interop.pipeline.run`` (each with its own Inference), and beside the bound
 min(N decode processes together, the plain network fed pre-processed tensors from memory, measured again beside
-each N), all measured in the same run on the same clip, frames and model input (PP-OCRv4 text detection at 960x544, CPU).
+each repetition), all measured in the same run on the same clip, frames and model input (PP-OCRv4 text detection
+at 960x544, CPU).
 
 Aggregate fps is every stream's frames over the time the run took: for the multi-stream run its wall time (model
 compilation excluded); for N processes and N threads, which each compile their own model at their own moment, from
@@ -199,7 +200,8 @@ def run(quick: bool = False, precision: str | None = None, reps: int | None = No
             Result(NAME, f"N={n} plain network (measured beside each repetition)", round(plain_n, 2), "fps", common),
             Result(NAME, f"N={n} bound min(decode, plain network)", round(bound, 2), "fps", common),
             Result(NAME, f"N={n} interop run ({what})", round(fps("s"), 2), "fps",
-                   {**common, "copies": s["copies"], "bytes_copied": s["bytes_copied"], "x_bound": round(x_bound("s"), 3)}),
+                   {**common, "copies": s["copies"], "bytes_copied": s["bytes_copied"],
+                    "x_bound": round(x_bound("s"), 3)}),
             Result(NAME, f"N={n} interop run --decode processes (decode workers + one Inference)",
                    round(fps("workers"), 2), "fps",
                    {**common, "copies": workers["copies"], "bytes_copied": workers["bytes_copied"],
