@@ -188,9 +188,10 @@ def streams_report(res: MultiRunResult, out: Any) -> None:
     p = lambda *a: print(*a, file=out)  # noqa: E731
     p(f"interop run: {len(res.streams)} streams -> {res.model} on {res.device}"
       + (f", model input {res.input_size[0]}x{res.input_size[1]}" if res.input_size else ""))
+    sizes = {size[1:] for s in res.streams for size in s.run.sizes}
     p(f"  frames        {res.frames}   fps {res.fps:.1f} aggregate ({res.wall:.3f} s; model compilation "
-      f"{res.compile:.2f} s excluded" + ("; a stream of another size compiles inside the time, the others going on"
-                                         if res.decode == "threads" else "") + ")")
+      f"{res.compile:.2f} s excluded" + ("; the other sizes compiled inside the time, the other streams going on"
+                                         if res.decode == "threads" and len(sizes) > 1 else "") + ")")
     if res.decode == "threads":
         p(f"  copies        {res.total_copies}   bytes copied {res.total_bytes_copied}   (decoded in threads of this "
           f"process: frames reach the model in place"

@@ -187,7 +187,7 @@ class _Results:
     def _after(self, k: int, i: int) -> None:
         s = self.streams[k]
         res = s.run
-        self.done[k] += 1
+        done = self.done[k] + 1
         s.wall = time.perf_counter() - self.t0
         if self.on_result is not None:
             self.on_result(k, res.result(i))
@@ -195,7 +195,22 @@ class _Results:
             total = res.declared_frames or None
             if self.frames is not None:
                 total = min(total, self.frames) if total else self.frames
-            self.on_progress(k, self.done[k], total)
+            self.on_progress(k, done, total)
+        self.done[k] = done  # counted once the callbacks of this result returned (see finished)
+
+    def finished(self, k: int) -> bool:
+        """Whether every frame stream ``k`` started has its result, its callbacks returned (a stream whose decoding
+        ended: from here on_stream_end sees all of it)."""
+        return self.done[k] >= self.streams[k].run.frames
+
+    def end_when_finished(self, waiting: list[StreamResult], on_stream_end: Callable[[StreamResult], None],
+                          every: bool = False) -> None:
+        """Call ``on_stream_end`` for each stream of ``waiting`` (their decoding ended) whose results are all in, and
+        drop it from ``waiting``; ``every``: for all of them (the run's results are closed: a frame whose request
+        failed never gets one)."""
+        for s in [s for s in waiting if every or self.finished(s.index)]:
+            waiting.remove(s)
+            on_stream_end(s)
 
     def check(self) -> None:
         """Raise what ended the text-box pool (a post-processing process that died or hangs, or an exception of the

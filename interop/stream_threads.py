@@ -216,28 +216,31 @@ def run_in_threads(inputs: Sequence[str], model: str | None, device: str | None,
                 lp.start_called = True  # a Ctrl-C inside start() may come after the thread exists
                 lp.thread.start()
             left = len(loops)
+            waiting: list[StreamResult] = []  # decoded to the end, results still to come: on_stream_end after them
             while left:
                 try:
-                    k = ended.get(timeout=TICK)
+                    k = ended.get(timeout=TICK / 4 if waiting else TICK)
                 except queue.Empty:
                     k = -1
                 if results.error is not None:  # the caller's callback failed: stop decoding, raise it below
                     stop.set()
-                if k < 0:
-                    continue
-                left -= 1
-                lp = next(x for x in loops if x.s.index == k)
-                lp.thread.join()
-                if lp.fatal is not None:
-                    stop.set()
-                    raise lp.fatal
+                if k >= 0:
+                    left -= 1
+                    lp = next(x for x in loops if x.s.index == k)
+                    lp.thread.join()
+                    if lp.fatal is not None:
+                        stop.set()
+                        raise lp.fatal
+                    waiting.append(lp.s)
                 if on_stream_end is not None:
-                    on_stream_end(lp.s)
+                    results.end_when_finished(waiting, on_stream_end)
             t3 = perf()
             inf.wait_all()
             results.close()  # the last results made (and the callbacks' error, if any, raised): part of the run
-            results = None
             last_wait = perf() - t3
+            if on_stream_end is not None:
+                results.end_when_finished(waiting, on_stream_end, every=True)
+            results = None
         # A layout compiled after the start (a stream of another size) holds only its own stream: the others go on
         # meanwhile, so that time stays in the run's wall time; the first layout was compiled before it.
         out.wall = perf() - t0

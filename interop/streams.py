@@ -412,7 +412,8 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
     it. KeyboardInterrupt stops every worker and re-raises after cleaning up (``interrupted`` on the result is for
     callers that catch it: the partial result is attached as ``e.result``). ``keep_last``: each stream's last frame as
     a BGR image (``run.last_image``, for ``--save``). Callbacks run on the result thread: ``on_progress(stream, done,
-    total)``, ``on_result(stream, FrameResult)``; ``on_stream_end(StreamResult)`` on the caller's thread."""
+    total)``, ``on_result(stream, FrameResult)``; ``on_stream_end(StreamResult)`` on the caller's thread, once the
+    stream's decoding ended and its last result was made (after its last on_result/on_progress)."""
     import interop
     from interop.meter import copy_meter
     from interop.pipeline import _make_inference, _opencv_single_threaded
@@ -485,11 +486,12 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
         layouts: set[tuple[Any, ...]] = set()
         perf = time.perf_counter
         open_streams = {w.index for w in live}
+        waiting: list[StreamResult] = []  # decoded to the end, results still to come: on_stream_end after them
         # OpenCV's pool threads spin after each small post-processing call, on the cores inference needs (as in
         # pipeline.run): off for the run
         with copy_meter() as meter, _opencv_single_threaded(model is None):
             while open_streams:
-                for key, _ in sel.select(timeout=1.0):
+                for key, _ in sel.select(timeout=0.05 if waiting else 1.0):
                     kind, w = key.data
                     s = streams[w.index]
                     if kind == "status":
@@ -536,8 +538,9 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
                     if w.index in open_streams and w.eof and (w.status_eof or w.proc.poll() is not None):
                         open_streams.discard(w.index)
                         _end_stream(streams[w.index], w)
-                        if on_stream_end is not None:
-                            on_stream_end(streams[w.index])
+                        waiting.append(streams[w.index])
+                if on_stream_end is not None:
+                    results.end_when_finished(waiting, on_stream_end)
             t3 = perf()
             try:
                 inf.wait_all()
@@ -545,6 +548,8 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
                 results.check()  # the pool's own error (or the caller's callback's), not its echo in the requests
                 raise
             results.close()
+            if on_stream_end is not None:
+                results.end_when_finished(waiting, on_stream_end, every=True)
             pooled_bytes, results = results.output_bytes, None
             out.infer += perf() - t3
         out.wall = perf() - t0 - out.compile

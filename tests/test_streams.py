@@ -284,6 +284,27 @@ def test_ctrl_c_while_the_last_results_are_made_stops_the_result_thread(clip, mo
 
 
 @pytest.mark.parametrize("decode", ["threads", "processes"])
+def test_on_stream_end_comes_after_the_streams_last_result(clip, decode):
+    """on_stream_end saw a stream whose decoding had ended but whose last results were still being made: frames
+    without their boxes, and the CLI's "done" line before the stream's last progress line."""
+    events: list[tuple[str, int, int]] = []
+    seen: list[tuple[int, int, int]] = []
+
+    def progress(k: int, done: int, total: int | None) -> None:
+        events.append(("progress", k, done))
+
+    def end(s) -> None:  # noqa: ANN001
+        events.append(("end", s.index, s.run.frames))
+        seen.append((s.index, s.run.frames, len(s.run.boxes)))
+
+    run_streams([clip, clip], device="CPU", frames=24, decode=decode, on_progress=progress, on_stream_end=end)
+    assert sorted(seen) == [(0, 24, 24), (1, 24, 24)]  # every frame's boxes were in when the stream ended
+    for k in (0, 1):
+        mine = [e for e in events if e[1] == k]
+        assert mine[-1] == ("end", k, 24) and mine[-2] == ("progress", k, 24)
+
+
+@pytest.mark.parametrize("decode", ["threads", "processes"])
 def test_an_input_that_cannot_be_read_ends_its_stream_others_go_on(clip, tmp_path, decode):
     bad = tmp_path / "notes.txt"
     bad.write_text("not a video\n")
