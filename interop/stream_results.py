@@ -4,6 +4,7 @@ requests' outputs become each stream's results (``_Results``), for streams decod
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
@@ -14,6 +15,8 @@ from typing import Any
 from . import textdet
 from .errors import InteropError
 from .pipeline import FrameResult, RunResult, _summary
+
+log = logging.getLogger(__name__)
 
 COPY_PYAV = "decoded frame written into the worker's pool buffer (PyAV cannot decode into it)"
 
@@ -211,6 +214,16 @@ class _Results:
         for s in [s for s in waiting if every or self.finished(s.index)]:
             waiting.remove(s)
             on_stream_end(s)
+
+    def end_on_failure(self, waiting: list[StreamResult], on_stream_end: Callable[[StreamResult], None] | None) -> None:
+        """The run is failing (its requests or results raised): still end every stream that was waiting, as far as
+        the caller's callback lets it (its own error is logged: the run's is the one raised)."""
+        if on_stream_end is None:
+            return
+        try:
+            self.end_when_finished(waiting, on_stream_end, every=True)
+        except Exception:  # noqa: BLE001 - the run's own error is raised by the caller
+            log.exception("on_stream_end raised while the run was failing")
 
     def check(self) -> None:
         """Raise what ended the text-box pool (a post-processing process that died or hangs, or an exception of the

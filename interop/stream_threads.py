@@ -235,8 +235,12 @@ def run_in_threads(inputs: Sequence[str], model: str | None, device: str | None,
                 if on_stream_end is not None:
                     results.end_when_finished(waiting, on_stream_end)
             t3 = perf()
-            inf.wait_all()
-            results.close()  # the last results made (and the callbacks' error, if any, raised): part of the run
+            try:
+                inf.wait_all()
+                results.close()  # the last results made (and the callbacks' error, if any, raised): part of the run
+            except Exception:
+                results.end_on_failure(waiting, on_stream_end)
+                raise
             last_wait = perf() - t3
             if on_stream_end is not None:
                 results.end_when_finished(waiting, on_stream_end, every=True)

@@ -543,11 +543,15 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
                     results.end_when_finished(waiting, on_stream_end)
             t3 = perf()
             try:
-                inf.wait_all()
+                try:
+                    inf.wait_all()
+                except Exception:
+                    results.check()  # the pool's own error (or the caller's callback's), not its echo in the requests
+                    raise
+                results.close()
             except Exception:
-                results.check()  # the pool's own error (or the caller's callback's), not its echo in the requests
+                results.end_on_failure(waiting, on_stream_end)
                 raise
-            results.close()
             if on_stream_end is not None:
                 results.end_when_finished(waiting, on_stream_end, every=True)
             pooled_bytes, results = results.output_bytes, None

@@ -291,6 +291,8 @@ def test_on_stream_end_comes_after_the_streams_last_result(clip, decode):
     seen: list[tuple[int, int, int]] = []
 
     def progress(k: int, done: int, total: int | None) -> None:
+        if done == 24:
+            time.sleep(0.2)  # the last callback is still running: the stream has not ended for its caller yet
         events.append(("progress", k, done))
 
     def end(s) -> None:  # noqa: ANN001
@@ -302,6 +304,31 @@ def test_on_stream_end_comes_after_the_streams_last_result(clip, decode):
     for k in (0, 1):
         mine = [e for e in events if e[1] == k]
         assert mine[-1] == ("end", k, 24) and mine[-2] == ("progress", k, 24)
+
+
+@pytest.mark.parametrize("decode", ["threads", "processes"])
+def test_a_failed_request_still_ends_every_stream_before_the_run_raises(clip, decode, monkeypatch):
+    """Review finding: a request that failed inside the runtime (no result ever comes for it) made the run raise
+    without calling on_stream_end for the streams still waiting for their last results, healthy ones included."""
+    from interop.inference import Inference, _Job
+
+    real = Inference._submit_inside
+
+    def submit(self, x, job_cb, userdata, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if userdata in (3, (0, 3)):  # frame 3 of stream 0 (threads: the frame index; processes: (stream, frame))
+            if decode == "processes" or threading.current_thread().name == "interop-stream-0":
+                job = _Job(None, None, userdata, None, None)
+                with self._cond:
+                    self._pending += 1
+                    self._finish(job, RuntimeError("the device failed this request"))
+                return job
+        return real(self, x, job_cb, userdata, *a, **kw)
+
+    monkeypatch.setattr(Inference, "_submit_inside", submit)
+    ended: list[int] = []
+    with pytest.raises(Exception, match="the device failed this request"):
+        run_streams([clip, clip], device="CPU", frames=24, decode=decode, on_stream_end=lambda s: ended.append(s.index))
+    assert sorted(ended) == [0, 1]
 
 
 @pytest.mark.parametrize("decode", ["threads", "processes"])
