@@ -203,7 +203,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         _err("`interop run` is not available in this build (interop.cli_run is missing)")
         return 2
     videos = args.video if isinstance(args.video, list) else [args.video] if args.video else []
-    if len(videos) > 1:  # several inputs: streams into one Inference (docs/streams.md)
+    # several inputs: streams into one Inference (docs/streams.md); one input with --decode processes: that input
+    # in a decode worker process (one input in threads is the single-stream loop below)
+    if len(videos) > 1 or (videos and getattr(args, "decode", None) == "processes"):
         from .cli_run import streams_main as cli_main
 
         return int(cli_main(args) or 0)
@@ -291,9 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="model input size, for a --model whose spatial size is dynamic (the text detector picks its own)")
     r.add_argument("--allow-copy", action="store_true",
                    help="convert a pixel format the model cannot take to yuv420p (one copy per frame, counted in copies)")
-    r.add_argument("--decode", choices=["threads", "processes"], default="threads",
-                   help="several inputs: decode each on a thread of this process (default; no copy) or in a worker "
-                        "process of its own (a crashing decoder ends only its stream; one copy per PyAV frame)")
+    r.add_argument("--decode", choices=["threads", "processes"], default=None,
+                   help="decode each input on a thread of this process (default; no copy) or in a worker process of "
+                        "its own (a crashing decoder ends only its stream; one copy per PyAV frame)")
     r.set_defaults(fn=cmd_run)
 
     b = sub.add_parser("bench", help="benchmarks: ratios measured side by side in one run", add_help=False,

@@ -519,6 +519,11 @@ def test_cli_runs_several_inputs_with_a_json_entry_per_stream(clip, tmp_path):
     assert all(s["error"] is None and len(s["results"]) == 4 for s in d["streams"])
     assert "[stream 0]" in p.stderr and "[stream 1]" in p.stderr and "4/4 frames" in p.stderr
     assert (tmp_path / "last-0.png").stat().st_size > 0 and (tmp_path / "last-1.png").stat().st_size > 0
+    one = subprocess.run([sys.executable, "-m", "interop", "run", clip, "--frames", "3", "--json", "--decode",
+                          "processes"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert one.returncode == 0, one.stderr  # one input, asked for a worker process: it runs in one
+    d = json.loads(one.stdout.strip().splitlines()[-1])
+    assert d["decode"] == "processes" and d["frames"] == 3 and d["copies"] == 3 and len(d["streams"]) == 1
     bad = subprocess.run([sys.executable, "-m", "interop", "run", clip, str(tmp_path / "missing.mp4"), "--frames",
                           "2", "--json"], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert bad.returncode == 1  # a stream failed; the other ran
