@@ -561,6 +561,16 @@ def _make_inference(model: str | None, device: str | None, precision: str | None
     return inf, inf.model_name, input_size
 
 
+def store_result(res: RunResult, i: int, outputs: dict[Any, np.ndarray], text_boxes: bool) -> None:
+    """Frame ``i``'s outputs into ``res``: the detector's text boxes (``text_boxes``), in the frame's own
+    coordinates, or an output summary."""
+    if text_boxes:
+        _, _, fw, fh = res.frame_info[i]
+        res.boxes[i] = textdet.boxes_from_map(next(iter(outputs.values())), fw, fh)
+    else:
+        res.outputs[i] = _summary(outputs)
+
+
 def _result_handler(res: RunResult, is_textdet: bool, postprocess: bool,
                     on_progress: Callable[[int, int | None], None] | None,
                     on_result: Callable[[FrameResult], None] | None,
@@ -569,20 +579,14 @@ def _result_handler(res: RunResult, is_textdet: bool, postprocess: bool,
     caller's callbacks. None when there is nothing to do (no worker then)."""
     if not (postprocess or on_progress is not None or on_result is not None):
         return None
-    info = res.frame_info
     done = 0
     # the result worker may run several threads: the caller's callbacks run one at a time, ``done`` counts up by one
     callbacks = threading.Lock()
 
     def handle(outputs: dict[Any, np.ndarray], i: int) -> None:  # a result worker's thread
         nonlocal done
-        if not postprocess:
-            pass
-        elif is_textdet:
-            _, _, fw, fh = info[i]  # the frame's own size: boxes in its coordinates
-            res.boxes[i] = textdet.boxes_from_map(next(iter(outputs.values())), fw, fh)
-        else:
-            res.outputs[i] = _summary(outputs)
+        if postprocess:
+            store_result(res, i, outputs, is_textdet)
         if on_result is None and on_progress is None:
             return
         with callbacks:

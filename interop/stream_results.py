@@ -12,9 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import textdet
 from .errors import InteropError
-from .pipeline import FrameResult, RunResult, _summary
+from .pipeline import FrameResult, RunResult, store_result
 
 log = logging.getLogger(__name__)
 
@@ -177,12 +176,7 @@ class _Results:
                 continue
             outputs, (k, i) = item
             try:
-                res = self.streams[k].run
-                if self.detector:
-                    _, _, fw, fh = res.frame_info[i]  # the frame's own size: boxes in its coordinates
-                    res.boxes[i] = textdet.boxes_from_map(next(iter(outputs.values())), fw, fh)
-                else:
-                    res.outputs[i] = _summary(outputs)
+                store_result(self.streams[k].run, i, outputs, self.detector)
                 self._after(k, i)
             except BaseException as e:  # noqa: B036 - re-raised on the caller's thread by close()
                 self.error = e
