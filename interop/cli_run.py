@@ -164,7 +164,7 @@ def streams_main(args: Any) -> int:
                           tuple(input_size) if input_size else None,  # type: ignore[arg-type]
                           keep_last=bool(save) and ext in _IMAGE_EXT, on_progress=progress, on_stream_end=ended,
                           allow_copy=bool(getattr(args, "allow_copy", False)),
-                          decode=getattr(args, "decode", None) or "threads")
+                          decode=getattr(args, "decode", None))
     except KeyboardInterrupt:
         print("interop run: interrupted (every stream stopped)", file=sys.stderr, flush=True)
         return 130

@@ -101,14 +101,13 @@ class _Stream:
         self.timer: Any = None
         self.last: Any = None
         self.fatal: BaseException | None = None  # not an Exception (SystemExit...): re-raised by the run
-        # the run stopped waiting for this thread (it outlived STOP_TIMEOUT, or a Ctrl-C came inside its start()):
-        # the thread closes its input itself
+        # Who closes the input, decided under _lock: the thread once it took it (_running); the run when the thread
+        # never ran (a Ctrl-C inside its start()) or has ended; the thread itself when the run stopped waiting for
+        # it (_abandoned: it outlived STOP_TIMEOUT).
         self._lock = threading.Lock()
         self._ended = False
         self._abandoned = False
-        self.start_called = False
-        self.ran = threading.Event()
-        self._running = False  # the thread took its input (under _lock): from then on the input is the thread's
+        self._running = False
         k = s.index
         put = results.put
 
@@ -121,7 +120,6 @@ class _Stream:
     def _main(self) -> None:
         inf, callback, frames, allow_copy, stop, ended = self._args
         s, src = self.s, self.src
-        self.ran.set()
         with self._lock:
             if self._abandoned:  # the run gave up on this thread before it ran: the input is the run's to close
                 self._ended = True
@@ -148,17 +146,26 @@ class _Stream:
                 self._ended = True
                 abandoned = self._abandoned
             if abandoned:
-                self.last = None
-                with contextlib.suppress(Exception):
-                    src.close()
+                self._close()
             ended.put(s.index)
 
+    def take_input_if_never_ran(self) -> None:
+        """The run's clean-up: a thread that has not taken its input by now never will (it returns at once if it
+        runs later), and the input is the run's to close."""
+        with self._lock:
+            if not self._running:
+                self._abandoned = self._ended = True
+
     def close_input(self) -> None:
-        """Close this stream's input now if its thread has ended; else leave that to the thread, when it ends."""
+        """Close this stream's input now if its thread has ended (or never ran); else leave that to the thread, when
+        it ends."""
         with self._lock:
             if not self._ended:
                 self._abandoned = True
                 return
+        self._close()
+
+    def _close(self) -> None:
         self.last = None
         with contextlib.suppress(Exception):
             self.src.close()
@@ -212,8 +219,7 @@ def run_in_threads(inputs: Sequence[str], model: str | None, device: str | None,
             results = _Results(streams, on_result, on_progress, t0, frames, detector=model is None)
             for k in sorted(srcs):
                 lp = _Stream(streams[k], srcs[k], inf, results, frames, allow_copy, stop, ended)
-                loops.append(lp)
-                lp.start_called = True  # a Ctrl-C inside start() may come after the thread exists
+                loops.append(lp)  # before start(): a Ctrl-C inside it may come after the thread exists
                 lp.thread.start()
             left = len(loops)
             waiting: list[StreamResult] = []  # decoded to the end, results still to come: on_stream_end after them
@@ -279,14 +285,10 @@ def run_in_threads(inputs: Sequence[str], model: str | None, device: str | None,
         try:
             deadline = time.monotonic() + STOP_TIMEOUT
             for lp in loops:  # each stops at its next frame (a request it waits for completes meanwhile)
-                if lp.start_called and not lp.ran.is_set():
-                    lp.ran.wait(1.0)  # a Ctrl-C inside start(): the thread may be about to run
-                with lp._lock:  # who owns the input is decided under the thread's lock
-                    if not lp._running:  # never ran (or never will): the input is the run's to close
-                        lp._abandoned = lp._ended = True
-                        lp.start_called = False
-                        continue
-                lp.thread.join(max(0.0, deadline - time.monotonic()))
+                lp.take_input_if_never_ran()
+                if lp.thread.ident is None:  # never started
+                    continue
+                lp.thread.join(max(0.0, deadline - time.monotonic()))  # at once for one that never took its input
                 if lp.thread.is_alive():
                     log.warning("stream %d (%s) did not stop within %.0f s; left running", lp.s.index,
                                 lp.s.run.video, STOP_TIMEOUT)
@@ -299,12 +301,11 @@ def run_in_threads(inputs: Sequence[str], model: str | None, device: str | None,
                     with contextlib.suppress(Exception):
                         results.close()
             finally:
-                started = {lp.s.index for lp in loops if lp.start_called}
                 for lp in loops:
-                    if lp.start_called:
-                        lp.close_input()
-                for k, src in srcs.items():
-                    if k not in started:
+                    lp.close_input()
+                given = {lp.s.index for lp in loops}
+                for k, src in srcs.items():  # inputs opened before the streams' threads were made
+                    if k not in given:
                         with contextlib.suppress(Exception):
                             src.close()
                 if inf is not None:

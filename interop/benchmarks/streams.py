@@ -150,9 +150,14 @@ def _median_of(got: dict[str, list[Any]], case: str, key: str = "fps") -> float:
     return median([r[key] for r in got[case]])
 
 
+def _ratios(got: dict[str, list[Any]], dec: float, case: str) -> list[float]:
+    """Each repetition's fps of ``case`` against that repetition's own bound."""
+    return [r["fps"] / min(dec, p) for r, p in zip(got[case], got["plain"])]
+
+
 def _x_bound(got: dict[str, list[Any]], dec: float, case: str) -> float:
     """The median over the repetitions of ``case``'s fps against that repetition's own bound."""
-    return median([r["fps"] / min(dec, p) for r, p in zip(got[case], got["plain"])])
+    return median(_ratios(got, dec, case))
 
 
 def run(quick: bool = False, precision: str | None = None, reps: int | None = None) -> list[Result]:
@@ -215,7 +220,7 @@ def run(quick: bool = False, precision: str | None = None, reps: int | None = No
             Result(NAME, f"N={n} interop run / bound (target >= 0.9 on the Xeon)", round(x_bound("s"), 3), "x",
                    {**common, "stat": f"median of the {reps} repetitions' own ratios (each against the plain "
                                       f"network measured beside it)",
-                    "per_rep": [round(r["fps"] / min(dec, p), 3) for r, p in zip(got["s"], got["plain"])]}),
+                    "per_rep": [round(x, 3) for x in _ratios(got, dec, "s")]}),
         ]
     return out
 
