@@ -83,6 +83,9 @@ class Frame:
     _pts: int | None = None
     _time_base: Fraction | None = None
     _released = False
+    #: set by FramePool.acquire on the frames it makes: (the pool's layout token, the planes it made), so a sender
+    #: can recognise an unaltered pool frame by identity instead of comparing its layout field by field
+    _pool_token: tuple[Any, tuple[Tensor, ...]] | None = None
     #: True for a subclass that makes ``metadata`` on first use (_unchecked then leaves it unset)
     _metadata_on_demand = False
 

@@ -549,14 +549,16 @@ class _SendPlan:
     """What FrameSender.send() checks a frame against, and the message it sends for it: the layout of the last frame
     sent from one buffer (format, size, colour, time base, whether it has a pts, commit-marker offset, each plane's
     info, offset, modifier and fourcc), the slot naming that buffer (its weak reference in the slot table: a slot
-    reassigned or let go holds another), and that frame's SLOTS message, frame id, sequence and pts left to write."""
+    reassigned or let go holds another), and that frame's SLOTS message, frame id, sequence and pts left to write.
+    ``layout``: the pool's layout token when that frame was a FramePool frame as acquire() made it (its layout is the
+    pool's), else None; ``slot``: the buffer's PoolSlot (None outside a pool); ``words``: its commit marker."""
 
     __slots__ = ("ref", "index", "gen", "n", "planes", "format", "width", "height", "colorspace", "color_range",
-                 "time_base", "no_pts", "marker_at", "msg", "mark")
+                 "time_base", "no_pts", "marker_at", "msg", "mark", "words", "layout", "slot")
 
     def __init__(self, ref: weakref.ref[DMABuffer], index: int, gen: int,
                  planes: tuple[tuple[TensorInfo, int, int, int], ...], frame: Frame, marker_at: int, msg: bytearray,
-                 mark: tuple[object, memoryview] | None):
+                 mark: tuple[object, memoryview] | None, layout: object, slot: Any):
         self.ref, self.index, self.gen = ref, index, gen
         self.n, self.planes = len(planes), planes
         self.format, self.width, self.height = frame._format, frame._width, frame._height
@@ -565,6 +567,21 @@ class _SendPlan:
         self.marker_at = marker_at
         self.msg = msg
         self.mark = mark  # (mapping, view) of the commit marker: the mapping stays while the view is written
+        self.words = None if mark is None else mark[1]
+        self.layout = layout
+        self.slot = slot
+
+
+def _intact(frame: Frame) -> tuple[object, BufferLease] | None:
+    """(layout token, lease) of a FramePool frame whose planes are still the live ones acquire() made, else None."""
+    tok = frame._pool_token
+    if tok is None or frame._released or tuple(frame._tensors) != tok[1]:
+        return None
+    for t in tok[1]:
+        if t._released:
+            return None
+    lease = tok[1][0]._lease  # type: ignore[attr-defined]
+    return None if lease is None else (tok[0], lease)
 
 
 class FrameSender:
@@ -591,10 +608,12 @@ class FrameSender:
                                      f"{MAX_SLOTS}, got {slots!r}")
         sock.setblocking(True)  # the reader thread blocks in recvmsg; sends never block (MSG_DONTWAIT + select)
         self._sock = sock
-        self._lock = threading.Lock()  # guards the state below; never held while waiting on the socket
+        self._lock = threading.Lock()  # guards the counters below; never held while waiting on the socket
         self._returned = threading.Condition(self._lock)
-        self._in_flight: dict[int, list[DMABuffer]] = {}
-        self._next_id = 1
+        # frame id -> what holds its buffers until DONE: the uses send() took, or a pool frame's own lease. Added
+        # under _send_lock (with the id), taken out under _lock: each a single dict operation.
+        self._in_flight: dict[int, list[DMABuffer] | BufferLease] = {}
+        self._next_id = 1  # under _send_lock
         self._closed = threading.Event()
         self.sent = 0
         self.returned = 0
@@ -630,54 +649,82 @@ class FrameSender:
         0 sends only if that needs no wait. Raises TransportTimeoutError (a TimeoutError) when it runs out: nothing
         was sent and the buffers are not held. Raises PeerClosedError when the consumer is gone.
         """
-        # A frame over one buffer in a layout this sender already sent from that buffer (a pool cycling its
-        # frames): checked field by field against the plan made then, it goes out as the plan's message with frame
-        # id, sequence and pts written in. Anything else, or a plan that no longer fits, takes the general path.
-        plan = None
-        if type(frame) is Frame and frame._attr_src is None and not frame._released and timeout is None:
-            ts = frame._tensors
-            t = ts[0]
-            if type(t) is DMATensor and not t._released:
-                b = t._buffer
-                plan = self._plans.get(id(b))
-                if plan is not None:
-                    slot = b.pool_slot
-                    if plan.ref() is not b or b._closed or len(ts) != plan.n or frame._format is not plan.format \
-                            or frame._width != plan.width or frame._height != plan.height \
-                            or frame._colorspace is not plan.colorspace or frame._color_range is not plan.color_range \
-                            or (frame._pts is None) is not plan.no_pts \
-                            or (frame._time_base is not plan.time_base and frame._time_base != plan.time_base) \
-                            or (NO_MARKER if slot is None else slot.marker_offset) != plan.marker_at:
-                        plan = None
+        # A frame over one buffer in a layout this sender already sent from that buffer (a pool cycling its frames)
+        # goes out as the plan's message with frame id, sequence and pts written in. A pool frame as acquire() made
+        # it (its own planes, none released: its layout is the pool's) is matched to the plan by the pool's layout
+        # token, and only what a caller may change on it (colour, pts present, time base) is compared; any other
+        # frame is checked field by field (_fitting_plan). Anything that does not fit takes the general path.
+        if type(frame) is Frame and timeout is None and frame._attr_src is None and not frame._released:
+            tok = frame._pool_token
+            plan = None
+            if tok is not None:
+                planes = tok[1]
+                if tuple(frame._tensors) == planes:
+                    for t in planes:
+                        if t._released:
+                            break
                     else:
-                        for t, (info, off, mod, cc) in zip(ts, plan.planes):
-                            if type(t) is not DMATensor or t._released or t._buffer is not b \
-                                    or (t._info is not info and t._info != info) or t._offset != off \
-                                    or t._drm_modifier != mod or t._drm_fourcc != cc:
-                                plan = None
-                                break
-        if plan is not None:
-            if self._gone:
-                raise PeerClosedError("the consumer is gone (its socket closed); accept a new consumer")
-            seq = 0 if slot is None else slot.seq
-            if commit and plan.mark is not None:  # what FramePool.commit() does, through the plan's marker words
-                store_marker(plan.mark[1], MARKER_COMMITTED, seq)
-            with b._lock:  # one use of the buffer while the consumer holds it (DMABuffer.use, for the known buffer)
-                if b._closed:
-                    raise InvalidTensorError("this DMA buffer was closed; its fd is gone")
-                b._users += 1
-            bufs = [b]
-            with self._lock:
-                fid = self._next_id
-                self._next_id += 1
-                self._in_flight[fid] = bufs
-            try:
-                if not self._send_planned(plan, fid, seq, frame._pts):
-                    self._send_slots(fid, frame, bufs, seq, plan.marker_at, None, None)
-            except BaseException as e:
-                self._failed(fid, e)
-                raise
-            return fid
+                        p0: DMATensor = planes[0]  # type: ignore[assignment]
+                        b = p0._buffer
+                        plan = self._plans.get(id(b))
+                        tb = frame._time_base
+                        if plan is None or plan.layout is not tok[0] or b._closed or plan.ref() is not b \
+                                or frame._colorspace is not plan.colorspace \
+                                or frame._color_range is not plan.color_range \
+                                or (frame._pts is None) is not plan.no_pts \
+                                or (tb is not plan.time_base and tb != plan.time_base):
+                            plan = None
+                        else:
+                            # the frame's own hold on its buffer (one use, shared by its planes and views) is held
+                            # while the consumer has the frame: no use count to take, no lock
+                            held: BufferLease | list[DMABuffer] = p0._lease  # type: ignore[assignment]
+            if plan is None:
+                plan = self._fitting_plan(frame)
+                if plan is not None:
+                    b = frame._tensors[0]._buffer  # type: ignore[attr-defined]
+                    b.use()  # refuses a buffer closed since the check
+                    held = [b]
+            if plan is not None:
+                if self._gone:
+                    if type(held) is list:
+                        b.unuse()
+                    raise PeerClosedError("the consumer is gone (its socket closed); accept a new consumer")
+                slot = plan.slot
+                seq = 0 if slot is None else slot.seq
+                words = plan.words
+                if commit and words is not None:  # what FramePool.commit() does (store_marker, COMMITTED order)
+                    words[1] = seq
+                    words[0] = MARKER_COMMITTED_WORD
+                pts = frame._pts
+                sent = False
+                try:
+                    with self._send_lock:  # the frame id, its record in flight and its message, under one lock
+                        fid = self._next_id
+                        self._next_id = fid + 1
+                        self._in_flight[fid] = held
+                        i = plan.index
+                        slots = self._slots
+                        if not self._forgets and slots._buf[i] is plan.ref:  # the slot still names the buffer
+                            body = plan.msg
+                            _FID_SEQ.pack_into(body, _FID_AT, fid, seq)
+                            if pts is not None:
+                                _PTS.pack_into(body, _PTS_AT, pts)
+                            try:
+                                self._sock.send(body, _NOWAIT)
+                                sent = True
+                            except BlockingIOError:
+                                pass
+                            except ValueError:
+                                raise PeerClosedError("this FrameSender was closed") from None
+                            if sent:
+                                slots._tick = slots._used[i] = slots._tick + 1
+                                self.sent += 1
+                    if not sent:
+                        self._send_slots(fid, frame, [b], seq, plan.marker_at, None, None)
+                except BaseException as e:
+                    self._failed(fid, e)
+                    raise
+                return fid
         if not isinstance(frame, Frame) or frame.memory_type is not MemoryType.DMA:
             raise InvalidTensorError("send() takes a DMA Frame: interop.map(frame, MemoryType.DMA) or a FramePool frame")
         deadline = None if timeout is None else _deadline(timeout, "FrameSender.send")
@@ -694,7 +741,7 @@ class FrameSender:
                 del m
         for b in bufs:
             b.use()
-        with self._lock:
+        with self._send_lock:
             fid = self._next_id
             self._next_id += 1
             self._in_flight[fid] = bufs
@@ -714,6 +761,32 @@ class FrameSender:
             raise
         return fid
 
+    def _fitting_plan(self, frame: Frame) -> _SendPlan | None:
+        """The plan of ``frame``'s buffer when the frame (a Frame, not released, no pending attribute source) is
+        over that one buffer in the plan's layout, checked field by field; else None."""
+        ts = frame._tensors
+        t = ts[0]
+        if type(t) is not DMATensor or t._released:
+            return None
+        b = t._buffer
+        plan = self._plans.get(id(b))
+        if plan is None:
+            return None
+        slot = b.pool_slot
+        if plan.ref() is not b or b._closed or len(ts) != plan.n or frame._format is not plan.format \
+                or frame._width != plan.width or frame._height != plan.height \
+                or frame._colorspace is not plan.colorspace or frame._color_range is not plan.color_range \
+                or (frame._pts is None) is not plan.no_pts \
+                or (frame._time_base is not plan.time_base and frame._time_base != plan.time_base) \
+                or (NO_MARKER if slot is None else slot.marker_offset) != plan.marker_at:
+            return None
+        for t, (info, off, mod, cc) in zip(ts, plan.planes):
+            if type(t) is not DMATensor or t._released or t._buffer is not b \
+                    or (t._info is not info and t._info != info) or t._offset != off \
+                    or t._drm_modifier != mod or t._drm_fourcc != cc:
+                return None
+        return plan
+
     def _failed(self, fid: int, e: BaseException) -> None:
         """A send of ``fid`` failed with ``e``: its buffers go back; a consumer gone is a PeerClosedError."""
         self._return(fid)
@@ -725,29 +798,6 @@ class FrameSender:
     def _set_gone(self) -> None:
         self._gone = True
         self._closed.set()
-
-    def _send_planned(self, plan: _SendPlan, fid: int, seq: int, pts: int | None) -> bool:
-        """Send ``plan``'s message for frame ``fid`` if that needs no wait and the slot still names the plan's
-        buffer; False (nothing sent) otherwise."""
-        with self._send_lock:
-            slots = self._slots
-            i = plan.index
-            if self._forgets or slots._buf[i] is not plan.ref:
-                return False
-            msg = plan.msg
-            _FID_SEQ.pack_into(msg, _FID_AT, fid, seq)
-            if pts is not None:
-                _PTS.pack_into(msg, _PTS_AT, pts)
-            tick = slots._tick + 1  # recency of the slot, recorded once the message went out
-            try:
-                self._sock.send(msg, _NOWAIT)
-            except BlockingIOError:
-                return False
-            except ValueError:
-                raise PeerClosedError("this FrameSender was closed") from None
-            slots._tick = slots._used[i] = tick
-            self.sent += 1
-            return True
 
     def _learn(self, frame: Frame, b: DMABuffer, marker: int) -> None:
         """After a frame over the one buffer ``b`` went out by the general path (under _send_lock): remember its
@@ -767,7 +817,9 @@ class FrameSender:
         mark = b.marker_view(marker, True) if marker != NO_MARKER else None
         if len(self._plans) >= 2 * MAX_SLOTS:
             self._plans.clear()
-        self._plans[id(b)] = _SendPlan(ref, i, slots._gen[i], tuple(planes), frame, marker, msg, mark)
+        intact = _intact(frame)
+        self._plans[id(b)] = _SendPlan(ref, i, slots._gen[i], tuple(planes), frame, marker, msg, mark,
+                                       None if intact is None else intact[0], b.pool_slot)
 
     def _send_slots(self, fid: int, frame: Frame, bufs: list[DMABuffer], seq: int, marker: int,
                     deadline: float | None, timeout: object) -> int:
@@ -881,11 +933,13 @@ class FrameSender:
 
     def _return(self, fid: int) -> bool:
         with self._lock:
-            bufs = self._in_flight.pop(fid, None)
-        if bufs is None:
+            held = self._in_flight.pop(fid, None)
+        if held is None:
             return False
-        for b in bufs:
-            b.unuse()
+        if type(held) is list:  # uses taken by send()
+            for b in held:
+                b.unuse()
+        del held  # a pool frame's lease: its end (when the producer let go of the frame too) frees the buffer
         with self._returned:
             self._returned.notify_all()
         return True

@@ -906,6 +906,10 @@ class FramePool:
             _check_layout(self.buffer_size, off, info, "a pool buffer")
         self._specs = tuple((0, info, off, nd.DRM_FORMAT_MOD_LINEAR) for info, off in zip(self.infos, self.offsets))
         self._fourcc = DRM_FOURCC.get(format, 0)
+        # Stands for this layout by identity (one object per pool, never changed): every frame acquire() makes
+        # carries it beside its planes (Frame._pool_token), and a sender that planned a send of one such frame
+        # knows the layout of the next without reading it again (transport.FrameSender.send).
+        self.layout_token = (format, width, height, self._specs, self._fourcc, self.marker_offset)
         self._cond = threading.Condition()
         self._free: list[int] = []
         self._closed = False
@@ -983,8 +987,11 @@ class FramePool:
         except BaseException:
             del lease  # its end gives the buffer back now, not when the traceback goes
             raise
-        return Frame._unchecked(cast("list[Tensor]", planes), self.format, self.width, self.height, self.context, None,
-                                {"pool_slot": i})
+        f = Frame._unchecked(cast("list[Tensor]", planes), self.format, self.width, self.height, self.context, None,
+                             {"pool_slot": i})
+        # the planes as made (a tuple of their own): one a caller replaced or released no longer matches the token
+        f._pool_token = (self.layout_token, tuple(planes))
+        return f
 
     def commit(self, frame: Frame) -> int:
         """Mark ``frame``'s buffer complete (after the payload is written). Returns its sequence number."""
