@@ -93,19 +93,31 @@ _live: weakref.WeakSet[Inference] = weakref.WeakSet()
 
 # Set at interpreter exit. From then on, a thread other than the main one that enters Inference parks for good
 # instead of starting OpenVINO work: a daemon thread still inside a request while OpenVINO's libraries are torn
-# down ends the process with std::terminate.
+# down ends the process with std::terminate. So does a Python thread that is inside any call of OpenVINO's bindings
+# that lets go of the GIL (start_async, a wait) when the interpreter starts finalizing: taking the GIL back, it is
+# ended by pthread_exit, whose unwinding through the bindings' noexcept GIL guard is std::terminate ("terminate
+# called without an active exception"). Hence every such call from a thread of ours or a caller's is counted
+# (Inference._inside_openvino), and exit waits for none to be left inside.
 _exiting = threading.Event()
 EXIT_WAIT_S = 30.0  # the longest interpreter exit waits for requests and threads inside OpenVINO, all Inferences together
 
 
-def _gate(cond: threading.Condition) -> None:
-    """Called with ``cond`` held where a thread enters OpenVINO (compile, map, start a request): at exit, the main
-    thread and completion callbacks are refused, other threads park."""
-    if _exiting.is_set():
-        if threading.current_thread() is threading.main_thread() or _callbacks_here():
-            raise InteropError("the interpreter is exiting: Inference takes no new requests")
-        while True:  # a daemon thread parks here (the lock released while it waits); the process ends around it
-            cond.wait()
+def _gate(cond: threading.Condition, sealed: bool = False, new_work: bool = True) -> None:
+    """Called with ``cond`` held where a thread enters OpenVINO.
+
+    New work (compile, map, start a caller's request): at exit, the main thread and completion callbacks are refused,
+    other threads park. Work that exit itself waits for (the drainer starting submissions queued before exit, waiting
+    calls looking at requests) goes on until _close_all has closed the Inference (``sealed``); from then on other
+    threads park and callbacks are refused, and only the main thread (the one that finalizes: never ended) goes in."""
+    if not _exiting.is_set() or (not new_work and not sealed):
+        return
+    main = threading.current_thread() is threading.main_thread()
+    if main and not new_work:
+        return
+    if main or _callbacks_here():
+        raise InteropError("the interpreter is exiting: Inference takes no new requests")
+    while True:  # a daemon thread parks here (the lock released while it waits); the process ends around it
+        cond.wait()
 
 
 @atexit.register
@@ -119,6 +131,10 @@ def _close_all() -> None:
             still_inside = True
             continue
         inf._close(max(0.0, deadline - time.monotonic()))
+        # Its requests are done, but the drainer (or a caller's daemon thread) may not be back from OpenVINO yet: a
+        # request it started can complete, and close() see nothing pending, before that thread has the GIL again.
+        if not inf._seal(max(0.0, deadline - time.monotonic())):
+            still_inside = True
     if still_inside:
         # A thread is still inside OpenVINO: freeing the Core or the models under it is what the rule forbids.
         return
@@ -163,16 +179,11 @@ def _drain(ref: weakref.ref[Inference], cond: threading.Condition,
                 if inf is not None:
                     inf._drainer = None
                 return
-            v, inputs, job = backlog.popleft()
         inf = ref()
         if inf is None:
             return
-        try:
-            with v.submit_lock:
-                inf._start(v, inputs, job)  # this thread runs no callback: waiting here is safe
-        except BaseException as e:  # noqa: B036 - reported by wait_all(), never lost on this thread
-            inf._submit_failed(job, e)
-        del v, inputs, job, inf
+        inf._start_queued()
+        del inf
 
 
 def _holds_host_import(keep: Any) -> bool:
@@ -342,7 +353,8 @@ class Inference:
         self._plane_inputs = PlaneInputs(ov)
         self._variants_lock = threading.Lock()
         self._cond = threading.Condition()
-        self._inside = 0  # threads inside OpenVINO through this Inference (compile, map, start, sync infer)
+        self._inside = 0  # threads inside OpenVINO through this Inference (compile, map, start, infer, wait)
+        self._sealed = False  # closed at exit: no thread enters OpenVINO through it any more (see _gate)
         self._pending = 0
         self._errors: list[BaseException] = []
         self._output_bytes = 0
@@ -661,17 +673,19 @@ class Inference:
 
     def compile_for(self, x: Any) -> None:
         """Compile (and cache) the model variant ``x`` needs, without running it: keeps compilation out of timings."""
-        self._prepare(x)
+        with self._inside_openvino():
+            self._prepare(x)
 
     # -- running --------------------------------------------------------------------------------------
     BACKLOG_LIMIT = 1024  # submissions from callbacks waiting for a request; past it infer_async refuses more
 
     @contextlib.contextmanager
-    def _inside_openvino(self) -> Iterator[None]:
-        """Counts a thread that compiles, maps or starts requests: at exit, _close_all waits for none to be inside
-        OpenVINO before tearing it down, and parks threads that come later (see _gate)."""
+    def _inside_openvino(self, new_work: bool = True) -> Iterator[None]:
+        """Counts a thread that compiles, maps, starts requests or waits in OpenVINO: at exit, _close_all waits for
+        none to be inside OpenVINO before tearing it down, and parks threads that come later (see _gate; ``new_work``
+        False: work exit waits for, let in until the Inference is sealed)."""
         with self._cond:
-            _gate(self._cond)
+            _gate(self._cond, self._sealed, new_work)
             self._inside += 1
         try:
             yield
@@ -679,6 +693,33 @@ class Inference:
             with self._cond:
                 self._inside -= 1
                 self._cond.notify_all()
+
+    def _seal(self, timeout: float) -> bool:
+        """At exit, once closed: no thread enters OpenVINO through this Inference any more (see _gate); wait for those
+        still inside (``timeout`` seconds at most). True once none is."""
+        with self._cond:
+            self._sealed = True
+        return self._wait_outside(timeout)
+
+    def _start_queued(self) -> None:
+        """The drainer's step: start the oldest submission queued by a callback (a failure is reported by wait_all).
+
+        Counted inside OpenVINO from before it takes the submission until it has let go of it: the references it
+        drops may be the last ones to a compiled model and its pool, which must not be freed as the interpreter
+        finalizes."""
+        with self._inside_openvino(new_work=False):
+            self._start_next_queued()
+
+    def _start_next_queued(self) -> None:
+        with self._cond:
+            if not self._backlog:
+                return
+            v, inputs, job = self._backlog.popleft()
+        try:
+            with v.submit_lock:
+                self._start(v, inputs, job)  # this thread runs no callback: waiting here is safe
+        except BaseException as e:  # noqa: B036 - reported by wait_all(), never lost on this thread
+            self._submit_failed(job, e)
 
     def _wait_outside(self, timeout: float) -> bool:
         with self._cond:
@@ -1012,8 +1053,10 @@ class Inference:
                 if left is not None and left <= tick:
                     raise InteropTimeoutError(f"{self._pending} inference requests still running after {timeout} s: "
                                               f"wait again, or look for a completion callback that does not return")
-            self._reap_all()  # a request that failed inside OpenVINO never calls back: look for one
-        self._release_idle_pools()
+            with self._inside_openvino(new_work=False):
+                self._reap_all()  # a request that failed inside OpenVINO never calls back: look for one
+        with self._inside_openvino(new_work=False):
+            self._release_idle_pools()
         if errors:
             raise errors[0]
 
@@ -1036,17 +1079,18 @@ class Inference:
             return
         except BaseException as e:  # noqa: B036 - closing must not fail; errors were the caller's to collect
             log.debug("Inference.close: %r", e)
-        with self._variants_lock:
-            variants, self._variants = list(self._variants.values()), {}
-        for v in variants:
-            try:
-                v.queue.wait_all()
-            except RuntimeError as e:  # a request that failed: reported by wait_all() already
-                log.debug("Inference.close: %r", e)
-            v.sync_requests.clear()
-        variants.clear()
-        self._release_idle_pools()
-        self._plane_inputs.clear()
+        with self._inside_openvino(new_work=False):
+            with self._variants_lock:
+                variants, self._variants = list(self._variants.values()), {}
+            for v in variants:
+                try:
+                    v.queue.wait_all()
+                except RuntimeError as e:  # a request that failed: reported by wait_all() already
+                    log.debug("Inference.close: %r", e)
+                v.sync_requests.clear()
+            variants.clear()
+            self._release_idle_pools()
+            self._plane_inputs.clear()
 
     def __enter__(self) -> Inference:
         return self
@@ -1066,10 +1110,12 @@ class Inference:
 
     def compiled_property(self, name: str, x: Any = None) -> Any:
         """A property of the compiled model used for ``x`` (default: the raw model), e.g. INFERENCE_PRECISION_HINT."""
-        v = self._raw_variant() if x is None else self._prepare(x)[0]
-        return v.compiled.get_property(name)
+        with self._inside_openvino():
+            v = self._raw_variant() if x is None else self._prepare(x)[0]
+            return v.compiled.get_property(name)
 
     def pool_size(self, x: Any = None) -> int:
         """Number of infer requests in the pool used for ``x`` (default: the raw model's)."""
-        v = self._raw_variant() if x is None else self._prepare(x)[0]
+        with self._inside_openvino():
+            v = self._raw_variant() if x is None else self._prepare(x)[0]
         return v.nreq
