@@ -1,0 +1,292 @@
+"""FrameSender's token path: a FramePool frame as acquire() made it carries the pool's layout token
+(Frame._pool_token), and the sender matches it to the plan of its buffer by that token instead of comparing the
+layout field by field.
+
+The token stands only for what a caller cannot change on such a frame (format, size, its own planes and their
+layout). Each test here alters a token frame in a way the token does not stand for (pts present or not, time base,
+colour, a plane replaced, reordered or released, a frame not made by acquire carrying a token) and checks that what
+arrives is what was sent, data and layout: trusting the token blindly would send the plan's stale message. The
+promises of the planned path hold on the token path too: the buffer is held until the consumer's DONE, a consumer
+gone is a PeerClosedError, a buffer's fd crosses once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import interop
+from interop import ColorRange, ColorSpace, MemoryType
+from interop.errors import InvalidTensorError
+from interop.tensors.dma import DMATensor, FramePool, buffers_of, dma_frame
+from interop.transport import FrameReceiver, FrameSender, PeerClosedError, ProtocolError
+
+
+def _paths(tx: FrameSender, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counts of the field-by-field plan check and of the general path's sends from here on."""
+    calls = {"fields": 0, "general": 0}
+    fields, general = tx._fitting_plan, tx._send_slots
+
+    def counting_fields(*a, **k):  # type: ignore[no-untyped-def]
+        calls["fields"] += 1
+        return fields(*a, **k)
+
+    def counting_general(*a, **k):  # type: ignore[no-untyped-def]
+        calls["general"] += 1
+        return general(*a, **k)
+
+    monkeypatch.setattr(tx, "_fitting_plan", counting_fields)
+    monkeypatch.setattr(tx, "_send_slots", counting_general)
+    return calls
+
+
+def _pattern(pool: FramePool) -> dict[int, np.ndarray]:
+    """Every pool buffer's pixel bytes set to a pattern of its own (no two rows alike); the writable byte array of
+    each buffer, by slot index (the marker after them is left alone)."""
+    out = {}
+    for slot in pool.slots:
+        m = slot.buffer.mapping(True)
+        mem = np.ctypeslib.as_array((ctypes.c_uint8 * slot.marker_offset).from_address(m.address))
+        mem[:] = (np.arange(mem.size) * 7 + 3 * slot.index + 1) % 251
+        out[slot.index] = mem
+    return out
+
+
+def _plane_bytes(mem: np.ndarray, offset: int, shape: tuple[int, ...], pitch: int) -> np.ndarray:
+    rows, row_bytes = shape[0], int(np.prod(shape[1:]))
+    return np.stack([mem[offset + r * pitch:offset + r * pitch + row_bytes] for r in range(rows)]).reshape(shape)
+
+
+def _prime(pool: FramePool, tx: FrameSender, rx: FrameReceiver, *, pts: int | None = None,
+           time_base: Fraction | None = None, colorspace: ColorSpace | None = None) -> None:
+    """Send a frame of every buffer of the pool with these attributes: each buffer gets a plan made from a token
+    frame. Then a frame of each again, which must take the token path (checked)."""
+    for _ in range(2):
+        frames = [pool.acquire(timeout=5) for _ in range(pool.size)]
+        for f in frames:
+            f.pts, f.time_base, f.colorspace = pts, time_base, colorspace
+            tx.send(f)
+            f.release()
+            rx.recv_views(timeout=5).release()
+    assert tx.wait_returned(5)
+    assert all(p.layout is pool.layout_token for p in tx._plans.values()) and len(tx._plans) == pool.size
+
+
+def _received(rx: FrameReceiver) -> tuple[interop.Frame, list[np.ndarray]]:
+    """The next frame (recv: the general receive, layout checked there) and copies of its planes' pixels."""
+    g = rx.recv(timeout=5)
+    assert g is not None
+    with interop.map(g, MemoryType.CPU) as c:
+        arrays = [np.array(c[i]) for i in range(len(c))]
+    return g, arrays
+
+
+def test_unaltered_pool_frames_take_the_token_path(link, monkeypatch):
+    pool, tx, rx = link
+    mems = _pattern(pool)
+    _prime(pool, tx, rx, pts=1, time_base=Fraction(1, 25))
+    calls = _paths(tx, monkeypatch)
+    for k in range(6):
+        f = pool.acquire(timeout=5)
+        f.pts, f.time_base = 100 + k, Fraction(1, 25)  # a new pts and a new (equal) Fraction: still the token path
+        i = f.metadata["pool_slot"]
+        mems[i][pool.offsets[0]:pool.offsets[0] + 64] = k  # the first Y row
+        seq = pool.slot_of(f).seq
+        fid = tx.send(f)
+        f.release()
+        g, (y, uv) = _received(rx)
+        assert (g.pts, g.time_base, g.metadata["frame_id"], g.metadata["sequence"]) == \
+            (100 + k, Fraction(1, 25), fid, seq)
+        assert (y[0] == k).all() and (y[1:] == _plane_bytes(mems[i], pool.offsets[0], (32, 64), pool.pitches[0])[1:]).all()
+        assert (uv == _plane_bytes(mems[i], pool.offsets[1], (16, 32, 2), pool.pitches[1])).all()
+        g.release()
+    assert calls == {"fields": 0, "general": 0}
+    assert tx.wait_returned(5)
+    assert tx.fds_sent == pool.size  # each buffer's fd crossed once, with its first frame
+    assert pool.free_count == pool.size and all(b.users == 0 for b in pool._buffers)
+
+
+@pytest.mark.parametrize("before, after", [
+    ({"pts": None}, {"pts": 5}),  # the plan's message has no pts flag
+    ({"pts": 5}, {"pts": None}),  # the plan's message carries a pts (the last one written into it)
+    ({"time_base": Fraction(1, 25)}, {"time_base": Fraction(1, 90000)}),
+    ({"time_base": Fraction(1, 25)}, {"time_base": None}),
+    ({"colorspace": None}, {"colorspace": ColorSpace.BT709}),
+])
+def test_changed_attributes_arrive_as_set(link, monkeypatch, before, after):
+    pool, tx, rx = link
+    _prime(pool, tx, rx, **before)
+    calls = _paths(tx, monkeypatch)
+    want = {"pts": None, "time_base": None, "colorspace": None} | after
+    f = pool.acquire(timeout=5)
+    for k, v in want.items():
+        setattr(f, k, v)
+    tx.send(f)
+    f.release()
+    g, _ = _received(rx)
+    assert (g.pts, g.time_base, g.colorspace) == (want["pts"], want["time_base"], want["colorspace"])
+    g.release()
+    assert calls["general"] == 1  # the token did not stand for the change: a new plan
+    f = pool.acquire(timeout=5)  # again (the other buffer's plan, if it is that one, has the old attributes)
+    for k, v in want.items():
+        setattr(f, k, v)
+    tx.send(f)
+    f.release()
+    g, _ = _received(rx)
+    assert (g.pts, g.time_base, g.colorspace) == (want["pts"], want["time_base"], want["colorspace"])
+    g.release()
+    assert tx.wait_returned(5)
+
+
+def test_colour_range_change_arrives(link):
+    pool, tx, rx = link
+    _prime(pool, tx, rx)
+    f = pool.acquire(timeout=5)
+    f.color_range = ColorRange.FULL
+    tx.send(f)
+    f.release()
+    g, _ = _received(rx)
+    assert g.color_range is ColorRange.FULL
+    g.release()
+    assert tx.wait_returned(5)
+
+
+def test_a_plane_replaced_over_the_same_buffer_is_sent_as_it_is(link):
+    pool, tx, rx = link
+    mems = _pattern(pool)
+    _prime(pool, tx, rx)
+    f = pool.acquire(timeout=5)
+    i = f.metadata["pool_slot"]
+    y = f[0]
+    moved = y.offset + 8 * pool.pitches[0]  # the same shape, 8 rows further into the buffer
+    f._tensors[0] = DMATensor(buffers_of(f)[0], y.info, offset=moved, drm_fourcc=y.drm_fourcc)
+    y.release()
+    tx.send(f)
+    g, (gy, guv) = _received(rx)
+    assert g[0].offset == moved
+    assert (gy == _plane_bytes(mems[i], moved, (32, 64), pool.pitches[0])).all()
+    assert (guv == _plane_bytes(mems[i], pool.offsets[1], (16, 32, 2), pool.pitches[1])).all()
+    g.release()
+    f.release()
+    assert tx.wait_returned(5)
+    assert pool.free_count == pool.size
+
+
+def test_a_plane_of_another_buffer_is_sent_as_it_is(link):
+    pool, tx, rx = link
+    mems = _pattern(pool)
+    _prime(pool, tx, rx)
+    f, h = pool.acquire(timeout=5), pool.acquire(timeout=5)
+    i, j = f.metadata["pool_slot"], h.metadata["pool_slot"]
+    own_y = f[0]
+    f._tensors[0] = h[0]  # the other frame's Y plane: a frame over two buffers now
+    tx.send(f)
+    own_y.release()
+    f.release()
+    h.release()
+    assert pool.free_count == 0  # both buffers held for the consumer
+    g, (gy, guv) = _received(rx)
+    assert (gy == _plane_bytes(mems[j], pool.offsets[0], (32, 64), pool.pitches[0])).all()
+    assert (guv == _plane_bytes(mems[i], pool.offsets[1], (16, 32, 2), pool.pitches[1])).all()
+    g.release()
+    assert tx.wait_returned(5)
+    assert pool.free_count == pool.size
+
+
+def test_planes_reordered_are_not_the_plan(link):
+    pool, tx, rx = link
+    _prime(pool, tx, rx)
+    f = pool.acquire(timeout=5)
+    f._tensors.reverse()  # UV first: not an NV12 layout
+    tx.send(f)  # sent as it is (the general path does not check plane shapes against the format) ...
+    with pytest.raises(ProtocolError, match="plane 0"):  # ... and the consumer refuses it (the plan's would pass)
+        rx.recv(timeout=5)
+    f.release()
+    assert tx.wait_returned(5)
+    assert pool.free_count == pool.size
+
+
+def test_a_released_plane_is_refused(link):
+    pool, tx, rx = link
+    _prime(pool, tx, rx)
+    f = pool.acquire(timeout=5)
+    f[1].release()
+    with pytest.raises(InvalidTensorError):
+        tx.send(f)
+    assert tx.in_flight == 0
+    f.release()
+    assert pool.free_count == pool.size
+
+
+def test_frames_not_made_by_acquire(link):
+    pool, tx, rx = link
+    mems = _pattern(pool)
+    _prime(pool, tx, rx)
+    f = pool.acquire(timeout=5)
+    i = f.metadata["pool_slot"]
+    buf = buffers_of(f)[0]
+    # a frame built by hand over the same buffer, its UV plane elsewhere, carrying the acquired frame's token
+    uv_at = pool.offsets[1] - 4 * pool.pitches[1]
+    h = dma_frame([DMATensor(buf, f[0].info, offset=pool.offsets[0], drm_fourcc=f[0].drm_fourcc),
+                   DMATensor(buf, f[1].info, offset=uv_at, drm_fourcc=f[1].drm_fourcc)], f.format, 64, 32)
+    h._pool_token = f._pool_token
+    tx.send(h)
+    g, (gy, guv) = _received(rx)
+    assert g[1].offset == uv_at
+    assert (guv == _plane_bytes(mems[i], uv_at, (16, 32, 2), pool.pitches[1])).all()
+    g.release()
+    # a crop of a pool frame (derived: no token of its own) arrives cropped
+    c = f.crop(16, 8, 32, 16)
+    assert c._pool_token is None
+    tx.send(c)
+    g, (gy, guv) = _received(rx)
+    assert (g.width, g.height) == (32, 16) and gy.shape == (16, 32) and guv.shape == (8, 16, 2)
+    assert (gy == _plane_bytes(mems[i], pool.offsets[0] + 8 * pool.pitches[0] + 16, (16, 32), pool.pitches[0])).all()
+    g.release()
+    c.release()
+    h.release()
+    f.release()
+    assert tx.wait_returned(5)
+    assert pool.free_count == pool.size
+
+
+def test_token_sends_hold_the_buffer_until_done(link, monkeypatch):
+    pool, tx, rx = link
+    _prime(pool, tx, rx)
+    calls = _paths(tx, monkeypatch)
+    f = pool.acquire(timeout=5)
+    tx.send(f)
+    tx.send(f)  # the same frame twice: two frames in flight over the one hold of the frame
+    f.release()
+    assert tx.in_flight == 2 and pool.free_count == pool.size - 1
+    v = rx.recv_views(timeout=5)
+    v.release()
+    deadline = time.monotonic() + 5
+    while tx.in_flight != 1 and time.monotonic() < deadline:  # the DONE of the first one comes back
+        time.sleep(0.005)
+    assert tx.in_flight == 1
+    assert pool.free_count == pool.size - 1  # the second frame is still the consumer's
+    w = rx.recv_views(timeout=5)
+    w.release()
+    assert tx.wait_returned(5)
+    assert pool.free_count == pool.size and all(b.users == 0 for b in pool._buffers)
+    assert calls == {"fields": 0, "general": 0}
+
+
+def test_consumer_gone_is_peer_closed_and_gives_the_buffer_back(link):
+    pool, tx, rx = link
+    _prime(pool, tx, rx)
+    rx.close()
+    with pytest.raises(PeerClosedError):
+        for _ in range(1000):  # until the sender has seen the consumer go (a send may still go out before)
+            f = pool.acquire(timeout=5)
+            try:
+                tx.send(f)
+            finally:
+                f.release()
+    assert tx.wait_returned(5)
+    assert tx.in_flight == 0 and pool.free_count == pool.size
