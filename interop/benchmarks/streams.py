@@ -13,11 +13,12 @@ start together; three counts: ``fps`` from the first run's start (model compiled
 the start and the end, where fewer runs go, against them; ``fps_longest_wall``, the same frames over the longest
 run's own wall time, which counts a run going while the others compiled as shared; ``fps_steady``, the frames every
 run made in the window where all of them were making results (from the last one's first result to the first one's
-last), over that window: the steady state, the fairest of the three (each run's results are timed by its
-``on_progress``; ``interop run``'s own rows report it too, beside their whole-run count; the N processes run
-``interop.pipeline.run``, the loop ``interop run CLIP`` runs, so that their results can be timed). The
-multi-stream runs also report their counted copies (with decode workers, each decoded frame written into its
-worker's pool buffer; decoded in threads, none).
+last), over that window: the steady state, without the starts and ends, but counting the results of requests
+already running at the window's start, so it reads high by up to a request pool's worth of frames over a short
+window (each run's results are timed by its ``on_progress``; ``interop run``'s own rows report it too, beside
+their whole-run count; the N processes run ``interop.pipeline.run``, the loop ``interop run CLIP`` runs, so that
+their results can be timed). The multi-stream runs also report their counted copies (with decode workers, each
+decoded frame written into its worker's pool buffer; decoded in threads, none).
 """
 
 from __future__ import annotations
