@@ -61,12 +61,13 @@ class SlowStartQueue:
     def is_ready(self):  # a callback finds no free request: every submission of theirs goes to the drainer
         return False if infmod._callbacks_here() else self._queue.is_ready()
     def start_async(self, inputs, job):
+        drainer = threading.current_thread().name == "interop-inference-submit"
+        if drainer:
+            drained.append(job)
+            if len(drained) == nreq * extra:  # the last one queued (noted before it starts: it may be done at once)
+                caught.append(True)
         self._queue.start_async(inputs, job)
-        if threading.current_thread().name != "interop-inference-submit":
-            return
-        drained.append(job)
-        if len(drained) == nreq * extra:  # the last one queued
-            caught.append(True)
+        if drainer and len(drained) == nreq * extra:
             slow_request.infer({0: slow_input})
             print(f"drainer back from OpenVINO; exit had begun: {infmod._exiting.is_set()}", file=sys.stderr,
                   flush=True)
