@@ -575,13 +575,12 @@ class _SendPlan:
 def _intact(frame: Frame) -> tuple[object, BufferLease] | None:
     """(layout token, lease) of a FramePool frame whose planes are still the live ones acquire() made, else None."""
     tok = frame._pool_token
-    if tok is None or frame._released or tuple(frame._tensors) != tok[1]:
+    if tok is None:
         return None
-    for t in tok[1]:
-        if t._released:
-            return None
     lease = tok[1][0]._lease  # type: ignore[attr-defined]
-    return None if lease is None else (tok[0], lease)
+    if lease is None or lease.cut or tuple(frame._tensors) != tok[1]:
+        return None
+    return tok[0], lease
 
 
 class FrameSender:
@@ -654,31 +653,27 @@ class FrameSender:
         # it (its own planes, none released: its layout is the pool's) is matched to the plan by the pool's layout
         # token, and only what a caller may change on it (colour, pts present, time base) is compared; any other
         # frame is checked field by field (_fitting_plan). Anything that does not fit takes the general path.
-        if type(frame) is Frame and timeout is None and frame._attr_src is None and not frame._released:
+        if type(frame) is Frame and timeout is None and frame._attr_src is None:
             tok = frame._pool_token
             plan = None
             if tok is not None:
                 planes = tok[1]
-                if tuple(frame._tensors) == planes:
-                    for t in planes:
-                        if t._released:
-                            break
-                    else:
-                        p0: DMATensor = planes[0]  # type: ignore[assignment]
-                        b = p0._buffer
-                        plan = self._plans.get(id(b))
-                        tb = frame._time_base
-                        if plan is None or plan.layout is not tok[0] or b._closed or plan.ref() is not b \
-                                or frame._colorspace is not plan.colorspace \
-                                or frame._color_range is not plan.color_range \
-                                or (frame._pts is None) is not plan.no_pts \
-                                or (tb is not plan.time_base and tb != plan.time_base):
-                            plan = None
-                        else:
-                            # the frame's own hold on its buffer (one use, shared by its planes and views) is held
-                            # while the consumer has the frame: no use count to take, no lock
-                            held: BufferLease | list[DMABuffer] = p0._lease  # type: ignore[assignment]
-            if plan is None:
+                p0: DMATensor = planes[0]  # type: ignore[assignment]
+                # the frame's own hold on its buffer, shared by its planes and views: None once the first plane was
+                # released, cut once any plane was (a released frame's planes are)
+                lease = p0._lease
+                if lease is not None and not lease.cut and tuple(frame._tensors) == planes:
+                    b = p0._buffer
+                    plan = self._plans.get(id(b))
+                    tb = frame._time_base
+                    if plan is None or plan.layout is not tok[0] or b._closed or plan.ref() is not b \
+                            or frame._colorspace is not plan.colorspace or frame._color_range is not plan.color_range \
+                            or (frame._pts is None) is not plan.no_pts \
+                            or (tb is not plan.time_base and tb != plan.time_base):
+                        plan = None
+                    else:  # held while the consumer has the frame: no use count to take, no lock
+                        held: BufferLease | list[DMABuffer] = lease
+            if plan is None and not frame._released:
                 plan = self._fitting_plan(frame)
                 if plan is not None:
                     b = frame._tensors[0]._buffer  # type: ignore[attr-defined]

@@ -433,7 +433,9 @@ class DMATensor(Tensor):
         # finaliser); every accessor checks released first, so nothing reads these afterwards.
         self._native = None
         self.__dict__.pop("_buffer", None)
-        self.__dict__.pop("_lease", None)  # the last plane or view of a received frame to let go sends its DONE
+        lease = self.__dict__.pop("_lease", None)  # the last plane or view of a received frame to let go sends its DONE
+        if lease is not None:
+            lease.cut = True  # the frame is no longer whole: a sender's token check (FrameSender.send) sees it
 
     @classmethod
     def from_fd(cls, fd: int, *, info: TensorInfo, offset: int = 0, size: int | None = None, drm_fourcc: int = 0,
@@ -546,12 +548,13 @@ class BufferLease:
     frame costs no finaliser registration. Not during interpreter shutdown: a DONE then would let the producer
     reuse a buffer a daemon thread of ours may still be reading."""
 
-    __slots__ = ("bufs", "done", "token")
+    __slots__ = ("bufs", "done", "token", "cut")
 
     def __init__(self, bufs: Sequence[DMABuffer], done: Callable[[int], None], token: int):
         self.bufs: tuple[DMABuffer, ...] = ()
         self.done: Callable[[int], None] | None = None
         self.token = token
+        self.cut = False  # a plane holding this lease was released
         used = []
         for b in bufs:
             b.use()  # raises for a closed buffer: the ones already used are let go by __del__
