@@ -520,6 +520,11 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
         with copy_meter() as meter, _opencv_single_threaded(postprocess and model is None):
             timer, last_vf = _frame_loop(src, inf, res, callback, frames, allow_copy,
                                          drain=worker.close if worker is not None else None)
+    except BaseException:
+        # A run stopped by an error or Ctrl-C leaves requests running: they end here (their results going to the
+        # worker, before it stops), and OpenVINO's request threads stop now, as after a run that finished
+        inf.close()
+        raise
     finally:
         if worker is not None:
             worker.close(raise_error=False)  # stopped on every path (after an error of the run's own, quietly)

@@ -235,6 +235,10 @@ class _Job:
     done: bool = False
     host_frame: bool = False  # holds a host-memory import (NPU CPU_VA): counted against HOST_FRAMES_IN_FLIGHT
     views: bool = False  # the callback gets views of the request's output tensors (copy_outputs=False)
+    # The Inference itself while the request runs: a program that drops its Inference with requests running keeps
+    # it (and its place in _live) until they end, so that interpreter exit still waits for them (a completion
+    # callback entering Python while the interpreter is torn down ends the process)
+    owner: Any = None
 
 
 @dataclass(eq=False)
@@ -738,7 +742,7 @@ class Inference:
     def _submit_inside(self, x: Any, job_cb: Callback | None, userdata: Any, event: threading.Event | None,
                        timeout: float | None, views: bool = False) -> _Job:
         v, inputs, keep = self._prepare(x)
-        job = _Job(v, job_cb, userdata, keep, event, views=views)
+        job = _Job(v, job_cb, userdata, keep, event, views=views, owner=self)
         if self._memory_type is MemoryType.NPU and _holds_host_import(keep):
             job.host_frame = True
             with self._cond:
@@ -879,6 +883,7 @@ class Inference:
             self._host_frames -= 1
         job.keepalive = None
         job.variant = None
+        job.owner = None
 
     def _submit_from_callback(self, v: _Variant, inputs: list[Any], job: _Job) -> None:
         with self._cond:
@@ -986,7 +991,7 @@ class Inference:
         # Run in the caller's thread on a request of its own: a request that fails inside OpenVINO raises here
         # (in the async pool it would never call back), and there is no hand-off to another thread to wait for.
         v, inputs, keep = self._prepare(x)
-        job = _Job(v, None, None, keep)
+        job = _Job(v, None, None, keep, owner=self)
         with self._cond:
             self._pending += 1
             if self._memory_type is MemoryType.NPU and _holds_host_import(keep):
