@@ -175,7 +175,9 @@ def cmd_routes(args: argparse.Namespace) -> int:
         return 0
     not_here = _not_here()
     n = chain.copies
-    kind = "zero-copy" if chain.zero_copy else f"{'may copy: ' if chain.may_copy else ''}{n} cop{'y' if n == 1 else 'ies'}"
+    # a step that may copy decides per input (a decoded frame's planes, a buffer's layout): the count is the worst case
+    kind = "zero-copy" if chain.zero_copy else \
+        f"{'may copy: at most ' if chain.may_copy else ''}{n} cop{'y' if n == 1 else 'ies'}"
     print(f"{src.name} -> {dst.name}: {len(chain)} step{'s' if len(chain) > 1 else ''}, {kind}")
     for m in chain.mappers:
         why = not_here(m)
@@ -187,7 +189,7 @@ def cmd_routes(args: argparse.Namespace) -> int:
                 ctx = m.out_context()
                 device = getattr(ctx, "device", None)
                 dev = getattr(device, "name", device)
-                here = f"   [here: {cost.value}{f' on {dev}' if dev is not None else ''}]"
+                here = f"   [here, worst case: {cost.value}{f' on {dev}' if dev is not None else ''}]"
             except Exception as e:  # a step that cannot say here: shown as its worst case
                 here = f"   [here: {type(e).__name__}]"
         label = "COPY" if not m.zero_copy and not m.may_copy else cost_label(m)
@@ -205,9 +207,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     videos = args.video if isinstance(args.video, list) else [args.video] if args.video else []
     # several inputs: streams into one Inference (docs/streams.md); one input with --decode processes: that input
     # in a decode worker process (one input in threads is the single-stream loop below)
-    if len(videos) > 1 or (videos and getattr(args, "decode", None) == "processes"):
+    if len(videos) > 1 or getattr(args, "decode", None) == "processes":
         from .cli_run import streams_main as cli_main
 
+        if not videos:  # the bundled clip, in a decode worker as asked
+            from .clip import default_clip
+
+            args.video = [default_clip()]
         return int(cli_main(args) or 0)
     args.video = videos[0] if videos else None
     return int(run_main(args) or 0)

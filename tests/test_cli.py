@@ -38,6 +38,10 @@ def test_routes_graph_and_chain():
     assert out.returncode == 0 and "mappers" in out.stdout
     out = cli("routes", "cpu", "cpu")
     assert out.returncode == 0 and "identity" in out.stdout
+    # a step that may copy decides per input: its count is said to be the worst case, not what every input costs
+    out = cli("routes", "ffmpeg", "openvino")
+    assert out.returncode == 0 and "may copy: at most 1 copy" in out.stdout, out.stdout
+    assert "[here: " not in out.stdout and "[here, worst case: " in out.stdout, out.stdout
 
 
 def test_routes_unknown_type_is_a_clear_error():

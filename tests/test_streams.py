@@ -524,6 +524,12 @@ def test_cli_runs_several_inputs_with_a_json_entry_per_stream(clip, tmp_path):
     assert one.returncode == 0, one.stderr  # one input, asked for a worker process: it runs in one
     d = json.loads(one.stdout.strip().splitlines()[-1])
     assert d["decode"] == "processes" and d["frames"] == 3 and d["copies"] == 3 and len(d["streams"]) == 1
+    bundled = subprocess.run([sys.executable, "-m", "interop", "run", "--frames", "3", "--json", "--decode",
+                              "processes"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert bundled.returncode == 0, bundled.stderr  # no input: the bundled clip, in a worker process as asked
+    d = json.loads(bundled.stdout.strip().splitlines()[-1])
+    assert d["decode"] == "processes" and d["copies"] == 3 and len(d["streams"]) == 1
+    assert os.path.basename(d["streams"][0]["input"]) == "text.mp4"
     bad = subprocess.run([sys.executable, "-m", "interop", "run", clip, str(tmp_path / "missing.mp4"), "--frames",
                           "2", "--json"], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert bad.returncode == 1  # a stream failed; the other ran
