@@ -47,6 +47,10 @@ class InvalidTensorError(InteropError, ValueError):
     """A tensor's layout or state is not valid: bad shape/dtype/strides, a buffer too small, a released tensor."""
 
 
+class ModelFileError(InvalidTensorError):
+    """A model path that is missing, a directory, or a file OpenVINO cannot read as a model."""
+
+
 class UnsupportedTypeError(InteropError, TypeError):
     """An argument of a type interop does not know (an unknown object handed to wrap, a string for a MemoryType)."""
 

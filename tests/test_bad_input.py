@@ -41,7 +41,7 @@ from interop import (
     UnsupportedFormatError,
     UnsupportedTypeError,
 )
-from interop.errors import InteropBufferError, WrongMemoryError
+from interop.errors import InteropBufferError, ModelFileError, WrongMemoryError
 from interop.info import plane_infos, plane_layout
 from tests.reliability import backends as B
 from tests.reliability import stats
@@ -885,7 +885,7 @@ def _inference_wrong_shape():
     _infer_on_tiny_model(np.zeros((1, 3, 4, 4), np.float32))
 
 
-@case("model mismatch", "Inference", InvalidTensorError, r"give the path of an OpenVINO IR")
+@case("model mismatch", "Inference", ModelFileError, r"give the path of an OpenVINO IR")
 def _inference_missing_model_file():
     need_attr("interop.inference", "Inference", "interop/inference.py")
     need("openvino", "OpenVINO")

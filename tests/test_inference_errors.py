@@ -26,6 +26,7 @@ from interop import FrameFormat, InteropError, InvalidTensorError  # noqa: E402
 from interop.errors import (  # noqa: E402
     BackendUnavailableError,
     InteropTimeoutError,
+    ModelFileError,
     UnsupportedFormatError,
     UnsupportedTypeError,
 )
@@ -98,11 +99,11 @@ def _text_file(tmp: str) -> str:
 CASES: list[tuple[str, Callable[[str], Any], type[InteropError], type[BaseException], str]] = [
     # -- the model ---------------------------------------------------------------------------------------------
     ("model-missing", lambda d: Inference(os.path.join(d, "nope.onnx"), "CPU"),
-     InvalidTensorError, ValueError, "not found: give the path of an OpenVINO IR"),
+     ModelFileError, ValueError, "not found: give the path of an OpenVINO IR"),
     ("model-directory", lambda d: Inference(d, "CPU"),
-     InvalidTensorError, ValueError, "is a directory, not a model file: give the path"),
+     ModelFileError, ValueError, "is a directory, not a model file: give the path"),
     ("model-not-a-model", lambda d: Inference(_text_file(d), "CPU"),
-     InvalidTensorError, ValueError, r"cannot read the model .*Unable to read the model.*give an IR"),
+     ModelFileError, ValueError, r"cannot read the model .*Unable to read the model.*give an IR"),
     ("model-wrong-type", lambda d: Inference(42, "CPU"),
      UnsupportedTypeError, TypeError, "path or an openvino.Model"),
     # -- the device --------------------------------------------------------------------------------------------

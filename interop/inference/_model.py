@@ -7,7 +7,13 @@ import os
 import re
 from typing import Any
 
-from ..errors import CompileError, InvalidTensorError, UnsupportedFormatError, UnsupportedTypeError
+from ..errors import (
+    CompileError,
+    InvalidTensorError,
+    ModelFileError,
+    UnsupportedFormatError,
+    UnsupportedTypeError,
+)
 
 
 def ov_message(e: BaseException) -> str:
@@ -40,12 +46,12 @@ def load(ov: Any, core: Any, model: Any) -> tuple[Any, str]:
             path = os.fsdecode(path)
         if not os.path.isfile(path):
             what = "is a directory, not a model file" if os.path.isdir(path) else "not found"
-            raise InvalidTensorError(f"model file {path!r} {what}: give the path of an OpenVINO IR (.xml), "
+            raise ModelFileError(f"model file {path!r} {what}: give the path of an OpenVINO IR (.xml), "
                                      f"ONNX (.onnx) or TFLite (.tflite) model")
         try:
             read = core.read_model(path)
         except Exception as e:  # noqa: BLE001 - OpenVINO's frontends raise RuntimeError and others
-            raise InvalidTensorError(f"OpenVINO cannot read the model {path!r}: {ov_message(e)}; "
+            raise ModelFileError(f"OpenVINO cannot read the model {path!r}: {ov_message(e)}; "
                                      f"give an IR (.xml with its .bin), ONNX or TFLite file") from e
         return read, os.path.basename(path)
     raise UnsupportedTypeError(f"model must be a path or an openvino.Model, not {type(model).__name__}")
