@@ -73,7 +73,7 @@ def _prime(pool: FramePool, tx: FrameSender, rx: FrameReceiver, *, pts: int | No
             f.release()
             rx.recv_views(timeout=5).release()
     assert tx.wait_returned(5)
-    assert all(p.layout is pool.layout_token for p in tx._plans.values()) and len(tx._plans) == pool.size
+    assert all(p.layout is pool._layout_token for p in tx._plans.values()) and len(tx._plans) == pool.size
 
 
 def _received(rx: FrameReceiver) -> tuple[interop.Frame, list[np.ndarray]]:
@@ -220,6 +220,11 @@ def test_a_released_plane_is_refused(link):
     assert tx.in_flight == 0
     f.release()
     assert pool.free_count == pool.size
+    f = pool.acquire(timeout=5)
+    f.release()  # the whole frame
+    with pytest.raises(InvalidTensorError):
+        tx.send(f)
+    assert tx.in_flight == 0 and pool.free_count == pool.size
 
 
 def test_frames_not_made_by_acquire(link):

@@ -912,7 +912,7 @@ class FramePool:
         # Stands for this layout by identity (one object per pool, never changed): every frame acquire() makes
         # carries it beside its planes (Frame._pool_token), and a sender that planned a send of one such frame
         # knows the layout of the next without reading it again (transport.FrameSender.send).
-        self.layout_token = (format, width, height, self._specs, self._fourcc, self.marker_offset)
+        self._layout_token = (format, width, height, self._specs, self._fourcc, self.marker_offset)
         self._cond = threading.Condition()
         self._free: list[int] = []
         self._closed = False
@@ -993,7 +993,7 @@ class FramePool:
         f = Frame._unchecked(cast("list[Tensor]", planes), self.format, self.width, self.height, self.context, None,
                              {"pool_slot": i})
         # the planes as made (a tuple of their own): one a caller replaced or released no longer matches the token
-        f._pool_token = (self.layout_token, tuple(planes))
+        f._pool_token = (self._layout_token, tuple(planes))
         return f
 
     def commit(self, frame: Frame) -> int:
