@@ -191,6 +191,7 @@ if [ "${TESTS:-1}" != 0 ] && [ "$left" -gt 30 ]; then
     for k in "${skip[@]}"; do kexpr="${kexpr:+$kexpr and }not $k"; done
     echo "== OpenVINO tests (${left} s left; deselected by name, their framework missing here: ${skip[*]:-none})" | tee -a "$LOG"
     timeout "$left" python3 -m pytest -q -p no:cacheprovider ${kexpr:+-k "$kexpr"} tests/test_inference.py \
+        tests/test_inference_exit.py tests/test_interrupt_exit.py \
         tests/test_mapper_ffmpeg_to_openvino.py tests/test_accuracy.py tests/test_pixel_formats.py tests/test_pipeline.py \
         > "$OUT/pytest.log" 2>&1
     echo "pytest rc $? ($(tail -1 "$OUT/pytest.log"))" | tee -a "$LOG"
