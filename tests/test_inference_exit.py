@@ -127,3 +127,46 @@ def test_exit_while_the_drainer_is_inside_openvino_does_not_abort(mode: str) -> 
         if "exit had begun: True" in p.stderr:
             return
     pytest.fail("the child's exit never began while its drainer was inside OpenVINO: the test proved nothing")
+
+
+_CLOSER_CHILD = r"""
+import sys, threading, time
+import numpy as np
+import interop  # before openvino: interop sets up the runtime first
+from interop import inference as infmod
+from tests.test_inference import tiny_model, H, W
+
+inf = interop.Inference(tiny_model(), "CPU", config={"INFERENCE_PRECISION_HINT": "f32"})
+x = np.zeros((1, 3, H, W), np.float32)
+started, closing = threading.Event(), threading.Event()
+
+def slow(outputs, _):  # on OpenVINO's thread: returns only once the interpreter's exit has begun
+    started.set()
+    exit_began = infmod._exiting.wait(30)
+    time.sleep(0.02)
+    print(f"callback returning; exit had begun: {exit_began}", file=sys.stderr, flush=True)
+
+def closer():
+    closing.set()
+    inf.close()  # waits for the request above, on a daemon thread, while the main thread exits
+
+inf.infer_async(x, slow)
+started.wait(30)
+threading.Thread(target=closer, daemon=True).start()
+closing.wait(30)
+time.sleep(0.05)  # the closer is inside close(), waiting for the request
+"""
+
+
+def test_exit_while_a_daemon_thread_closes_the_inference_does_not_abort() -> None:
+    """A daemon thread closing the Inference (waiting for its requests) when the main thread exits: exit found the
+    Inference closed, did not wait for that close, and the interpreter finalized with a completion callback still to
+    return into OpenVINO (SIGABRT). Exit must wait for the closing thread as it waits for its own close."""
+    need_module("openvino")
+    need_module("av")
+    need_module("cv2")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-c", _CLOSER_CHILD], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, f"exit status {p.returncode}\n{p.stderr[-3000:]}"
+    assert "callback returning; exit had begun: True" in p.stderr, p.stderr[-3000:]

@@ -1047,6 +1047,14 @@ class Inference:
         the requests still running. Refused (CallbackReentryError) in this Inference's own completion callbacks."""
         limit = _check_timeout(timeout)
         self._refuse_in_own_callback("wait_all()")
+        self._wait_all(limit, timeout)
+
+    def _wait_all(self, limit: float | None, timeout: float | None, counted: bool = False) -> None:
+        """wait_all()'s body; ``counted``: the caller already counts itself inside OpenVINO (close), so the calls
+        here must not pass _gate again (an Inference sealed meanwhile would park a thread that exit waits for)."""
+        def inside() -> contextlib.AbstractContextManager[None]:
+            return contextlib.nullcontext() if counted else self._inside_openvino(new_work=False)
+
         deadline = None if limit is None else time.monotonic() + limit
         while True:
             with self._cond:
@@ -1058,9 +1066,9 @@ class Inference:
                 if left is not None and left <= tick:
                     raise InteropTimeoutError(f"{self._pending} inference requests still running after {timeout} s: "
                                               f"wait again, or look for a completion callback that does not return")
-            with self._inside_openvino(new_work=False):
+            with inside():
                 self._reap_all()  # a request that failed inside OpenVINO never calls back: look for one
-        with self._inside_openvino(new_work=False):
+        with inside():
             self._release_idle_pools()
         if errors:
             raise errors[0]
@@ -1073,29 +1081,41 @@ class Inference:
         self._close(60.0)
 
     def _close(self, wait_s: float) -> None:
-        if self._closed:
-            return
-        self._refuse_in_own_callback("close()")
-        self._closed = True
+        # The thread that closes is counted inside OpenVINO from the moment it claims the closing to its end: at
+        # exit, _close_all finds the Inference closed (by a daemon thread of the program's, say) and must wait for
+        # that close to be done with the requests, as it waits for its own, before the interpreter finalizes.
+        with self._cond:
+            if self._closed:
+                return
+            self._refuse_in_own_callback("close()")
+            self._closed = True  # (never sealed before: exit seals an Inference only once it is closed)
+            self._inside += 1
         try:
-            self.wait_all(timeout=wait_s)
+            self._close_counted(wait_s)
+        finally:
+            with self._cond:
+                self._inside -= 1
+                self._cond.notify_all()
+
+    def _close_counted(self, wait_s: float) -> None:
+        try:
+            self._wait_all(_check_timeout(wait_s), wait_s, counted=True)
         except InteropTimeoutError as e:
             log.warning("Inference.close: %s; closing without waiting for them", e)
             return
         except BaseException as e:  # noqa: B036 - closing must not fail; errors were the caller's to collect
             log.debug("Inference.close: %r", e)
-        with self._inside_openvino(new_work=False):
-            with self._variants_lock:
-                variants, self._variants = list(self._variants.values()), {}
-            for v in variants:
-                try:
-                    v.queue.wait_all()
-                except RuntimeError as e:  # a request that failed: reported by wait_all() already
-                    log.debug("Inference.close: %r", e)
-                v.sync_requests.clear()
-            variants.clear()
-            self._release_idle_pools()
-            self._plane_inputs.clear()
+        with self._variants_lock:
+            variants, self._variants = list(self._variants.values()), {}
+        for v in variants:
+            try:
+                v.queue.wait_all()
+            except RuntimeError as e:  # a request that failed: reported by wait_all() already
+                log.debug("Inference.close: %r", e)
+            v.sync_requests.clear()
+        variants.clear()
+        self._release_idle_pools()
+        self._plane_inputs.clear()
 
     def __enter__(self) -> Inference:
         return self
