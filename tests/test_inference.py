@@ -22,7 +22,12 @@ ov = need_module("openvino")
 
 from interop import InvalidTensorError, MemoryType  # noqa: E402
 from interop.clip import make_clip  # noqa: E402
-from interop.errors import BackendUnavailableError, UnsupportedFormatError, UnsupportedTypeError  # noqa: E402
+from interop.errors import (  # noqa: E402
+    BackendUnavailableError,
+    ModelFileError,
+    UnsupportedFormatError,
+    UnsupportedTypeError,
+)
 
 W, H = 64, 48
 
@@ -322,7 +327,7 @@ def test_wrong_number_of_inputs(inf: interop.Inference) -> None:
 def test_missing_model_file(tmp_path) -> None:
     with pytest.raises(InvalidTensorError, match="not found: give the path") as ei:
         interop.Inference(str(tmp_path / "nope.onnx"))
-    assert type(ei.value) is InvalidTensorError
+    assert type(ei.value) is ModelFileError  # an InvalidTensorError (a ValueError) naming the model file
 
 
 def test_unreadable_model(tmp_path) -> None:
@@ -330,7 +335,7 @@ def test_unreadable_model(tmp_path) -> None:
     p.write_bytes(b"not a model")
     with pytest.raises(InvalidTensorError, match="cannot read") as ei:
         interop.Inference(str(p))
-    assert type(ei.value) is InvalidTensorError
+    assert type(ei.value) is ModelFileError
 
 
 def test_model_of_wrong_type() -> None:
