@@ -55,8 +55,8 @@ def _cases(tmp: Path) -> dict[str, tuple[list[str], str, str]]:
     dyn = _dynamic_model(tmp / "dyn.xml")
     return {
         "precision garbage": (["--precision", "garbage"], "CompileError", "f32"),
-        "model missing": (["--model", str(tmp / "nope.xml")], "InvalidTensorError", "not found"),
-        "model not a model": (["--model", str(tmp / "model.onnx")], "InvalidTensorError", "ONNX"),
+        "model missing": (["--model", str(tmp / "nope.xml")], "ModelFileError", "not found"),
+        "model not a model": (["--model", str(tmp / "model.onnx")], "ModelFileError", "ONNX"),
         "model dynamic, at the video's size": (["--model", dyn], "CompileError", "--input-size W H"),
         "model dynamic, unreshapable": (["--model", dyn, "--input-size", "64", "48"], "CompileError", "--input-size"),
         "video missing": ([str(tmp / "nope.mp4")], "VideoInputError", "not found"),

@@ -358,6 +358,7 @@ def test_every_error_is_an_interop_error_and_its_builtin():
         E.InvalidTensorError: ValueError, E.UnsupportedTypeError: TypeError, E.ContextMismatchError: ValueError,
         E.WrongMemoryError: ValueError, E.BackendUnavailableError: ImportError, E.ResourceError: OSError,
         E.UnsupportedFormatError: ValueError, E.InteropTimeoutError: TimeoutError, E.InteropBufferError: BufferError,
+        E.ModelFileError: ValueError,
     }
     classes = [c for _, c in inspect.getmembers(E, inspect.isclass) if issubclass(c, BaseException)]
     for c in classes:
