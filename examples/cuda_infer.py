@@ -81,7 +81,14 @@ def make_clip(path: Path, frames: int = 120) -> Path:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    try:  # one line naming what is missing, not a traceback, where there is no GPU
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("video", nargs="?")
+    ap.add_argument("--frames", type=int, default=0, help="stop after N frames (0: all)")
+    ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--check", action="store_true", help="compare the GPU colour conversion with FFmpeg's")
+    ap.add_argument("--no-frame-threads", action="store_true", help="decode without FFmpeg's frame threads")
+    a = ap.parse_args(argv)  # first: --help and usage errors answer on any machine
+    try:  # then one line naming what is missing, not a traceback, where there is no GPU
         import torch
 
         need = None if torch.cuda.is_available() else "an NVIDIA GPU and its driver (torch finds no CUDA device)"
@@ -90,13 +97,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if need:
         print("cuda_infer: cannot run here: needs " + need, file=sys.stderr)
         raise SystemExit(2)
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("video", nargs="?")
-    ap.add_argument("--frames", type=int, default=0, help="stop after N frames (0: all)")
-    ap.add_argument("--size", type=int, default=224)
-    ap.add_argument("--check", action="store_true", help="compare the GPU colour conversion with FFmpeg's")
-    ap.add_argument("--no-frame-threads", action="store_true", help="decode without FFmpeg's frame threads")
-    a = ap.parse_args(argv)
     import av
     import numpy as np
     import torch

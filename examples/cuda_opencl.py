@@ -86,7 +86,11 @@ def nvdec_to_opencl(video: str, frames: int) -> None:
 
 
 def main() -> int:
-    try:  # one line naming what is missing, not a traceback, where there is no GPU
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("video", nargs="?")
+    ap.add_argument("--frames", type=int, default=60)
+    args = ap.parse_args()  # first: --help and usage errors answer on any machine
+    try:  # then one line naming what is missing, not a traceback, where there is no GPU
         import torch
 
         need = None if torch.cuda.is_available() else "an NVIDIA GPU and its driver (torch finds no CUDA device)"
@@ -95,10 +99,6 @@ def main() -> int:
     if need:
         print("cuda_opencl: cannot run here: needs " + need, file=sys.stderr)
         raise SystemExit(2)
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("video", nargs="?")
-    ap.add_argument("--frames", type=int, default=60)
-    args = ap.parse_args()
     shared_buffer()
     video = args.video
     if video is None:

@@ -27,7 +27,36 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import av
 
-    with av.open(args.video or default_clip()) as container:
+    video = args.video or default_clip()
+    try:
+        container = av.open(video)
+    except (av.error.FFmpegError, OSError) as e:  # PyAV's own errors: a missing file, one that is not a video...
+        return _error(e, f"cannot open video {video!r}: {e.strerror or e}: give a video file FFmpeg "
+                         f"can read (or no VIDEO, for the bundled clip)")
+    if not container.streams.video:
+        container.close()
+        return _error("ValueError", f"{video!r} has no video stream: give a file with video in it")
+    try:
+        return _run(container, args.frames)
+    except interop.InteropError as e:  # interop's messages say what to do
+        return _error(e)
+    except av.error.FFmpegError as e:
+        return _error(e, f"decoding {video!r} failed: {e.strerror or e}: the file is damaged; "
+                         f"re-encode it or give another video")
+
+
+def _error(e: BaseException | str, message: str | None = None) -> int:
+    """One line on stderr in the interop CLI's style (``decode_infer: error: Type: message``); exit status 1. Without
+    ``message``, the error's own text (interop's say what to do)."""
+    if message is None:  # an OSError's str() starts with "[Errno N]": its strerror is the message
+        message = str(getattr(e, "strerror", None) or e)
+    kind = e if isinstance(e, str) else type(e).__name__
+    print(f"decode_infer: error: {kind}: {' '.join(message.split())}", file=sys.stderr)
+    return 1
+
+
+def _run(container, frames: int) -> int:  # type: ignore[no-untyped-def]
+    with container:
         stream = container.streams.video[0]
         w, h = stream.codec_context.width, stream.codec_context.height
         inf = interop.Inference(textdet.model_path(), input_size=textdet.input_size_for(w, h),
@@ -39,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
 
         with interop.copy_meter() as meter:
             for i, vf in enumerate(container.decode(stream)):
-                if i == args.frames:
+                if i == frames:
                     break
                 frame = interop.map(interop.wrap(vf), interop.MemoryType.OPENVINO)  # zero-copy
                 inf.infer_async(frame, on_result, i)

@@ -15,7 +15,7 @@ import time
 
 import interop
 from interop import textdet
-from interop.transport import connect
+from interop.transport import FrameReceiver, PeerClosedError, TransportTimeoutError, connect
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,8 +24,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--frames", type=int, default=0, help="stop after N frames (0: until the producer stops)")
     ap.add_argument("--timeout", type=float, default=60.0)
     args = ap.parse_args(argv)
+    try:
+        rx = connect(args.socket, timeout=args.timeout)
+    except (PeerClosedError, TransportTimeoutError) as e:  # no producer there, or one that never took us
+        return _error(e, f"no producer took the connection at {args.socket} within {args.timeout} s: start the "
+                         f"producer first: python examples/dma_producer.py --socket {args.socket} [VIDEO]")
+    except interop.InteropError as e:  # interop's messages say what to do (a bad timeout, ...)
+        return _error(e)
+    try:
+        return _run(rx, args)
+    except interop.InteropError as e:
+        return _error(e)
 
-    rx = connect(args.socket, timeout=args.timeout)
+
+def _error(e: BaseException, message: str | None = None) -> int:
+    """One line on stderr in the interop CLI's style (``dma_consumer: error: Type: message``); exit status 1. Without
+    ``message``, the error's own text."""
+    if message is None:  # an OSError's str() starts with "[Errno N]": its strerror is the message
+        message = str(getattr(e, "strerror", None) or e)
+    print(f"dma_consumer: error: {type(e).__name__}: {' '.join(message.split())}", file=sys.stderr)
+    return 1
+
+
+def _run(rx: FrameReceiver, args: argparse.Namespace) -> int:
     inf = None
     n, boxes = 0, 0
     t0 = time.perf_counter()

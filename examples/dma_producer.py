@@ -24,7 +24,7 @@ import interop
 from interop import AccessMode, FrameFormat, MemoryType
 from interop.clip import default_clip
 from interop.tensors.dma import FramePool
-from interop.transport import FrameServer, PeerClosedError
+from interop.transport import FrameServer, PeerClosedError, TransportTimeoutError
 
 
 def serve(tx, container, stream, pool: FramePool, frames: int) -> int:  # type: ignore[no-untyped-def]
@@ -62,26 +62,57 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--accept-timeout", type=float, default=60.0)
     args = ap.parse_args(argv)
 
-    with av.open(args.video or default_clip()) as container:
-        stream = container.streams.video[0]
-        cc = stream.codec_context
-        pool = FramePool(FrameFormat.I420, cc.width, cc.height, args.pool)
-        kind = "dma-buf" if pool.context.is_dmabuf else "sealed memfd (no dma-buf heap here)"
-        with FrameServer(args.socket) as srv:
-            print(f"producer: {cc.width}x{cc.height} I420, pool of {pool.size} {kind}; listening on {args.socket}",
-                  file=sys.stderr, flush=True)
-            for n in range(args.consumers):
-                tx = srv.accept(timeout=args.accept_timeout)
-                t0 = time.perf_counter()
-                sent = serve(tx, container, stream, pool, args.frames)
-                back = tx.wait_returned(30)
-                tx.close()
-                dt = time.perf_counter() - t0
-                print(f"producer: consumer {n + 1}: sent {sent} frames in {dt:.2f} s, all returned: {back}, "
-                      f"pool free {pool.free_count}/{pool.size}", file=sys.stderr, flush=True)
-        pool.close()
-    return 0
+    video = args.video or default_clip()
+    try:
+        container = av.open(video)
+    except (av.error.FFmpegError, OSError) as e:  # PyAV's own errors: a missing file, one that is not a video...
+        return _error(e, f"cannot open video {video!r}: {e.strerror or e}: give a video file FFmpeg "
+                         f"can read (or no VIDEO, for the bundled clip)")
+    if not container.streams.video:
+        container.close()
+        return _error("ValueError", f"{video!r} has no video stream: give a file with video in it")
+    try:
+        with container:
+            return _run(container, args)
+    except TransportTimeoutError as e:  # accept() waited in vain
+        return _error(e, f"no consumer connected to {args.socket} within {args.accept_timeout} s: "
+                         f"start one: python examples/dma_consumer.py --socket {args.socket}")
+    except interop.InteropError as e:  # interop's messages say what to do (a socket path in use, ...)
+        return _error(e)
+    except av.error.FFmpegError as e:
+        return _error(e, f"decoding {video!r} failed: {e.strerror or e}: the file is damaged; "
+                         f"re-encode it or give another video")
 
+
+def _error(e: BaseException | str, message: str | None = None) -> int:
+    """One line on stderr in the interop CLI's style (``dma_producer: error: Type: message``); exit status 1. Without
+    ``message``, the error's own text (interop's say what to do)."""
+    if message is None:  # an OSError's str() starts with "[Errno N]": its strerror is the message
+        message = str(getattr(e, "strerror", None) or e)
+    kind = e if isinstance(e, str) else type(e).__name__
+    print(f"dma_producer: error: {kind}: {' '.join(message.split())}", file=sys.stderr)
+    return 1
+
+
+def _run(container, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
+    stream = container.streams.video[0]
+    cc = stream.codec_context
+    pool = FramePool(FrameFormat.I420, cc.width, cc.height, args.pool)
+    kind = "dma-buf" if pool.context.is_dmabuf else "sealed memfd (no dma-buf heap here)"
+    with FrameServer(args.socket) as srv:
+        print(f"producer: {cc.width}x{cc.height} I420, pool of {pool.size} {kind}; listening on {args.socket}",
+              file=sys.stderr, flush=True)
+        for n in range(args.consumers):
+            tx = srv.accept(timeout=args.accept_timeout)
+            t0 = time.perf_counter()
+            sent = serve(tx, container, stream, pool, args.frames)
+            back = tx.wait_returned(30)
+            tx.close()
+            dt = time.perf_counter() - t0
+            print(f"producer: consumer {n + 1}: sent {sent} frames in {dt:.2f} s, all returned: {back}, "
+                  f"pool free {pool.free_count}/{pool.size}", file=sys.stderr, flush=True)
+    pool.close()
+    return 0
 
 if __name__ == "__main__":
     raise SystemExit(main())

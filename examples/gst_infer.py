@@ -1,9 +1,11 @@
 """GStreamer -> interop -> OpenVINO -> GStreamer: text detection on a decoded stream, boxes drawn, re-encoded.
 
-Frames come from a GStreamer pipeline (appsink, zero-copy into OpenVINO), the detections are drawn onto the frame
-and the frame goes back into GStreamer (appsrc ! videoconvert ! avenc_mpeg4 ! mp4mux ! filesink). Drawing needs a
-writable frame, and a decoder's frames are read-only references: each drawn frame is a counted copy
-(``allow_copy=True``); everything else is zero-copy. The last line printed is JSON: frames, copies, bytes copied.
+Frames come from a GStreamer pipeline (filesrc ! decodebin ! appsink: any container and codec GStreamer can read;
+the frames stay in system memory and go zero-copy into OpenVINO), the detections are drawn onto the frame and the
+frame goes back into GStreamer (appsrc ! videoconvert ! avenc_mpeg4 ! mp4mux ! filesink). Drawing needs a writable
+frame, and a decoder's frames are read-only references: each drawn frame is a counted copy (``allow_copy=True``);
+everything else is zero-copy. The last line printed is JSON: frames, copies, bytes copied. Bad input (a missing
+file, one GStreamer cannot decode) is one line on stderr, exit status 1.
 Usage:
 
     python examples/gst_infer.py [VIDEO] [--out OUT.mp4] [--frames N]
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 import numpy as np
@@ -24,7 +27,7 @@ from interop.clip import default_clip
 
 def draw_luma(y: np.ndarray, boxes: list[textdet.TextBox], value: int = 255) -> None:
     """Box outlines drawn into a Y plane (in place), 2 pixels wide."""
-    h, w = y.shape
+    h, w = y.shape[:2]  # a packed RGB plane too
     for b in boxes:
         x0, y0, x1, y1 = (int(v) for v in b.bbox)
         x0, x1 = max(0, min(x0, w - 1)), max(0, min(x1, w - 1))
@@ -45,11 +48,45 @@ def main(argv: list[str] | None = None) -> int:
     if need:
         print(f"gst_infer: cannot run here: needs {need}", file=sys.stderr)
         return 2
-    from interop.elements import AppSinkSource, AppSrcSink
+    from interop.elements import PipelineError
 
     video = args.video or default_clip()
-    src = AppSinkSource(f"filesrc location={video} ! qtdemux ! h264parse ! avdec_h264 ! appsink")
-    sink = AppSrcSink(f"appsrc ! videoconvert ! avenc_mpeg4 ! mp4mux ! filesink location={args.out}")
+    if not os.path.isfile(video):
+        return _error("FileNotFoundError", f"video {video!r} not found (or not a file): give a video file path (or "
+                                           f"no VIDEO, for the bundled clip)")
+    folder = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(folder):
+        return _error("FileNotFoundError", f"cannot write {args.out!r}: its folder {folder!r} does not exist; "
+                                           f"create it or give another --out")
+    try:
+        return _run(video, args.out, args.frames)
+    except PipelineError as e:  # GStreamer's own error: an input it cannot read, an output it cannot write
+        return _error(e, f"GStreamer failed on {video!r} -> {args.out!r}: {e}. Give a video file GStreamer can "
+                         f"decode and a writable --out")
+    except interop.InteropError as e:  # interop's messages say what to do
+        return _error(e)
+
+
+def _error(e: BaseException | str, message: str | None = None) -> int:
+    """One line on stderr in the interop CLI's style (``gst_infer: error: Type: message``); exit status 1. Without
+    ``message``, the error's own text (interop's say what to do)."""
+    if message is None:  # an OSError's str() starts with "[Errno N]": its strerror is the message
+        message = str(getattr(e, "strerror", None) or e)
+    kind = e if isinstance(e, str) else type(e).__name__
+    print(f"gst_infer: error: {kind}: {' '.join(message.split())}", file=sys.stderr)
+    return 1
+
+
+def _run(video: str, out_path: str, frames: int) -> int:
+    from interop.elements import AppSinkSource, AppSrcSink
+
+    # decodebin picks the demuxer and decoder for whatever the file holds (MP4, MKV, NUT, TS...); the caps keep the
+    # decoded frames in system memory, which the model reads in place. The file names are set as properties, not
+    # written into the pipeline text, so that any path (spaces, quotes) works.
+    src = AppSinkSource("filesrc name=in ! decodebin ! video/x-raw ! appsink")
+    src.pipeline.get_by_name("in").set_property("location", video)
+    sink = AppSrcSink("appsrc ! videoconvert ! avenc_mpeg4 ! mp4mux ! filesink name=out")
+    sink.pipeline.get_by_name("out").set_property("location", out_path)
     inf = None
     boxes_total = 0
     with interop.copy_meter() as meter:
@@ -67,10 +104,10 @@ def main(argv: list[str] | None = None) -> int:
                 drawn = c.parent  # the copy's Gst frame
                 c.release()  # unmapped before GStreamer reads it
                 sink.write(drawn)
-                if args.frames and sink.frames >= args.frames:
+                if frames and sink.frames >= frames:
                     break
     print(json.dumps({"frames": sink.frames, "boxes": boxes_total, "copies": meter.copies,
-                      "bytes_copied": meter.bytes, "out": args.out}))
+                      "bytes_copied": meter.bytes, "out": out_path}))
     return 0
 
 

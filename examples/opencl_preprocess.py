@@ -150,6 +150,15 @@ def _missing() -> str | None:
     return None
 
 
+def _error(e: BaseException, message: str | None = None) -> int:
+    """One line on stderr in the interop CLI's style (``opencl_preprocess: error: Type: message``); exit status 1.
+    Without ``message``, the error's own text (interop's say what to do)."""
+    if message is None:  # an OSError's str() starts with "[Errno N]": its strerror is the message
+        message = str(getattr(e, "strerror", None) or e)
+    print(f"opencl_preprocess: error: {type(e).__name__}: {' '.join(message.split())}", file=sys.stderr)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("video", nargs="?", default=None)
@@ -160,7 +169,23 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"opencl_preprocess: cannot run here: {missing}", file=sys.stderr)
         return 2
-    s = run(args.video, args.frames, tuple(args.size))
+    import av
+
+    from interop.clip import default_clip
+
+    video = args.video or default_clip()
+    try:  # opened here first, so that an unreadable video is named as such
+        av.open(video).close()
+    except (av.error.FFmpegError, OSError) as e:  # PyAV's own errors: a missing file, one that is not a video...
+        return _error(e, f"cannot open video {video!r}: {e.strerror or e}: give a video file FFmpeg can read (or no "
+                         f"VIDEO, for the bundled clip)")
+    try:
+        s = run(video, args.frames, tuple(args.size))
+    except interop.InteropError as e:  # interop's messages say what to do
+        return _error(e)
+    except av.error.FFmpegError as e:
+        return _error(e, f"decoding {video!r} failed: {e.strerror or e}: the file is damaged; re-encode it or give "
+                         f"another video")
     print(f"{s['frames']} frames on {s['device']}: kernel {s['kernel_ms']:.2f} ms/frame; vs OpenCV: max |diff| "
           f"{s['max_abs_diff']}, mean {s['mean_abs_diff']:.3f}; model outputs rel diff {s['max_output_rel_diff']:.2e}; "
           f"mapper copies {s['copies']} ({s['bytes_copied']} bytes)")
