@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ._spawn import ignoring_ctrl_c
 from .errors import InteropError
 from .textdet import MAX_CANDIDATES, TextBox
 
@@ -135,8 +136,8 @@ class PostPool:
     def _spawn(fd: int, slot_bytes: int, nslots: int) -> _Child:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            proc = subprocess.Popen([sys.executable, "-m", "interop.postpool", str(theirs.fileno()), str(fd),
-                                     str(slot_bytes), str(nslots)], pass_fds=[theirs.fileno(), fd],
+            proc = subprocess.Popen(ignoring_ctrl_c([sys.executable, "-m", "interop.postpool", str(theirs.fileno()),
+                                                     str(fd), str(slot_bytes), str(nslots)]), pass_fds=[theirs.fileno(), fd],
                                     stdin=subprocess.DEVNULL)
         except BaseException:
             ours.close()

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from . import textdet
+from ._spawn import ignoring_ctrl_c
 from .errors import InteropError
 from .pipeline import FrameResult, RunArgumentError, RunResult
 from .stream_results import COPY_PYAV, MultiRunResult, StreamError, StreamResult, _Boxes, _Results
@@ -325,8 +326,8 @@ class _Worker:
         self.index = index
         self.video = video
         ours, theirs = seqpacket_pair()
-        args = [sys.executable, "-m", "interop.streams", "--worker", str(theirs.fileno()), video, str(frames or 0),
-                "1" if allow_copy else "0"]
+        args = ignoring_ctrl_c([sys.executable, "-m", "interop.streams", "--worker", str(theirs.fileno()), video,
+                                str(frames or 0), "1" if allow_copy else "0"])
         try:
             self.proc = subprocess.Popen(args, pass_fds=[theirs.fileno()], stdout=subprocess.PIPE,
                                          stdin=subprocess.PIPE, start_new_session=False)
