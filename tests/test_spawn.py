@@ -10,6 +10,7 @@ import sys
 import time
 
 from interop._spawn import ignoring_ctrl_c
+from tests.support.procs import children
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -23,21 +24,8 @@ def test_a_child_starts_with_sigint_ignored():
 
 
 def _workers(pid: int) -> list[int]:
-    found = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                cmd = f.read()
-        except (OSError, ValueError, IndexError):
-            continue
-        # the worker once it is Python (not the shell that starts it, which sets the trap first)
-        if ppid == pid and b"interop.streams" in cmd and not cmd.startswith(b"/bin/sh"):
-            found.append(int(d))
-    return found
+    # the worker once it is Python (not the shell that starts it, which sets the trap first)
+    return children(pid, "interop.streams", python_only=True)
 
 
 def _ignores_sigint(pid: int) -> bool:

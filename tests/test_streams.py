@@ -22,6 +22,7 @@ import time
 import pytest
 
 import interop  # noqa: F401 - before openvino: interop sets up the runtime first
+from tests.support.procs import children
 from tests.support.requirements import need_module
 
 need_module("av")
@@ -53,22 +54,7 @@ def _fds() -> int:
 
 
 def _children(pid: int, name: str = "interop.streams") -> list[int]:
-    """Live processes whose parent is ``pid`` and whose command line names ``name``."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                stat = f.read()
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[1]) == pid and fields[0] != "Z" and name in cmd:
-            out.append(int(d))
-    return out
+    return children(pid, name)
 
 
 def _alive(pid: int) -> bool:
