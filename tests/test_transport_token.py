@@ -295,3 +295,31 @@ def test_consumer_gone_is_peer_closed_and_gives_the_buffer_back(link):
                 f.release()
     assert tx.wait_returned(5)
     assert tx.in_flight == 0 and pool.free_count == pool.size
+
+
+def test_a_frame_without_token_in_the_pool_layout_takes_the_field_checked_plan(link, monkeypatch):
+    pool, tx, rx = link
+    mems = _pattern(pool)
+    f = pool.acquire(timeout=5)
+    i = f.metadata["pool_slot"]
+    buf = buffers_of(f)[0]
+    h = dma_frame([DMATensor(buf, f[k].info, offset=pool.offsets[k], drm_fourcc=f[k].drm_fourcc) for k in range(2)],
+                  f.format, 64, 32)
+    assert h._pool_token is None
+    tx.send(h)  # the general path: its plan is not the pool's layout token's
+    rx.recv_views(timeout=5).release()
+    assert tx._plans[id(buf)].layout is None
+    calls = _paths(tx, monkeypatch)
+    for k in range(3):
+        mems[i][pool.offsets[0]:pool.offsets[0] + 64] = 50 + k
+        h.pts = k
+        tx.send(h)
+        g, (gy, guv) = _received(rx)
+        assert g.pts == k and (gy[0] == 50 + k).all()
+        assert (guv == _plane_bytes(mems[i], pool.offsets[1], (16, 32, 2), pool.pitches[1])).all()
+        g.release()
+    assert calls["fields"] == 3 and calls["general"] == 1  # pts added once: a new plan, then planned by fields
+    f.release()
+    h.release()
+    assert tx.wait_returned(5)
+    assert pool.free_count == pool.size and all(b.users == 0 for b in pool._buffers)
