@@ -164,8 +164,8 @@ def test_a_plane_replaced_over_the_same_buffer_is_sent_as_it_is(link):
     y = f[0]
     moved = y.offset + 8 * pool.pitches[0]  # the same shape, 8 rows further into the buffer
     f._tensors[0] = DMATensor(buffers_of(f)[0], y.info, offset=moved, drm_fourcc=y.drm_fourcc)
+    tx.send(f)  # the plane replaced is still live (not released): only the planes themselves tell the change
     y.release()
-    tx.send(f)
     g, (gy, guv) = _received(rx)
     assert g[0].offset == moved
     assert (gy == _plane_bytes(mems[i], moved, (32, 64), pool.pitches[0])).all()
