@@ -1190,6 +1190,8 @@ _MIN_SLOTS = _HEAD.size + _FRAME.size  # shorter messages are never a SLOTS fram
 _finalizing = sys.is_finalizing
 _new = object.__new__
 _asarray = np.asarray
+_view = np.ndarray.view
+_ndarray = np.ndarray
 
 
 class _ViewShape:
@@ -1209,9 +1211,10 @@ class _ViewShape:
 class _ViewLayout(_ViewShape):
     """A SLOTS message without fds, built and checked once by the general path, as recv_views() compares the next
     ones with it: the message cut around frame id, sequence and pts, the slot table version its buffers were
-    resolved under, and each plane's numpy ``__array_interface__`` over the buffer's mapping (kept here)."""
+    resolved under, and each plane's base array over the buffer's mapping (made once: a frame's views are views of
+    these, see _HeldPlane)."""
 
-    __slots__ = ("size", "version", "unpack", "head", "mid", "tail", "has_pts", "ifaces", "maps")
+    __slots__ = ("size", "version", "unpack", "head", "mid", "tail", "has_pts", "bases", "maps")
 
     def __init__(self, msg: bytes, rec: _Received, version: int, writer: bool):
         hdr = rec.hdr
@@ -1228,9 +1231,10 @@ class _ViewLayout(_ViewShape):
         self.unpack = struct.Struct(f"<8sQQ{_PTS_AT - _SEQ_AT - 8}sq{len(msg) - _PTS_AT - 8}s").unpack_from
         self.head, _, _, self.mid, _, self.tail = self.unpack(msg)
         self.has_pts = hdr.pts is not None
-        self.ifaces = tuple({"version": 3, "shape": info.shape, "typestr": info.dtype.str,
-                             "data": (maps[bi].address + offset, not writer),  # type: ignore[attr-defined]
-                             "strides": info.strides} for bi, info, offset, _ in rec.specs)
+        self.bases = tuple(_asarray(_PlaneView({"version": 3, "shape": info.shape, "typestr": info.dtype.str,
+                                                "data": (maps[bi].address + offset, not writer),  # type: ignore[attr-defined]
+                                                "strides": info.strides}, maps[bi])).view(_HeldPlane)
+                           for bi, info, offset, _ in rec.specs)
         self.maps = tuple(maps)
 
 
@@ -1259,14 +1263,28 @@ class _ViewHold:
 
 
 class _PlaneView:
-    """The base object of one plane's numpy view: its array interface (a copy of the layout's: a caller who edits
-    this one changes no later frame) and the frame's hold, which stays alive as long as the view."""
+    """The base object of one plane's numpy array: its array interface (a copy: a caller who edits this one changes
+    nothing else) and what the array must keep alive (the frame's hold, or a layout's mapping)."""
 
     __slots__ = ("__array_interface__", "hold")
 
-    def __init__(self, iface: dict[str, object], hold: _ViewHold):
+    def __init__(self, iface: dict[str, object], hold: object):
         self.__array_interface__ = iface.copy()
         self.hold = hold
+
+
+class _HeldPlane(np.ndarray):
+    """The link between a frame's plane view and the frame's hold, so a view costs two array views of a base made
+    once per layout (building an array from an ``__array_interface__`` costs several times more).
+
+    A _ViewLayout's base of each plane is a _HeldPlane over the mapping; per frame, ``p = base.view()`` (a _HeldPlane,
+    ``p.hold`` set to the frame's hold) and the caller gets ``p.view(np.ndarray)``. numpy shortens a new view's base
+    chain only through arrays of the new view's own type and stops at one of another type, so every plain view taken
+    from a caller's array (slices, ``np.asarray``, views of views) keeps ``p`` as its base or its base's base, and
+    with it the hold. Never handed out as such: a _HeldPlane view of ``p`` would skip it."""
+
+    __slots__ = ("hold",)
+    hold: _ViewHold
 
 
 def _release_frame(frame: object) -> None:
@@ -1546,11 +1564,10 @@ class FrameReceiver:
                             hold = _new(_ViewHold)
                             hold.done, hold.token, hold.keep = self._done.send, fid, lay
                             planes = []
-                            for iface in lay.ifaces:
-                                base = _new(_PlaneView)
-                                base.__array_interface__ = iface.copy()
-                                base.hold = hold
-                                planes.append(_asarray(base))
+                            for base in lay.bases:  # see _HeldPlane: the view's base holds the frame
+                                p = _view(base)
+                                p.hold = hold
+                                planes.append(_view(p, _ndarray))
                             views = _new(FrameViews)
                             views.planes, views.frame_id, views.sequence = tuple(planes), fid, seq
                             views.pts, views._hold, views._shape = pts if lay.has_pts else None, hold, lay

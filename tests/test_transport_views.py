@@ -125,6 +125,47 @@ def test_a_view_held_past_release_keeps_the_buffer_from_the_producer():
     pool.close()
 
 
+_DERIVED = {
+    "slice": lambda y: y[2:4],
+    "slice of a slice of a slice": lambda y: y[1:][1:, 2:][::2],
+    "np.asarray": np.asarray,
+    "np.asarray of a slice": lambda y: np.asarray(y[3:]),
+    "view as another dtype": lambda y: y.view(np.uint16),
+    "transpose": lambda y: y.T,
+    "reshape": lambda y: y[2:4].reshape(2, -1, 4),
+    "as_strided": lambda y: np.lib.stride_tricks.as_strided(y, (4, 4), y.strides),
+    "memoryview": memoryview,
+    "np.ndarray over the view's buffer": lambda y: np.ndarray((4,), np.uint8, buffer=y[0]),
+    "subclass view": lambda y: y.view(np.ma.MaskedArray),
+}
+
+
+@pytest.mark.parametrize("kind", list(_DERIVED))
+def test_anything_derived_from_a_view_alone_keeps_the_frame(link, kind):
+    """Only the derived object is left (the FrameViews released, the plane arrays dropped): the producer still
+    cannot reuse the buffer, the pixels are this frame's, and writing stays refused; dropping it sends the DONE.
+    By the fast path (after the general path's first frames) and by the general path."""
+    pool, tx, rx = link
+    for k in range(5):
+        _send(pool, tx, k)
+        v = rx.recv_views(timeout=5)
+        assert all(type(p) is np.ndarray for p in v.planes)  # a plain array, whatever keeps the frame behind it
+        d = _DERIVED[kind](v[0])
+        v.release()
+        del v
+        gc.collect()
+        assert tx.in_flight == 1, f"frame {k}: the buffer went back while a {kind} of its view was alive"
+        arr = np.asarray(d)
+        assert (arr.view(np.uint8) == k).all()
+        if isinstance(d, np.ndarray):
+            with pytest.raises(ValueError):
+                d.flags.writeable = True
+        with pytest.raises(ValueError):
+            arr[...] = 0
+        del d, arr
+        assert tx.wait_returned(5)
+
+
 def test_dropped_views_send_their_done(link):
     pool, tx, rx = link
     for k in range(6):
