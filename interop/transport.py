@@ -1187,10 +1187,10 @@ class _SlotTable:
 _AGAIN = object()  # FrameReceiver._message: nothing to hand over (a FORGET, a torn frame): receive again
 _NO_LAYOUTS = [None] * MAX_SLOTS
 _MIN_SLOTS = _HEAD.size + _FRAME.size  # shorter messages are never a SLOTS frame
+_REF_SIZE = _REF.size  # a SLOTS message ends with its last reference: the slot index starts this far from the end
 _finalizing = sys.is_finalizing
 _new = object.__new__
 _asarray = np.asarray
-_view = np.ndarray.view
 _ndarray = np.ndarray
 
 
@@ -1214,9 +1214,9 @@ class _ViewLayout(_ViewShape):
     resolved under, and each plane's base array over the buffer's mapping (made once: a frame's views are views of
     these, see _HeldPlane)."""
 
-    __slots__ = ("size", "version", "unpack", "head", "mid", "tail", "has_pts", "bases", "maps")
+    __slots__ = ("size", "version", "unpack", "head", "mid", "tail", "has_pts", "bases", "maps", "check", "done")
 
-    def __init__(self, msg: bytes, rec: _Received, version: int, writer: bool):
+    def __init__(self, msg: bytes, rec: _Received, version: int, writer: bool, done: Callable[[Any], None]):
         hdr = rec.hdr
         maps: list[object] = [b.mapping(writer) for b in rec.bufs]
         marker = None
@@ -1236,6 +1236,8 @@ class _ViewLayout(_ViewShape):
                                                 "strides": info.strides}, maps[bi])).view(_HeldPlane)
                            for bi, info, offset, _ in rec.specs)
         self.maps = tuple(maps)
+        self.check = None if writer else marker  # a writer's frames are not written yet: no commit check
+        self.done = done
 
 
 class _ViewHold:
@@ -1502,8 +1504,8 @@ class FrameReceiver:
 
         The fast way to read a frame on the CPU: no Frame, no tensors, no ``interop.map()``. A frame over buffers
         this receiver holds, in a layout it checked before, costs one receive into a buffer kept for it, one unpack
-        and a comparison of the message with that layout, a commit-marker check, and one numpy array per plane
-        built from a description made when the layout was first seen. The views are read-only (writable for a
+        and a comparison of the message with that layout, a commit-marker check, and per plane a view of an array
+        made when the layout was first seen (each plane is a plain ``numpy.ndarray``). The views are read-only (writable for a
         ``writer`` receiver, which calls ``FrameViews.commit()`` after writing). Each view holds the frame: the
         producer gets the buffer back (DONE) once ``release()`` was called (or the FrameViews dropped) and the last
         view, and every view of a view, is gone. A view never shows a later frame's data."""
@@ -1523,6 +1525,9 @@ class FrameReceiver:
             cache = self._view_layouts
             table = self._table
             blocking = deadline is None and sock.gettimeout() is None
+            # made before the wait, filled in after it: less to do between the wake-up and the views
+            views = _new(FrameViews)
+            planes: list[np.ndarray] = []
             while True:
                 if self.closed:
                     return None
@@ -1549,26 +1554,24 @@ class FrameReceiver:
                     # Everything but frame id, sequence and pts must equal a layout checked before, over the slot's
                     # buffer this receiver still holds under that generation (the references are part of the
                     # compared bytes): then only those three fields and the commit marker are left to check.
-                    lay = cache[buf[n - _REF.size]]
+                    lay = cache[buf[n - _REF_SIZE]]
                     if lay is not None and lay.size == n and lay.version == table.version:
                         head, fid, seq, mid, pts, tail = lay.unpack(buf)
                         if head == lay.head and mid == lay.mid and tail == lay.tail and fid \
                                 and (pts == 0 or lay.has_pts):
-                            marker = lay.marker
-                            if marker is not None and not self.writer:
+                            marker = lay.check
+                            if marker is not None:
                                 word, wrote = marker[0], marker[1]  # the state word first (store_marker)
                                 if word != MARKER_COMMITTED_WORD or wrote != seq:
                                     self._torn(fid, word >> 32, wrote, seq)
                                     continue
                             # the objects are filled in here rather than by __init__ calls: the same state
                             hold = _new(_ViewHold)
-                            hold.done, hold.token, hold.keep = self._done.send, fid, lay
-                            planes = []
+                            hold.done, hold.token = lay.done, fid  # the views' bases keep the mappings
                             for base in lay.bases:  # see _HeldPlane: the view's base holds the frame
-                                p = _view(base)
+                                p = base.view()
                                 p.hold = hold
-                                planes.append(_view(p, _ndarray))
-                            views = _new(FrameViews)
+                                planes.append(p.view(_ndarray))
                             views.planes, views.frame_id, views.sequence = tuple(planes), fid, seq
                             views.pts, views._hold, views._shape = pts if lay.has_pts else None, hold, lay
                             self.received += 1
@@ -1603,7 +1606,7 @@ class FrameReceiver:
         rec = self._parsed.get(_layout_key(msg))
         if rec is None or rec.version != self._table.version:
             return
-        lay = _ViewLayout(msg, rec, self._table.version, self.writer)
+        lay = _ViewLayout(msg, rec, self._table.version, self.writer, self._done.send)
         self._view_layouts[msg[-_REF.size]] = lay
 
     def _views_of(self, frame: Frame) -> FrameViews:
