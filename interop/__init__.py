@@ -20,6 +20,7 @@ from .errors import (  # noqa: E402
     InteropError,
     InteropTimeoutError,
     InvalidTensorError,
+    ModelFileError,
     NoRouteError,
     RequestFailedError,
     ResourceError,
@@ -57,5 +58,5 @@ __all__ = [
     "Inference", "InteropError", "NoRouteError", "CopyRequiredError", "BackendUnavailableError",
     "InvalidTensorError", "UnsupportedTypeError", "ContextMismatchError", "UnsupportedFormatError", "WrongMemoryError",
     "ResourceError", "InteropTimeoutError", "InteropBufferError", "empty", "empty_frame", "CompileError", "CallbackReentryError",
-    "RequestFailedError", "StateError",
+    "RequestFailedError", "StateError", "ModelFileError",
 ]

@@ -89,6 +89,16 @@ def _callbacks_here() -> list[int]:
 
 
 _live: weakref.WeakSet[Inference] = weakref.WeakSet()
+# Inferences whose last request ended (a job's hold on its Inference, _Job.owner, let go): their last reference may
+# not be dropped where the request ended, on OpenVINO's thread, inside the request queue's own callback (dropping it
+# there would free the queue under its callback). Let go by a thread of the program's (_let_go_now) or at exit.
+_ended: list[Inference] = []
+
+
+def _let_go_now() -> None:
+    """Drop the Inferences parked in _ended: called where a thread of the program's enters (never in a callback)."""
+    if _ended and not _callbacks_here():
+        del _ended[:]
 
 
 # Set at interpreter exit. From then on, a thread other than the main one that enters Inference parks for good
@@ -138,6 +148,7 @@ def _close_all() -> None:
     if still_inside:
         # A thread is still inside OpenVINO: freeing the Core or the models under it is what the rule forbids.
         return
+    del _ended[:]
     # The same for the plugins' own threads: release the shared Core, the contexts and the cached chains that hold
     # it, and the compiled models of closed Inferences, while the interpreter is whole (best effort: a Core the
     # program itself still references lives on).
@@ -736,6 +747,7 @@ class Inference:
     def _submit(self, x: Any, job_cb: Callback | None, userdata: Any, event: threading.Event | None,
                 timeout: float | None = None, views: bool = False) -> _Job:
         self._check_open()
+        _let_go_now()
         with self._inside_openvino():
             return self._submit_inside(x, job_cb, userdata, event, timeout, views)
 
@@ -883,7 +895,15 @@ class Inference:
             self._host_frames -= 1
         job.keepalive = None
         job.variant = None
-        job.owner = None
+        # OpenVINO's queue keeps the job after its request: the caller's objects go now (a bound method's object, a
+        # callback's error and its traceback would keep the Inference and its compiled models alive)
+        job.callback = job.userdata = None
+        if job.event is None:  # a waiter reads the result or error after the event (infer)
+            job.result = job.error = None
+        owner, job.owner = job.owner, None
+        if owner is not None and self._pending == 0:
+            _ended.append(owner)  # maybe its last reference, on any thread: let go by _let_go_now
+        del owner
 
     def _submit_from_callback(self, v: _Variant, inputs: list[Any], job: _Job) -> None:
         with self._cond:
@@ -1048,6 +1068,7 @@ class Inference:
         limit = _check_timeout(timeout)
         self._refuse_in_own_callback("wait_all()")
         self._wait_all(limit, timeout)
+        _let_go_now()
 
     def _wait_all(self, limit: float | None, timeout: float | None, counted: bool = False) -> None:
         """wait_all()'s body; ``counted``: the caller already counts itself inside OpenVINO (close), so the calls
@@ -1103,6 +1124,12 @@ class Inference:
         except InteropTimeoutError as e:
             log.warning("Inference.close: %s; closing without waiting for them", e)
             return
+        except (KeyboardInterrupt, SystemExit):
+            # not closed: the requests still run (their waits below have no limit); close() again, as exit does,
+            # finishes it
+            with self._cond:
+                self._closed = False
+            raise
         except BaseException as e:  # noqa: B036 - closing must not fail; errors were the caller's to collect
             log.debug("Inference.close: %r", e)
         with self._variants_lock:

@@ -1,0 +1,110 @@
+"""An Inference's lifetime: once its requests ended and the program let go of it, it is collected (the request
+queue keeps each request's last job: the job must not keep the caller's objects); one dropped with requests running
+is let go by a thread of the program's, never on OpenVINO's thread inside the queue's own callback; a close()
+interrupted by Ctrl-C leaves it open, and close() again finishes it."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+
+import numpy as np
+import pytest
+
+import interop  # noqa: I001 - before openvino: interop sets up the runtime first
+from interop import inference as inference_module
+from tests.support.requirements import need_module
+
+need_module("openvino")
+
+from tests.test_inference import H, W, tiny_model  # noqa: E402
+
+X = np.zeros((1, 3, H, W), np.float32)
+CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
+
+
+def _collected(ref: weakref.ref) -> bool:
+    inference_module._let_go_now()
+    gc.collect()
+    return ref() is None
+
+
+class _App:
+    """A program's object that owns its Inference and gets results through a bound method."""
+
+    def __init__(self) -> None:
+        self.inf = interop.Inference(tiny_model(), "CPU", config=CONFIG)
+        self.seen = 0
+
+    def on_result(self, outputs: dict, i: int) -> None:
+        self.seen += 1
+
+
+def test_inference_with_a_bound_method_callback_is_collected_once_dropped() -> None:
+    app = _App()
+    for i in range(6):
+        app.inf.infer_async(X, app.on_result, i)
+    app.inf.wait_all()
+    assert app.seen == 6
+    ref = weakref.ref(app.inf)
+    del app
+    assert _collected(ref), "the request queue's last jobs kept the callback's object, and with it the Inference"
+
+
+def test_inference_whose_callback_raised_is_collected_once_dropped() -> None:
+    inf = interop.Inference(tiny_model(), "CPU", config=CONFIG)
+
+    def boom(outputs: dict, i: int) -> None:
+        raise RuntimeError("a callback that fails")
+
+    inf.infer_async(X, boom, 0)
+    with pytest.raises(RuntimeError, match="a callback that fails"):
+        inf.wait_all()
+    ref = weakref.ref(inf)
+    del inf
+    assert _collected(ref), "the failed job's error (its traceback) kept the Inference"
+
+
+def test_inference_dropped_with_requests_running_is_let_go_by_a_program_thread() -> None:
+    inf = interop.Inference(tiny_model(), "CPU", config=CONFIG)
+    ended = threading.Event()
+    where: list[str] = []
+    weakref.finalize(inf, lambda: where.append(threading.current_thread().name))
+    for i in range(inf.pool_size(X) * 2):
+        inf.infer_async(X, lambda outputs, i: ended.set() if i == 0 else None, i)
+    ref = weakref.ref(inf)
+    del inf
+    assert ended.wait(30)
+    # the running jobs keep it; once they end it waits for a thread of the program's to let go of it
+    deadline = threading.Event()
+    for _ in range(300):
+        if ref() is None or ref() in inference_module._ended:
+            break
+        deadline.wait(0.01)
+    assert ref() is not None, "collected where its last request ended (OpenVINO's thread)"
+    assert _collected(ref)
+    assert where == [threading.current_thread().name]
+
+
+def test_close_interrupted_by_ctrl_c_leaves_it_open_and_close_again_finishes() -> None:
+    inf = interop.Inference(tiny_model(), "CPU", config=CONFIG)
+    inf.infer_async(X)
+    real = inf._wait_all
+    calls = []
+
+    def interrupted(*args: object, **kw: object) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        real(*args, **kw)  # type: ignore[arg-type]
+
+    inf._wait_all = interrupted  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        inf.close()
+    assert not inf._closed  # not closed: its requests may still run
+    inf.infer_async(X)  # still usable
+    inf.close()
+    assert inf._closed and len(calls) == 2 and inf.pending == 0
+    with pytest.raises(interop.InteropError, match="closed"):
+        inf.infer_async(X)
