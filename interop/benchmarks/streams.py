@@ -28,6 +28,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Any
@@ -85,10 +86,15 @@ def separate_processes(path: str, n: int, frames: int, precision: str | None) ->
     """N processes, each running ``interop run CLIP``'s loop (``interop.pipeline.run``) with its own model."""
     w, h = _input_size()
     cmd = [sys.executable, "-c", _RUN, path, str(frames), precision or "", str(w), str(h)]
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(n)]
+    # stderr to files: read one process at a time, pipes would stall a process that logs much while it waits its turn
+    errs = [tempfile.TemporaryFile("w+") for _ in range(n)]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=e, text=True) for e in errs]
     outs = []
-    for p in procs:
-        out, err = p.communicate(timeout=3600)
+    for p, e in zip(procs, errs):
+        out, _ = p.communicate(timeout=3600)
+        e.seek(0)
+        err = e.read()
+        e.close()
         if p.returncode != 0:
             raise RuntimeError(f"interop.pipeline.run exited with {p.returncode}: {err.strip()[-300:]}")
         outs.append(json.loads(out.strip().splitlines()[-1]))
