@@ -68,6 +68,11 @@ def _compile_first(inf: Any, srcs: list[Any], allow_copy: bool) -> float:
         except StopIteration:
             continue
         except Exception as e:  # noqa: BLE001 - the stream's loop raises it and ends that stream with it
+            from .elements.interrupt import interrupt_of
+
+            ki = interrupt_of(e)
+            if ki is not None:  # a Ctrl-C that PyGObject reported as an error: the run's, not the stream's
+                raise ki from None
             src.it = _raising(e)
             continue
         src.it = itertools.chain([vf], src.it)

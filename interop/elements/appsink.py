@@ -22,6 +22,7 @@ from ..frame import Frame
 from ..native import gst as ng
 from ..tensors.gst import gst, wrap_sample
 from .base import PipelineError, PipelineTimeoutError, Source
+from .interrupt import emit
 
 log = logging.getLogger("interop")
 
@@ -205,7 +206,7 @@ class AppSinkSource(Source):
                 self._error = None
                 self.close()
                 raise held
-            sample = self.sink.emit("try-pull-sample", int(POLL * Gst.SECOND))
+            sample = emit(self.sink, "try-pull-sample", int(POLL * Gst.SECOND))
             if sample is not None:
                 self.frames += 1
                 if self.frames % LATENCY_EVERY == 1 and self._error is None:

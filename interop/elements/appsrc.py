@@ -19,6 +19,7 @@ from ..tensors.gst import caps_for, gst
 from ..types import MemoryType
 from .appsink import _check_timeout, bus_error, find, parse
 from .base import PipelineError, PipelineTimeoutError, Sink
+from .interrupt import emit
 
 
 class AppSrcSink(Sink):
@@ -72,7 +73,7 @@ class AppSrcSink(Sink):
                 buffer = buffer.copy()  # a shallow copy: new metadata, same memory
             buffer.pts = int(self.frames / self.fps * Gst.SECOND)
             buffer.duration = int(Gst.SECOND / self.fps)
-        ret = self.src.emit("push-buffer", buffer)
+        ret = emit(self.src, "push-buffer", buffer)
         if ret != Gst.FlowReturn.OK:
             raise bus_error(self.pipeline) or PipelineError(f"the pipeline refused the frame ({ret.value_nick})")
         self.frames += 1
@@ -88,7 +89,7 @@ class AppSrcSink(Sink):
         Gst = gst()
         try:
             if self._started:
-                self.src.emit("end-of-stream")
+                emit(self.src, "end-of-stream")
                 msg = self.pipeline.get_bus().timed_pop_filtered(int(self.timeout * Gst.SECOND),
                                                                  Gst.MessageType.EOS | Gst.MessageType.ERROR)
                 if msg is None:
