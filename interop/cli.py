@@ -204,6 +204,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ImportError:
         _err("`interop run` is not available in this build (interop.cli_run is missing)")
         return 2
+    from . import _sigint
+
+    _sigint.install()  # a Ctrl-C that a C extension swallows still stops the run at its next frame
     videos = args.video if isinstance(args.video, list) else [args.video] if args.video else []
     # several inputs: streams into one Inference (docs/streams.md); one input with --decode processes: that input
     # in a decode worker process (one input in threads is the single-stream loop below)

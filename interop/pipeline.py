@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from . import textdet
+from . import _sigint, textdet
 from .errors import InteropError, UnsupportedFormatError
 from .meter import copy_meter, record_copy
 
@@ -642,6 +642,7 @@ def _frame_loop(src: _Input, inf: Any, res: RunResult, callback: Callable[[Any, 
     t_start = perf()
     i = 0
     while frames is None or i < frames:
+        _sigint.check()  # a Ctrl-C that a C extension swallowed (interop run's handler remembers it)
         t0 = perf()
         try:
             vf = next(it)

@@ -25,7 +25,7 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from . import pipeline
+from . import _sigint, pipeline
 from .meter import copy_meter
 from .pipeline import FrameResult, RunResult
 from .stream_results import MultiRunResult, StreamError, StreamResult, _Results
@@ -229,6 +229,7 @@ def run_in_threads(inputs: Sequence[str], model: str | None, device: str | None,
             left = len(loops)
             waiting: list[StreamResult] = []  # decoded to the end, results still to come: on_stream_end after them
             while left:
+                _sigint.check()  # a Ctrl-C that a C extension swallowed (interop run's handler remembers it)
                 try:
                     k = ended.get(timeout=TICK / 4 if waiting else TICK)
                 except queue.Empty:

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from . import textdet
+from . import _sigint, textdet
 from ._spawn import ignoring_ctrl_c
 from .errors import InteropError
 from .pipeline import FrameResult, RunArgumentError, RunResult
@@ -492,6 +492,7 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
         # pipeline.run): off for the run
         with copy_meter() as meter, _opencv_single_threaded(model is None):
             while open_streams:
+                _sigint.check()  # a Ctrl-C that a C extension swallowed (interop run's handler remembers it)
                 for key, _ in sel.select(timeout=0.05 if waiting else 1.0):
                     kind, w = key.data
                     s = streams[w.index]

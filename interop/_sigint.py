@@ -1,0 +1,34 @@
+"""Ctrl-C that a C extension swallowed: remembered, and raised at the run's next check.
+
+Python's SIGINT handler raises KeyboardInterrupt in whatever the main thread runs when the signal lands; a C
+extension that clears the errors of a call it makes (PyGObject resolving ``Gst.parse_launch``) can drop it, and the
+run goes on as if no Ctrl-C came. ``interop run`` installs this handler; the run's loops call check()."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
+
+_requested = threading.Event()
+
+
+def _handler(signum: int, frame: Any) -> None:
+    _requested.set()
+    raise KeyboardInterrupt
+
+
+def install() -> None:
+    """On the main thread, where Python's own handler is in place: Ctrl-C raises KeyboardInterrupt as it does, and
+    is remembered for check(). Elsewhere, or with another handler (the program's), nothing changes."""
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        _requested.clear()
+        signal.signal(signal.SIGINT, _handler)
+
+
+def check() -> None:
+    """On the main thread: KeyboardInterrupt if a Ctrl-C came since install() (raised once)."""
+    if _requested.is_set() and threading.current_thread() is threading.main_thread():
+        _requested.clear()
+        raise KeyboardInterrupt

@@ -1,0 +1,72 @@
+"""A Ctrl-C that a C extension swallowed (PyGObject clears errors while resolving Gst.parse_launch: `interop run`
+with gst: inputs went on to the end, exit 0) stops the run at its next check: interop run's SIGINT handler remembers
+it (interop._sigint)."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+import interop  # noqa: F401 - before openvino: interop sets up the runtime first
+from interop import _sigint
+from tests.support.requirements import need_module
+
+
+@pytest.fixture
+def handler():
+    before = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    _sigint.install()
+    yield
+    _sigint._requested.clear()
+    signal.signal(signal.SIGINT, before)
+
+
+def _swallowed_ctrl_c() -> None:
+    """Ctrl-C landing in code that clears every error, as PyGObject's attribute lookup did."""
+    try:
+        signal.getsignal(signal.SIGINT)(signal.SIGINT, None)
+    except KeyboardInterrupt:
+        pass
+
+
+def test_a_swallowed_ctrl_c_is_raised_at_the_next_check_once(handler):
+    assert signal.getsignal(signal.SIGINT) is _sigint._handler
+    _sigint.check()  # nothing came: nothing raised
+    _swallowed_ctrl_c()
+    with pytest.raises(KeyboardInterrupt):
+        _sigint.check()
+    _sigint.check()  # raised once
+
+
+def test_install_leaves_a_programs_own_handler():
+    before = signal.getsignal(signal.SIGINT)
+    mine = lambda signum, frame: None  # noqa: E731
+    signal.signal(signal.SIGINT, mine)
+    try:
+        _sigint.install()
+        assert signal.getsignal(signal.SIGINT) is mine
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def test_run_stops_at_its_next_frame(handler):
+    need_module("openvino")
+    from interop.pipeline import run
+
+    seen: list[int] = []
+    _swallowed_ctrl_c()
+    with pytest.raises(KeyboardInterrupt):
+        run(frames=5, on_progress=lambda done, total: seen.append(done))
+    assert max(seen, default=0) == 0  # stopped before its first frame's result
+
+
+def test_streams_in_threads_stop(handler):
+    need_module("openvino")
+    from interop.clip import default_clip
+    from interop.streams import run_streams
+
+    _swallowed_ctrl_c()
+    with pytest.raises(KeyboardInterrupt):
+        run_streams([default_clip(), default_clip()], frames=5)
