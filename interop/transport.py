@@ -399,6 +399,14 @@ _PARSED_MAX = 256
 
 _FID_SEQ = struct.Struct("<QQ")
 _PTS = struct.Struct("<q")
+_PTS_MIN, _PTS_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _check_pts(pts: int) -> None:
+    """A pts the message carries: a signed 64-bit integer (FFmpeg's and GStreamer's own range)."""
+    if not _PTS_MIN <= pts <= _PTS_MAX:
+        raise InvalidTensorError(f"pts {pts} does not fit a signed 64-bit integer (the range FFmpeg and GStreamer "
+                                 f"use): give a pts from -2**63 to 2**63 - 1, or None")
 _PER_FRAME = struct.Struct(f"<{_FID_AT}xQQ{_PTS_AT - _SEQ_AT - 8}xq")  # frame id, sequence, pts: one unpack
 # plain ints: socket's flags are IntFlag members, and combining or testing those runs Python code on every message
 _TRUNCATED = int(socket.MSG_CTRUNC | socket.MSG_TRUNC)
@@ -654,6 +662,9 @@ class FrameSender:
         # token, and only what a caller may change on it (colour, pts present, time base) is compared; any other
         # frame is checked field by field (_fitting_plan). Anything that does not fit takes the general path.
         if type(frame) is Frame and timeout is None and frame._attr_src is None:
+            pts = frame._pts
+            if pts is not None and not _PTS_MIN <= pts <= _PTS_MAX:
+                _check_pts(pts)
             tok = frame._pool_token
             plan = None
             if tok is not None:
@@ -663,7 +674,7 @@ class FrameSender:
                 # released, cut once any plane was (a released frame's planes are)
                 lease = p0._lease
                 if lease is not None and not lease.cut and tuple(frame._tensors) == planes:
-                    b = p0._buffer
+                    b = lease.bufs[0]  # not p0._buffer: a release() on another thread may have taken it meanwhile
                     plan = self._plans.get(id(b))
                     tb = frame._time_base
                     if plan is None or plan.layout is not tok[0] or b._closed or plan.ref() is not b \
@@ -676,7 +687,10 @@ class FrameSender:
             if plan is None and not frame._released:
                 plan = self._fitting_plan(frame)
                 if plan is not None:
-                    b = frame._tensors[0]._buffer  # type: ignore[attr-defined]
+                    got = getattr(frame._tensors[0], "_buffer", None)
+                    if got is None:  # released on another thread since the check
+                        raise InvalidTensorError("the frame was released while it was being sent")
+                    b = got
                     b.use()  # refuses a buffer closed since the check
                     held = [b]
             if plan is not None:
@@ -690,7 +704,6 @@ class FrameSender:
                 if commit and words is not None:  # what FramePool.commit() does (store_marker, COMMITTED order)
                     words[1] = seq
                     words[0] = MARKER_COMMITTED_WORD
-                pts = frame._pts
                 sent = False
                 try:
                     with self._send_lock:  # the frame id, its record in flight and its message, under one lock
@@ -716,12 +729,16 @@ class FrameSender:
                                 self.sent += 1
                     if not sent:
                         self._send_slots(fid, frame, [b], seq, plan.marker_at, None, None)
+                    elif self._forgets:  # queued while the lock was held: they must not wait for a next send
+                        self._after_send()
                 except BaseException as e:
                     self._failed(fid, e)
                     raise
                 return fid
         if not isinstance(frame, Frame) or frame.memory_type is not MemoryType.DMA:
             raise InvalidTensorError("send() takes a DMA Frame: interop.map(frame, MemoryType.DMA) or a FramePool frame")
+        if frame.pts is not None:
+            _check_pts(frame.pts)
         deadline = None if timeout is None else _deadline(timeout, "FrameSender.send")
         if self._gone:
             raise PeerClosedError("the consumer is gone (its socket closed); accept a new consumer")

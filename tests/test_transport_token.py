@@ -327,7 +327,7 @@ def test_a_frame_without_token_in_the_pool_layout_takes_the_field_checked_plan(l
     assert pool.free_count == pool.size and all(b.users == 0 for b in pool._buffers)
 
 
-# ---- review: lifetimes and threads on the token path, and defects left in transport.py (xfail) ----------------
+# ---- review: lifetimes and threads on the token path, and defects found in transport.py (fixed) ----------------
 
 
 def test_a_frame_released_while_its_message_goes_out_stays_held_until_done(link, monkeypatch):
@@ -459,8 +459,6 @@ def test_a_closed_pool_held_frame_and_a_new_pool_in_its_place(link, monkeypatch)
         new.close()
 
 
-@pytest.mark.xfail(strict=True, reason="transport.py FrameSender.send, token/planned path: lets go of _send_lock "
-                   "without _after_send(), so a FORGET queued while it held the lock waits for a later send or DONE")
 def test_a_forget_queued_during_a_token_send_goes_out_when_it_ends(link, monkeypatch):
     pool, tx, rx = link
     _prime(pool, tx, rx)
@@ -490,8 +488,6 @@ def test_a_forget_queued_during_a_token_send_goes_out_when_it_ends(link, monkeyp
     f.release()
 
 
-@pytest.mark.xfail(strict=True, reason="transport.py FrameSender.send: a pts outside 64 signed bits (Frame.pts takes "
-                   "any int) raises struct.error from the message packing, not an InteropError")
 @pytest.mark.parametrize("timeout", [None, 5.0], ids=["token", "general"])
 def test_a_pts_that_does_not_fit_the_message_is_an_interop_error(link, timeout):
     pool, tx, rx = link
@@ -517,9 +513,6 @@ class _ReleasedMidCheck(list):  # type: ignore[type-arg]
         return super().__iter__()
 
 
-@pytest.mark.xfail(strict=True, reason="transport.py FrameSender.send reads p0._buffer after the token check "
-                   "(and frame._tensors[0]._buffer after _fitting_plan): a release() on another thread in between "
-                   "makes it an AttributeError; take the buffer from the lease (lease.bufs[0]) instead")
 def test_a_release_racing_the_token_check_is_an_interop_error_or_a_send(link):
     pool, tx, rx = link
     _prime(pool, tx, rx)
