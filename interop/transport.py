@@ -1250,7 +1250,7 @@ class _ViewLayout(_ViewShape):
         self.has_pts = hdr.pts is not None
         self.bases = tuple(_asarray(_PlaneView({"version": 3, "shape": info.shape, "typestr": info.dtype.str,
                                                 "data": (maps[bi].address + offset, not writer),  # type: ignore[attr-defined]
-                                                "strides": info.strides}, maps[bi])).view(_HeldPlane)
+                                                "strides": info.strides}, maps[bi])).view(_LayoutPlane)
                            for bi, info, offset, _ in rec.specs)
         self.maps = tuple(maps)
         self.check = None if writer else marker  # a writer's frames are not written yet: no commit check
@@ -1292,15 +1292,23 @@ class _PlaneView:
         self.hold = hold
 
 
+class _LayoutPlane(np.ndarray):
+    """A _ViewLayout's base array of one plane, over the buffer's mapping (see _HeldPlane). A type of its own, neither
+    _HeldPlane nor ndarray: numpy then never shortens a frame's view's base chain past the _HeldPlane above it."""
+
+    __slots__ = ()
+
+
 class _HeldPlane(np.ndarray):
     """The link between a frame's plane view and the frame's hold, so a view costs two array views of a base made
     once per layout (building an array from an ``__array_interface__`` costs several times more).
 
-    A _ViewLayout's base of each plane is a _HeldPlane over the mapping; per frame, ``p = base.view()`` (a _HeldPlane,
-    ``p.hold`` set to the frame's hold) and the caller gets ``p.view(np.ndarray)``. numpy shortens a new view's base
-    chain only through arrays of the new view's own type and stops at one of another type, so every plain view taken
+    A _ViewLayout's base of each plane is a _LayoutPlane over the mapping; per frame, ``p = base.view(_HeldPlane)``
+    (``p.hold`` set to the frame's hold) and the caller gets ``p.view(np.ndarray)``. numpy shortens a new view's base
+    chain only through arrays of the new view's own type and stops before one of another type, so every view taken
     from a caller's array (slices, ``np.asarray``, views of views) keeps ``p`` as its base or its base's base, and
-    with it the hold. Never handed out as such: a _HeldPlane view of ``p`` would skip it."""
+    with it the hold; so does every view of ``p`` itself (the caller's ``array.base``), as the layout's base above it
+    is of a third type. Only a view of the layout's base (``array.base.base``) holds no frame."""
 
     __slots__ = ("hold",)
     hold: _ViewHold
@@ -1586,7 +1594,7 @@ class FrameReceiver:
                             hold = _new(_ViewHold)
                             hold.done, hold.token = lay.done, fid  # the views' bases keep the mappings
                             for base in lay.bases:  # see _HeldPlane: the view's base holds the frame
-                                p = base.view()
+                                p = base.view(_HeldPlane)
                                 p.hold = hold
                                 planes.append(p.view(_ndarray))
                             views.planes, views.frame_id, views.sequence = tuple(planes), fid, seq

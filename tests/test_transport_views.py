@@ -137,7 +137,16 @@ _DERIVED = {
     "memoryview": memoryview,
     "np.ndarray over the view's buffer": lambda y: np.ndarray((4,), np.uint8, buffer=y[0]),
     "subclass view": lambda y: y.view(np.ma.MaskedArray),
+    # generic code that normalises an array to its base (the fast path's base is an array too)
+    "slice of the view's base": lambda y: _of_base(y)[2:4],
+    "the view's base viewed": lambda y: _of_base(y).view(),
+    "the view's base transposed": lambda y: _of_base(y).T,
 }
+
+
+def _of_base(y: np.ndarray) -> np.ndarray:
+    """``y.base`` where it is an array (the fast path), else ``y`` (the general path's base is no array)."""
+    return y.base if isinstance(y.base, np.ndarray) else y
 
 
 @pytest.mark.parametrize("kind", list(_DERIVED))
