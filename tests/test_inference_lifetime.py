@@ -79,7 +79,7 @@ def test_inference_dropped_with_requests_running_is_let_go_by_a_program_thread()
     # the running jobs keep it; once they end it waits for a thread of the program's to let go of it
     deadline = threading.Event()
     for _ in range(300):
-        if ref() is None or ref() in inference_module._ended:
+        if ref() is None or ref() in inference_module._ended.values():
             break
         deadline.wait(0.01)
     assert ref() is not None, "collected where its last request ended (OpenVINO's thread)"
@@ -108,3 +108,45 @@ def test_close_interrupted_by_ctrl_c_leaves_it_open_and_close_again_finishes() -
     assert inf._closed and len(calls) == 2 and inf.pending == 0
     with pytest.raises(interop.InteropError, match="closed"):
         inf.infer_async(X)
+
+
+def test_inference_used_by_infer_alone_is_collected_once_dropped() -> None:
+    """infer() runs on the caller's thread, which holds the Inference: nothing is parked for a later let-go (each
+    infer() parked it again, so it lived on until exit in a program that never calls infer_async/wait_all)."""
+    inf = interop.Inference(tiny_model(), "CPU", config=CONFIG)
+    for _ in range(5):
+        inf.infer(X)
+    assert all(i is not inf for i in inference_module._ended.values())
+    ref = weakref.ref(inf)
+    del inf
+    gc.collect()
+    assert ref() is None, "infer() parked the Inference: only a later infer_async/wait_all let go of it"
+
+
+def test_an_inference_fed_from_callbacks_alone_is_parked_once() -> None:
+    """Submissions from another Inference's callbacks never let go of the parked ones (a callback's thread may not):
+    an Inference whose requests all end again and again is parked once, not once each time."""
+    a = interop.Inference(tiny_model(), "CPU", config=CONFIG)
+    b = interop.Inference(tiny_model(), "CPU", config=CONFIG)
+    done = threading.Event()
+    rounds = 12
+
+    def on_b(outputs: dict, n: int) -> None:
+        if n + 1 < rounds:
+            a.infer_async(X, on_a, n + 1)
+        else:
+            done.set()
+
+    def on_a(outputs: dict, n: int) -> None:
+        b.infer_async(X, on_b, n)  # b's requests all end before the next one: parked each time
+
+    a.infer_async(X, on_a, 0)
+    assert done.wait(60)
+    for _ in range(300):  # not wait_all(): it would let go of the parked ones
+        if a.pending == 0 and b.pending == 0:
+            break
+        threading.Event().wait(0.01)
+    assert sum(i is b for i in inference_module._ended.values()) <= 1
+    assert len(inference_module._ended) <= 2
+    a.close()
+    b.close()

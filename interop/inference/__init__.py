@@ -91,14 +91,15 @@ def _callbacks_here() -> list[int]:
 _live: weakref.WeakSet[Inference] = weakref.WeakSet()
 # Inferences whose last request ended (a job's hold on its Inference, _Job.owner, let go): their last reference may
 # not be dropped where the request ended, on OpenVINO's thread, inside the request queue's own callback (dropping it
-# there would free the queue under its callback). Let go by a thread of the program's (_let_go_now) or at exit.
-_ended: list[Inference] = []
+# there would free the queue under its callback). Let go by a thread of the program's (_let_go_now) or at exit. Keyed
+# by id: one Inference fed from callbacks alone (where nothing lets go) is parked once however often its requests end.
+_ended: dict[int, Inference] = {}
 
 
 def _let_go_now() -> None:
     """Drop the Inferences parked in _ended: called where a thread of the program's enters (never in a callback)."""
     if _ended and not _callbacks_here():
-        del _ended[:]
+        _ended.clear()
 
 
 # Set at interpreter exit. From then on, a thread other than the main one that enters Inference parks for good
@@ -148,7 +149,7 @@ def _close_all() -> None:
     if still_inside:
         # A thread is still inside OpenVINO: freeing the Core or the models under it is what the rule forbids.
         return
-    del _ended[:]
+    _ended.clear()
     # The same for the plugins' own threads: release the shared Core, the contexts and the cached chains that hold
     # it, and the compiled models of closed Inferences, while the interpreter is whole (best effort: a Core the
     # program itself still references lives on).
@@ -902,7 +903,7 @@ class Inference:
             job.result = job.error = None
         owner, job.owner = job.owner, None
         if owner is not None and self._pending == 0:
-            _ended.append(owner)  # maybe its last reference, on any thread: let go by _let_go_now
+            _ended[id(owner)] = owner  # maybe its last reference, on any thread: let go by _let_go_now
         del owner
 
     def _submit_from_callback(self, v: _Variant, inputs: list[Any], job: _Job) -> None:
@@ -1004,6 +1005,7 @@ class Inference:
         """
         self._refuse_in_own_callback("infer()")
         self._check_open()
+        _let_go_now()
         with self._inside_openvino():
             return self._infer(x)
 
@@ -1011,7 +1013,7 @@ class Inference:
         # Run in the caller's thread on a request of its own: a request that fails inside OpenVINO raises here
         # (in the async pool it would never call back), and there is no hand-off to another thread to wait for.
         v, inputs, keep = self._prepare(x)
-        job = _Job(v, None, None, keep, owner=self)
+        job = _Job(v, None, None, keep)  # no owner: the caller's thread holds the Inference until it is done
         with self._cond:
             self._pending += 1
             if self._memory_type is MemoryType.NPU and _holds_host_import(keep):
