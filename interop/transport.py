@@ -729,11 +729,12 @@ class FrameSender:
                                 self.sent += 1
                     if not sent:
                         self._send_slots(fid, frame, [b], seq, plan.marker_at, None, None)
-                    elif self._forgets:  # queued while the lock was held: they must not wait for a next send
-                        self._after_send()
                 except BaseException as e:
                     self._failed(fid, e)
                     raise
+                # after the try: the frame went out, so nothing raised here (a Ctrl-C) may give its buffer back
+                if self._forgets:  # queued while the lock was held: they must not wait for a next send
+                    self._after_send()
                 return fid
         if not isinstance(frame, Frame) or frame.memory_type is not MemoryType.DMA:
             raise InvalidTensorError("send() takes a DMA Frame: interop.map(frame, MemoryType.DMA) or a FramePool frame")

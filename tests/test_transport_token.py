@@ -488,6 +488,45 @@ def test_a_forget_queued_during_a_token_send_goes_out_when_it_ends(link, monkeyp
     f.release()
 
 
+def test_a_ctrl_c_after_a_token_send_leaves_the_sent_frame_in_flight(link, monkeypatch):
+    """A Ctrl-C landing in the FORGET flush after the message went out: the consumer has the frame, so its buffer
+    stays out of the pool until DONE (it went back at once, for the producer to overwrite while it was read)."""
+    pool, tx, rx = link
+    _prime(pool, tx, rx)
+    old = DMAContext().alloc_frame(FrameFormat.GRAY8, 16, 16)  # a buffer of its own with a slot
+    tx.send(old)
+    rx.recv(timeout=5).release()
+    assert tx.wait_returned(5)
+    old_buf = buffers_of(old)[0]
+    old.release()
+    calls = _paths(tx, monkeypatch)
+    capture_sent(tx)
+    real = tx._sock.send
+
+    def closing_inside(data, flags=0):  # type: ignore[no-untyped-def]
+        old_buf.close()  # a FORGET queued while the send holds the lock: flushed after it
+        return real(data, flags)
+
+    def interrupted() -> None:
+        if not tx._send_lock.locked():  # the flush once the message went out (not the close's, under the lock)
+            raise KeyboardInterrupt
+
+    tx._sock.send = closing_inside
+    monkeypatch.setattr(tx, "_after_send", interrupted)
+    f = pool.acquire(timeout=5)
+    with pytest.raises(KeyboardInterrupt):
+        tx.send(f)
+    assert calls == {"fields": 0, "general": 0}
+    assert tx.in_flight == 1, "the frame the consumer received went back to the pool"
+    f.release()
+    v = rx.recv_views(timeout=5)
+    assert v is not None
+    assert tx.in_flight == 1
+    v.release()
+    del v
+    assert tx.wait_returned(5)
+
+
 @pytest.mark.parametrize("timeout", [None, 5.0], ids=["token", "general"])
 def test_a_pts_that_does_not_fit_the_message_is_an_interop_error(link, timeout):
     pool, tx, rx = link
