@@ -507,9 +507,14 @@ def test_a_ctrl_c_after_a_token_send_leaves_the_sent_frame_in_flight(link, monke
         old_buf.close()  # a FORGET queued while the send holds the lock: flushed after it
         return real(data, flags)
 
+    real_after = tx._after_send
+    sender = threading.current_thread()
+
     def interrupted() -> None:
-        if not tx._send_lock.locked():  # the flush once the message went out (not the close's, under the lock)
+        # the send's own flush once the message went out (not the close's under the lock, nor the reader's on DONE)
+        if threading.current_thread() is sender and not tx._send_lock.locked():
             raise KeyboardInterrupt
+        real_after()
 
     tx._sock.send = closing_inside
     monkeypatch.setattr(tx, "_after_send", interrupted)
