@@ -6,8 +6,10 @@ run goes on as if no Ctrl-C came. ``interop run`` installs this handler; the run
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 _requested = threading.Event()
@@ -18,13 +20,28 @@ def _handler(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def install() -> None:
+def install() -> bool:
     """On the main thread, where Python's own handler is in place: Ctrl-C raises KeyboardInterrupt as it does, and
-    is remembered for check(). Elsewhere, or with another handler (the program's), nothing changes."""
+    is remembered for check(); True. Elsewhere, or with another handler (the program's), nothing changes; False."""
     if threading.current_thread() is threading.main_thread() and \
             signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         _requested.clear()
         signal.signal(signal.SIGINT, _handler)
+        return True
+    return False
+
+
+@contextlib.contextmanager
+def installed() -> Iterator[None]:
+    """install() for the block, then Python's own handler again and nothing remembered: a program that runs the CLI
+    in its own process and goes on after a Ctrl-C gets no second KeyboardInterrupt from a later run."""
+    mine = install()
+    try:
+        yield
+    finally:
+        if mine:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            _requested.clear()
 
 
 def check() -> None:

@@ -206,7 +206,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     from . import _sigint
 
-    _sigint.install()  # a Ctrl-C that a C extension swallows still stops the run at its next frame
+    with _sigint.installed():  # a Ctrl-C that a C extension swallows still stops the run at its next frame
+        return _cmd_run(args, run_main)
+
+
+def _cmd_run(args: argparse.Namespace, run_main: Any) -> int:
     videos = args.video if isinstance(args.video, list) else [args.video] if args.video else []
     # several inputs: streams into one Inference (docs/streams.md); one input with --decode processes: that input
     # in a decode worker process (one input in threads is the single-stream loop below)

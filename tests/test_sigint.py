@@ -70,3 +70,23 @@ def test_streams_in_threads_stop(handler):
     _swallowed_ctrl_c()
     with pytest.raises(KeyboardInterrupt):
         run_streams([default_clip(), default_clip()], frames=5)
+
+
+def test_installed_restores_pythons_handler_and_forgets():
+    before = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with _sigint.installed():
+                assert signal.getsignal(signal.SIGINT) is _sigint._handler
+                signal.getsignal(signal.SIGINT)(signal.SIGINT, None)  # a Ctrl-C raised where it landed
+        # a program that ran the CLI in its own process and goes on: no second KeyboardInterrupt later
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        _sigint.check()
+        mine = lambda signum, frame: None  # noqa: E731
+        signal.signal(signal.SIGINT, mine)
+        with _sigint.installed():
+            assert signal.getsignal(signal.SIGINT) is mine
+        assert signal.getsignal(signal.SIGINT) is mine
+    finally:
+        signal.signal(signal.SIGINT, before)
