@@ -22,9 +22,12 @@ def _handler(signum: int, frame: Any) -> None:
 
 def install() -> bool:
     """On the main thread, where Python's own handler is in place: Ctrl-C raises KeyboardInterrupt as it does, and
-    is remembered for check(); True. Elsewhere, or with another handler (the program's), nothing changes; False."""
+    is remembered for check(); True. Elsewhere, or with another handler (the program's), nothing changes; False.
+    This handler left in place counts as Python's: a Ctrl-C that landed in installed()'s clean-up kept it there,
+    and what it remembered is forgotten here."""
+    current = signal.getsignal(signal.SIGINT)
     if threading.current_thread() is threading.main_thread() and \
-            signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            (current is signal.default_int_handler or current is _handler):
         _requested.clear()
         signal.signal(signal.SIGINT, _handler)
         return True

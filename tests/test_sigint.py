@@ -90,3 +90,21 @@ def test_installed_restores_pythons_handler_and_forgets():
         assert signal.getsignal(signal.SIGINT) is mine
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+def test_installed_takes_over_a_handler_left_by_an_earlier_run():
+    # a second Ctrl-C landing in installed()'s clean-up (or one between install() and its try) leaves our handler
+    # in place with the Ctrl-C remembered: the program's next run must neither keep it nor be interrupted by it
+    before = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, _sigint._handler)
+    _sigint._requested.set()
+    try:
+        with _sigint.installed():
+            try:
+                _sigint.check()
+            except KeyboardInterrupt:
+                pytest.fail("the next run was interrupted by an earlier run's Ctrl-C")
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        _sigint._requested.clear()
+        signal.signal(signal.SIGINT, before)
