@@ -93,9 +93,20 @@ class FinalizerLock:
         """Run ``fn(*args)`` holding the lock (see the module's doc for when it waits and when it queues). When
         ``fn`` returns a callable, that runs right after the lock is let go (work that takes other locks:
         callbacks). An exception from either is logged, never raised (a finaliser has nobody to raise it to)."""
-        # Queue first, then try: a holder that lets go after our failed try finds the work queued and runs it.
+        if _held() == 0:
+            # This thread may wait: it runs the work itself, and the follow-up once it lets go, so both are done when
+            # call returns (queued, the work could be run by another thread letting go, its follow-up after we return)
+            self.acquire()
+            try:
+                then = _run(fn, *args)
+                if callable(then):
+                    self._after.append(then)
+            finally:
+                self.release()
+            return
+        # Never wait here: queue first, then try; a holder that lets go after our failed try finds the work queued
         self._pending.append((fn, args))
-        if self.acquire(blocking=_held() == 0):
+        if self.acquire(blocking=False):
             self.release()
 
     def _run_pending(self) -> None:

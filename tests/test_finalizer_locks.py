@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -327,3 +328,42 @@ def test_staging_buffer_given_back_inside_the_pool_lock():
         assert _finishes(body) == [alloc]
     finally:
         m._pool.pop((7, 4096), None)
+
+
+def _follow_up_done_when_call_returns(lock: FinalizerLock) -> bool:
+    """One round: a thread holds the lock, another call()s work whose follow-up takes a moment, the holder lets go;
+    whether the follow-up was done when call() returned."""
+    done, held, go = threading.Event(), threading.Event(), threading.Event()
+    results: list[bool] = []
+
+    def holder() -> None:
+        with lock:
+            held.set()
+            go.wait(5)
+
+    def follow_up() -> None:
+        time.sleep(0.002)
+        done.set()
+
+    def caller() -> None:
+        lock.call(lambda: follow_up)
+        results.append(done.is_set())
+
+    t = threading.Thread(target=holder)
+    t.start()
+    held.wait(5)
+    c = threading.Thread(target=caller)
+    c.start()
+    time.sleep(0.001)  # the caller is waiting for the lock
+    go.set()
+    c.join(5)
+    t.join(5)
+    return results == [True]
+
+
+def test_call_on_a_free_thread_returns_with_the_follow_up_done_while_another_thread_lets_go():
+    """call() on a thread holding no FinalizerLock is done, follow-up included, when it returns: it queued the work
+    first, so another thread letting go of the lock could run it and its follow-up after call() had returned (a pool
+    frame's release() returned before its slot was back: test_pool_frame_is_back_..., seen once in a full run)."""
+    lock = FinalizerLock()
+    assert all(_follow_up_done_when_call_returns(lock) for _ in range(200)), "call() returned before its follow-up"
