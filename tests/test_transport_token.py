@@ -459,8 +459,11 @@ def test_a_closed_pool_held_frame_and_a_new_pool_in_its_place(link, monkeypatch)
         new.close()
 
 
-def test_a_forget_queued_during_a_token_send_goes_out_when_it_ends(link, monkeypatch):
-    pool, tx, rx = link
+def _forget_during_the_next_send(pool: FramePool, tx: FrameSender, rx: FrameReceiver,
+                                 monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Prime the pool's token path, then make the next message's send close another buffer that has a slot (what
+    another thread or a collection does while the send holds the lock: a FORGET is queued meanwhile). Returns the
+    counts of the field check and the general path (_paths)."""
     _prime(pool, tx, rx)
     old = DMAContext().alloc_frame(FrameFormat.GRAY8, 16, 16)  # a buffer of its own with a slot
     tx.send(old)
@@ -473,12 +476,17 @@ def test_a_forget_queued_during_a_token_send_goes_out_when_it_ends(link, monkeyp
     real = tx._sock.send
 
     def closing_inside(data, flags=0):  # type: ignore[no-untyped-def]
-        # what another thread (or a collection) does while the send holds the lock: a buffer with a slot closes
         assert tx._send_lock.locked()
         old_buf.close()
         return real(data, flags)
 
     tx._sock.send = closing_inside
+    return calls
+
+
+def test_a_forget_queued_during_a_token_send_goes_out_when_it_ends(link, monkeypatch):
+    pool, tx, rx = link
+    calls = _forget_during_the_next_send(pool, tx, rx, monkeypatch)
     f = pool.acquire(timeout=5)
     tx.send(f)
     assert calls == {"fields": 0, "general": 0}
@@ -492,21 +500,7 @@ def test_a_ctrl_c_after_a_token_send_leaves_the_sent_frame_in_flight(link, monke
     """A Ctrl-C landing in the FORGET flush after the message went out: the consumer has the frame, so its buffer
     stays out of the pool until DONE (it went back at once, for the producer to overwrite while it was read)."""
     pool, tx, rx = link
-    _prime(pool, tx, rx)
-    old = DMAContext().alloc_frame(FrameFormat.GRAY8, 16, 16)  # a buffer of its own with a slot
-    tx.send(old)
-    rx.recv(timeout=5).release()
-    assert tx.wait_returned(5)
-    old_buf = buffers_of(old)[0]
-    old.release()
-    calls = _paths(tx, monkeypatch)
-    capture_sent(tx)
-    real = tx._sock.send
-
-    def closing_inside(data, flags=0):  # type: ignore[no-untyped-def]
-        old_buf.close()  # a FORGET queued while the send holds the lock: flushed after it
-        return real(data, flags)
-
+    calls = _forget_during_the_next_send(pool, tx, rx, monkeypatch)  # a FORGET queued: flushed after the send
     real_after = tx._after_send
     sender = threading.current_thread()
 
@@ -516,7 +510,6 @@ def test_a_ctrl_c_after_a_token_send_leaves_the_sent_frame_in_flight(link, monke
             raise KeyboardInterrupt
         real_after()
 
-    tx._sock.send = closing_inside
     monkeypatch.setattr(tx, "_after_send", interrupted)
     f = pool.acquire(timeout=5)
     with pytest.raises(KeyboardInterrupt):
