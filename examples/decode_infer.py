@@ -9,11 +9,16 @@ normalisation run inside the model. Usage:
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 
 import interop
 from interop import textdet
+from interop.cli import error_line
 from interop.clip import default_clip
+
+# one line on stderr in the interop CLI's style ("decode_infer: error: Type: message"); returns the exit status, 1
+_error = functools.partial(error_line, "decode_infer")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,16 +48,6 @@ def main(argv: list[str] | None = None) -> int:
     except av.error.FFmpegError as e:
         return _error(e, f"decoding {video!r} failed: {e.strerror or e}: the file is damaged; "
                          f"re-encode it or give another video")
-
-
-def _error(e: BaseException | str, message: str | None = None) -> int:
-    """One line on stderr in the interop CLI's style (``decode_infer: error: Type: message``); exit status 1. Without
-    ``message``, the error's own text (interop's say what to do)."""
-    if message is None:  # an OSError's str() starts with "[Errno N]": its strerror is the message
-        message = str(getattr(e, "strerror", None) or e)
-    kind = e if isinstance(e, str) else type(e).__name__
-    print(f"decode_infer: error: {kind}: {' '.join(message.split())}", file=sys.stderr)
-    return 1
 
 
 def _run(container, frames: int) -> int:  # type: ignore[no-untyped-def]

@@ -9,13 +9,18 @@ and released, which sends the buffer back to the producer's pool. Prints one JSO
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
 
 import interop
 from interop import textdet
+from interop.cli import error_line
 from interop.transport import FrameReceiver, PeerClosedError, TransportTimeoutError, connect
+
+# one line on stderr in the interop CLI's style ("dma_consumer: error: Type: message"); returns the exit status, 1
+_error = functools.partial(error_line, "dma_consumer")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,15 +40,6 @@ def main(argv: list[str] | None = None) -> int:
         return _run(rx, args)
     except interop.InteropError as e:
         return _error(e)
-
-
-def _error(e: BaseException, message: str | None = None) -> int:
-    """One line on stderr in the interop CLI's style (``dma_consumer: error: Type: message``); exit status 1. Without
-    ``message``, the error's own text."""
-    if message is None:  # an OSError's str() starts with "[Errno N]": its strerror is the message
-        message = str(getattr(e, "strerror", None) or e)
-    print(f"dma_consumer: error: {type(e).__name__}: {' '.join(message.split())}", file=sys.stderr)
-    return 1
 
 
 def _run(rx: FrameReceiver, args: argparse.Namespace) -> int:

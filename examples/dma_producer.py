@@ -14,6 +14,7 @@ made here by the producer (that is the decode step of a DMA pipeline, as a V4L2 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 
@@ -22,6 +23,7 @@ import numpy as np
 
 import interop
 from interop import AccessMode, FrameFormat, MemoryType
+from interop.cli import error_line
 from interop.clip import default_clip
 from interop.tensors.dma import FramePool
 from interop.transport import FrameServer, PeerClosedError, TransportTimeoutError
@@ -50,6 +52,10 @@ def serve(tx, container, stream, pool: FramePool, frames: int) -> int:  # type: 
         finally:
             f.release()
     return sent
+
+
+# one line on stderr in the interop CLI's style ("dma_producer: error: Type: message"); returns the exit status, 1
+_error = functools.partial(error_line, "dma_producer")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,16 +88,6 @@ def main(argv: list[str] | None = None) -> int:
     except av.error.FFmpegError as e:
         return _error(e, f"decoding {video!r} failed: {e.strerror or e}: the file is damaged; "
                          f"re-encode it or give another video")
-
-
-def _error(e: BaseException | str, message: str | None = None) -> int:
-    """One line on stderr in the interop CLI's style (``dma_producer: error: Type: message``); exit status 1. Without
-    ``message``, the error's own text (interop's say what to do)."""
-    if message is None:  # an OSError's str() starts with "[Errno N]": its strerror is the message
-        message = str(getattr(e, "strerror", None) or e)
-    kind = e if isinstance(e, str) else type(e).__name__
-    print(f"dma_producer: error: {kind}: {' '.join(message.split())}", file=sys.stderr)
-    return 1
 
 
 def _run(container, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]

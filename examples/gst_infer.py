@@ -14,6 +14,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -22,6 +23,7 @@ import numpy as np
 
 import interop
 from interop import AccessMode, MemoryType, textdet
+from interop.cli import error_line
 from interop.clip import default_clip
 
 
@@ -36,6 +38,10 @@ def draw_luma(y: np.ndarray, boxes: list[textdet.TextBox], value: int = 255) -> 
         y[max(y1 - 1, 0):y1 + 1, x0:x1 + 1] = value
         y[y0:y1 + 1, x0:x0 + 2] = value
         y[y0:y1 + 1, max(x1 - 1, 0):x1 + 1] = value
+
+
+# one line on stderr in the interop CLI's style ("gst_infer: error: Type: message"); returns the exit status, 1
+_error = functools.partial(error_line, "gst_infer")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,16 +71,6 @@ def main(argv: list[str] | None = None) -> int:
                          f"decode and a writable --out")
     except interop.InteropError as e:  # interop's messages say what to do
         return _error(e)
-
-
-def _error(e: BaseException | str, message: str | None = None) -> int:
-    """One line on stderr in the interop CLI's style (``gst_infer: error: Type: message``); exit status 1. Without
-    ``message``, the error's own text (interop's say what to do)."""
-    if message is None:  # an OSError's str() starts with "[Errno N]": its strerror is the message
-        message = str(getattr(e, "strerror", None) or e)
-    kind = e if isinstance(e, str) else type(e).__name__
-    print(f"gst_infer: error: {kind}: {' '.join(message.split())}", file=sys.stderr)
-    return 1
 
 
 def _run(video: str, out_path: str, frames: int) -> int:

@@ -11,6 +11,7 @@ conversion (cv2.cvtColor + cv2.resize), and the model's outputs on both images a
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from typing import Any
@@ -19,6 +20,7 @@ import numpy as np
 
 import interop  # first: sets up the OpenCL runtime before av, cv2, pyopencl and openvino load
 from interop import MemoryType, TensorInfo
+from interop.cli import error_line
 
 KERNEL = r"""
 // BT.601 limited range, the fixed-point constants OpenCV's I420->RGB uses (20-bit).
@@ -150,13 +152,8 @@ def _missing() -> str | None:
     return None
 
 
-def _error(e: BaseException, message: str | None = None) -> int:
-    """One line on stderr in the interop CLI's style (``opencl_preprocess: error: Type: message``); exit status 1.
-    Without ``message``, the error's own text (interop's say what to do)."""
-    if message is None:  # an OSError's str() starts with "[Errno N]": its strerror is the message
-        message = str(getattr(e, "strerror", None) or e)
-    print(f"opencl_preprocess: error: {type(e).__name__}: {' '.join(message.split())}", file=sys.stderr)
-    return 1
+# one line on stderr in the interop CLI's style ("opencl_preprocess: error: Type: message"); returns the exit status, 1
+_error = functools.partial(error_line, "opencl_preprocess")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,11 +29,23 @@ class UsageError(Exception):
     """A command line argparse refuses (an unknown option, a value of the wrong type)."""
 
 
+def error_line(prog: str, error: BaseException | str, message: str | None = None) -> int:
+    """One error line on stderr in the interop CLI's style, ``PROG: error: Type: message``, for a program of the
+    user's (the examples use it); returns 1, an exit status. ``error``: the exception (its type names the line and,
+    without ``message``, its text is the message: interop's say what to do; an OSError's strerror, without the
+    "[Errno N]") or a type name."""
+    if message is None:
+        message = str(getattr(error, "strerror", None) or error)
+    kind = error if isinstance(error, str) else type(error).__name__
+    _err(f"{prog}: error: {kind}: {_one_line(message)}")
+    return 1
+
+
 def _fail(kind: str, message: str, as_json: bool) -> None:
     """The CLI's one error line on stderr (``interop: error: Type: message``) and, with --json, one JSON line on
     stdout (``{"error": {"type": ..., "message": ...}}``), so ``json.loads(stdout)`` works on failure too."""
     message = _one_line(message)
-    _err(f"interop: error: {kind}: {message}")
+    error_line("interop", kind, message)
     if as_json:
         print(json.dumps({"error": {"type": kind, "message": message}}), flush=True)
 
