@@ -16,6 +16,7 @@ import interop
 from interop import textdet
 from interop.cli import error_line
 from interop.clip import default_clip
+from interop.pipeline import open_video
 
 # one line on stderr in the interop CLI's style ("decode_infer: error: Type: message"); returns the exit status, 1
 _error = functools.partial(error_line, "decode_infer")
@@ -34,14 +35,7 @@ def main(argv: list[str] | None = None) -> int:
 
     video = args.video or default_clip()
     try:
-        container = av.open(video)
-    except (av.error.FFmpegError, OSError) as e:  # PyAV's own errors: a missing file, one that is not a video...
-        return _error(e, f"cannot open video {video!r}: {e.strerror or e}: give a video file FFmpeg "
-                         f"can read (or no VIDEO, for the bundled clip)")
-    if not container.streams.video:
-        container.close()
-        return _error("ValueError", f"{video!r} has no video stream: give a file with video in it")
-    try:
+        container, _ = open_video(video)  # VideoInputError saying why for a missing, text, non-video file...
         return _run(container, args.frames)
     except interop.InteropError as e:  # interop's messages say what to do
         return _error(e)

@@ -25,6 +25,7 @@ import interop
 from interop import AccessMode, FrameFormat, MemoryType
 from interop.cli import error_line
 from interop.clip import default_clip
+from interop.pipeline import open_video
 from interop.tensors.dma import FramePool
 from interop.transport import FrameServer, PeerClosedError, TransportTimeoutError
 
@@ -70,14 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
     video = args.video or default_clip()
     try:
-        container = av.open(video)
-    except (av.error.FFmpegError, OSError) as e:  # PyAV's own errors: a missing file, one that is not a video...
-        return _error(e, f"cannot open video {video!r}: {e.strerror or e}: give a video file FFmpeg "
-                         f"can read (or no VIDEO, for the bundled clip)")
-    if not container.streams.video:
-        container.close()
-        return _error("ValueError", f"{video!r} has no video stream: give a file with video in it")
-    try:
+        container, _ = open_video(video)  # VideoInputError saying why for a missing, text, non-video file...
         with container:
             return _run(container, args)
     except TransportTimeoutError as e:  # accept() waited in vain

@@ -169,14 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     import av
 
     from interop.clip import default_clip
+    from interop.pipeline import open_video
 
     video = args.video or default_clip()
-    try:  # opened here first, so that an unreadable video is named as such
-        av.open(video).close()
-    except (av.error.FFmpegError, OSError) as e:  # PyAV's own errors: a missing file, one that is not a video...
-        return _error(e, f"cannot open video {video!r}: {e.strerror or e}: give a video file FFmpeg can read (or no "
-                         f"VIDEO, for the bundled clip)")
     try:
+        open_video(video)[0].close()  # first: an unreadable video is a VideoInputError that says why
         s = run(video, args.frames, tuple(args.size))
     except interop.InteropError as e:  # interop's messages say what to do
         return _error(e)
