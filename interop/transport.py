@@ -1319,6 +1319,26 @@ def _release_frame(frame: object) -> None:
     frame.release()  # type: ignore[attr-defined]
 
 
+def _no_done(token: object) -> None:
+    """A spare's hold ends with nothing to tell: it holds no frame until recv_views() hands it out."""
+
+
+def _spare_views(lay: _ViewLayout) -> FrameViews:
+    """FrameViews of ``lay`` made ahead of the frame (recv_views() makes one before it waits): the plane views over
+    a hold that holds nothing yet (``done`` a no-op, so one dropped unused sends no DONE). Handing it out fills in
+    the hold's token and ``done`` and the per-frame fields."""
+    hold = _new(_ViewHold)
+    hold.token, hold.done = None, _no_done
+    planes = []
+    for base in lay.bases:  # see _HeldPlane: the view's base holds the frame
+        p = base.view(_HeldPlane)
+        p.hold = hold
+        planes.append(p.view(_ndarray))
+    views = _new(FrameViews)
+    views.planes, views._hold, views._shape = tuple(planes), hold, lay
+    return views
+
+
 class FrameViews:
     """A received frame as numpy views of its planes, from :meth:`FrameReceiver.recv_views`.
 
@@ -1434,6 +1454,10 @@ class FrameReceiver:
         self._rbufs: list[bytearray] = [bytearray(_RECV_BYTES)]  # recv_views() receives into one of these
         self._view_layouts: list[_ViewLayout | None] = [None] * MAX_SLOTS  # by the last reference's slot index
         self._layouts_version = 0
+        # recv_views(): per layout, a FrameViews made before the wait (see _spare_views); taken with dict.pop, one
+        # step under the GIL, so two threads never get the same one
+        self._spares: dict[_ViewLayout, FrameViews] = {}
+        self._spare_next: _ViewLayout | None = None  # the layout a spare is made for on the next call
         self._fin = weakref.finalize(self, self._done.close, False)
         self._fin_table = weakref.finalize(self, self._table.close)
 
@@ -1452,18 +1476,24 @@ class FrameReceiver:
         if self._done._thread is None:
             self._done.start()
         sock = self._sock
+        blocking = deadline is None and sock.gettimeout() is None
+        poll = timeout is not None and timeout == 0
         while True:
             if self.closed:
                 return None
             try:
-                if deadline is None and sock.gettimeout() is None:
+                if blocking:
                     # no deadline on a blocking socket: wait in recvmsg itself (one system call per frame)
                     msg, anc, flags, _ = sock.recvmsg(_RECV_BYTES, _CMSG_BYTES, _CLOEXEC)
-                else:
-                    if not select.select([sock], [], [], _left(deadline))[0]:
-                        msg = None
-                    else:
+                else:  # try first: a frame already queued needs no select()
+                    try:
                         msg, anc, flags, _ = sock.recvmsg(_RECV_BYTES, _CMSG_BYTES, _CLOEXEC_NOWAIT)
+                    except BlockingIOError:
+                        # a poll (timeout 0) ends here: a frame that comes meanwhile is the next call's
+                        if poll or not select.select([sock], [], [], _left(deadline))[0]:
+                            msg = None
+                        else:
+                            continue
             except (BlockingIOError, InterruptedError):  # another thread took the message
                 continue
             except ConnectionResetError:
@@ -1509,7 +1539,7 @@ class FrameReceiver:
                 self._forget(msg, fds)
                 if self._table.version != self._layouts_version:  # the forgotten buffer's layouts go now, not later
                     self._layouts_version = self._table.version
-                    self._view_layouts[:] = _NO_LAYOUTS
+                    self._drop_layouts()
                 return _AGAIN
             frame = self._build(msg, fds, flags)
         except BaseException:
@@ -1518,7 +1548,7 @@ class FrameReceiver:
             raise
         if self._table.version != self._layouts_version:  # layouts of recv_views() over buffers let go: drop them
             self._layouts_version = self._table.version
-            self._view_layouts[:] = _NO_LAYOUTS
+            self._drop_layouts()
         if frame is None:
             return _AGAIN
         self.received += 1
@@ -1538,6 +1568,14 @@ class FrameReceiver:
         deadline = None if timeout is None else _deadline(timeout, "FrameReceiver.recv_views")
         if self._done._thread is None:
             self._done.start()
+        spares = self._spares
+        nxt = self._spare_next
+        if nxt is not None and nxt not in spares and not self.closed:
+            # the views of the next frame in the layout last used, made before the wait: after it, a frame in that
+            # layout only fills in its fields (work right after a wake-up runs cold)
+            spares[nxt] = _spare_views(nxt)
+            if self.closed:  # closed meanwhile by another thread: its spares go with it
+                spares.clear()
         # take the receive buffer atomically (list.pop is one step under the GIL): two threads in recv_views at once
         # must never receive into the same bytes
         try:
@@ -1551,9 +1589,7 @@ class FrameReceiver:
             cache = self._view_layouts
             table = self._table
             blocking = deadline is None and sock.gettimeout() is None
-            # made before the wait, filled in after it: less to do between the wake-up and the views
-            views = _new(FrameViews)
-            planes: list[np.ndarray] = []
+            poll = timeout is not None and timeout == 0
             while True:
                 if self.closed:
                     return None
@@ -1564,7 +1600,8 @@ class FrameReceiver:
                         try:
                             n, anc, flags, _ = sock.recvmsg_into(into, _CMSG_BYTES, _CLOEXEC_NOWAIT)
                         except BlockingIOError:
-                            if not select.select([sock], [], [], _left(deadline))[0]:
+                            # a poll (timeout 0) ends here: a frame that comes meanwhile is the next call's
+                            if poll or not select.select([sock], [], [], _left(deadline))[0]:
                                 raise TransportTimeoutError(f"no frame within {timeout} s: the producer sent "
                                                             f"nothing") from None
                             continue
@@ -1591,16 +1628,16 @@ class FrameReceiver:
                                 if word != MARKER_COMMITTED_WORD or wrote != seq:
                                     self._torn(fid, word >> 32, wrote, seq)
                                     continue
-                            # the objects are filled in here rather than by __init__ calls: the same state
-                            hold = _new(_ViewHold)
-                            hold.done, hold.token = lay.done, fid  # the views' bases keep the mappings
-                            for base in lay.bases:  # see _HeldPlane: the view's base holds the frame
-                                p = base.view(_HeldPlane)
-                                p.hold = hold
-                                planes.append(p.view(_ndarray))
-                            views.planes, views.frame_id, views.sequence = tuple(planes), fid, seq
-                            views.pts, views._hold, views._shape = pts if lay.has_pts else None, hold, lay
+                            # this layout's spare, taken in one step (no other thread gets it), else made now
+                            views = spares.pop(lay, None)
+                            if views is None:
+                                views = _spare_views(lay)
+                            hold: _ViewHold = views._hold  # type: ignore[assignment]
+                            hold.token = fid  # before done: the hold sends no DONE until both are this frame's
+                            hold.done = lay.done  # the views' bases keep the mappings
+                            views.frame_id, views.sequence, views.pts = fid, seq, pts if lay.has_pts else None
                             self.received += 1
+                            self._spare_next = lay
                             return views
                 msg = bytes(memoryview(buf)[:n])
                 got = self._message(msg, anc, flags)
@@ -1633,7 +1670,18 @@ class FrameReceiver:
         if rec is None or rec.version != self._table.version:
             return
         lay = _ViewLayout(msg, rec, self._table.version, self.writer, self._done.send)
-        self._view_layouts[msg[-_REF.size]] = lay
+        i = msg[-_REF.size]
+        old = self._view_layouts[i]
+        self._view_layouts[i] = lay
+        if old is not None:
+            self._spares.pop(old, None)
+        self._spare_next = lay
+
+    def _drop_layouts(self) -> None:
+        """Forget recv_views()' layouts and their spares (views handed out keep what they need)."""
+        self._view_layouts[:] = _NO_LAYOUTS
+        self._spare_next = None
+        self._spares.clear()
 
     def _views_of(self, frame: Frame) -> FrameViews:
         """FrameViews over a frame built by the general path; the frame is released with the last view."""
@@ -1797,7 +1845,7 @@ class FrameReceiver:
         self.closed = True
         self._done.close()
         self._table.close()
-        self._view_layouts[:] = _NO_LAYOUTS  # their mappings: views handed out keep their own
+        self._drop_layouts()  # their mappings: views handed out keep their own
         self._sock.close()
 
     def __enter__(self) -> FrameReceiver:
