@@ -706,7 +706,11 @@ class FrameSender:
                     words[0] = MARKER_COMMITTED_WORD
                 sent = False
                 try:
-                    with self._send_lock:  # the frame id, its record in flight and its message, under one lock
+                    # the frame id, its record in flight and its message, under one lock (acquire/release rather
+                    # than a with statement: the same lock held over the same lines, for less work per frame)
+                    lock = self._send_lock
+                    lock.acquire()
+                    try:
                         fid = self._next_id
                         self._next_id = fid + 1
                         self._in_flight[fid] = held
@@ -727,6 +731,8 @@ class FrameSender:
                             if sent:
                                 slots._tick = slots._used[i] = slots._tick + 1
                                 self.sent += 1
+                    finally:
+                        lock.release()
                     if not sent:
                         self._send_slots(fid, frame, [b], seq, plan.marker_at, None, None)
                 except BaseException as e:
