@@ -137,3 +137,58 @@ def test_handoff_without_iceoryx2_skips_its_parts_with_the_reason(monkeypatch):
     skipped = [r for r in res if r.skipped]
     assert skipped and all("iceoryx2" in r.case and "pip install" in r.skipped for r in skipped)
     assert all(r.value == 1.0 for r in res if r.case.startswith("interop"))
+
+
+def test_handoff_latency_interleaves_rounds_and_reports_each_round(monkeypatch):
+    """interop and iceoryx2, blocking and busy-poll, run as interleaved rounds: each case's value is the median of
+    all its rounds' samples, ``per_round`` each round's median, and the ratio the median of the rounds' own ratios
+    (the pooled ratio beside it); the other cases run once."""
+    calls: list[tuple[str, bool, bool]] = []
+    # round r: interop blocking takes 30 + r us, iceoryx2 blocking 20, 30, 40 us (rounds 0, 1, 2); busy-poll 10 us
+    iox_blocking = {0: 20_000, 1: 30_000, 2: 40_000}
+
+    def fake_interop(w, h, n, interval, poll, slots=None, views=True):
+        calls.append(("interop", poll, views and slots is None))
+        r = sum(1 for c in calls if c == ("interop", poll, True)) - 1
+        return [(10_000 if poll else 30_000 + 1000 * r)] * (handoff.WARMUP + 4)
+
+    def fake_iceoryx2(w, h, n, interval, poll):
+        calls.append(("iceoryx2", poll, True))
+        r = sum(1 for c in calls if c == ("iceoryx2", poll, True)) - 1
+        return [10_000 if poll else iox_blocking[r]] * (handoff.WARMUP + 4)
+
+    monkeypatch.setattr(handoff, "iceoryx2_missing", lambda: None)
+    monkeypatch.setattr(handoff, "SIZES", {"1080p": (64, 48)})
+    monkeypatch.setattr(handoff, "_latency_interop", fake_interop)
+    monkeypatch.setattr(handoff, "_latency_iceoryx2", fake_iceoryx2)
+    monkeypatch.setattr(handoff, "_latency_pipe", lambda *a: [2000] * 20)
+    res = {r.case: r for r in handoff.latency(quick=True)}
+    round_order = [("interop", False, True), ("iceoryx2", False, True), ("interop", True, True),
+                   ("iceoryx2", True, True)]
+    assert calls[:12] == round_order * 3  # three rounds (the default), each case in turn
+    assert len(calls) == 15  # then recv + map (blocking, busy-poll) and fd with every frame, once each
+    blocking = res["interop blocking 1080p"]
+    assert blocking.details["per_round"] == [30.0, 31.0, 32.0] and blocking.value == 31.0
+    assert blocking.details["samples"] == 12 and blocking.details["reps"] == 3
+    assert res["iceoryx2 blocking (Listener) 1080p"].details["per_round"] == [20.0, 30.0, 40.0]
+    assert blocking.details["per_round_x"] == [1.5, 1.03, 0.8]
+    assert blocking.details["x_iceoryx2_blocking"] == 1.03  # the median of the rounds' ratios
+    assert blocking.details["x_iceoryx2_blocking_pooled"] == round(31.0 / 30.0, 2)
+    assert res["interop busy-poll 1080p"].details["x_iceoryx2_blocking"] == 0.33  # 10 / 30 (the middle round)
+    assert res["interop blocking, recv + map 1080p"].details["samples"] == 4
+    assert "per_round" not in res["pipe 1080p"].details
+    assert "| 30.0 / 31.0 / 32.0; x 1.5 / 1.03 / 0.8 |" in handoff.markdown(list(res.values()))
+
+
+def test_handoff_takes_reps_as_the_bench_command_passes_it(monkeypatch):
+    from interop import benchmarks
+
+    assert "reps" in benchmarks.options_of(handoff)
+    calls = []
+    monkeypatch.setattr(handoff, "iceoryx2_missing", lambda: "needs iceoryx2")
+    monkeypatch.setattr(handoff, "_latency_interop", lambda *a, **k: calls.append(a) or [1000] * 20)
+    monkeypatch.setattr(handoff, "_latency_pipe", lambda *a: [2000] * 20)
+    monkeypatch.setattr(handoff, "throughput", lambda quick=False: [])
+    report = benchmarks.run([handoff], quick=True, options={"reps": 5})
+    blocking = [r for r in report.results if r.case == "interop blocking 1080p"][0]
+    assert blocking.details["reps"] == 5 and len(blocking.details["per_round"]) == 5

@@ -12,6 +12,16 @@ Each is measured blocking (the consumer sleeps until woken) and, separately, bus
 non-blocking receive). iceoryx2 is optional (``pip install interop-video[bench]``): without it those parts are
 skipped with the reason.
 
+Where the scheduler puts a consumer process (on the producer's vCPU or the other one) moves a wake-up by tens of
+microseconds on a small VM, and it changes from one consumer process to the next. So the cases the acceptance ratio
+compares (interop and iceoryx2, blocking and busy-poll) run as ``reps`` interleaved rounds (default 3; ``interop
+bench --reps N``), each round running interop blocking, iceoryx2 blocking, interop busy-poll and iceoryx2 busy-poll
+in turn, each in a new consumer process. Such a case reports the median over every sample of every round, and in
+its details ``per_round`` (each round's median); ``x_iceoryx2_blocking`` is the median of the rounds' own ratios (a
+round's interop median over that round's iceoryx2 blocking median, ``per_round_x``), and
+``x_iceoryx2_blocking_pooled`` the ratio of the pooled medians. The other cases (recv + map, fd with every frame,
+the pipe) run once each, and their ratio is against iceoryx2's pooled blocking median.
+
 Latency is taken on CLOCK_MONOTONIC, which both processes share: the producer writes the time into the frame just
 before it publishes; the consumer reads it back from its numpy view of the frame and subtracts it from the time it
 got that view. The producer publishes at a fixed pace (slower than any hand-off measured) so that no frame queues
@@ -369,39 +379,74 @@ def _lat_result(case: str, lat_ns: list[int], label: str, extra: dict[str, Any])
                   {"p99_us": round(_p99(us), 1), "samples": len(us), "frame": label, **extra})
 
 
-def latency(quick: bool = False) -> list[Result]:
+def _rounds_result(case: str, rounds: list[list[int]], label: str) -> Result:
+    """A case run in interleaved rounds: the median and p99 over every round's timed samples, each round's median."""
+    per = [[x / 1000 for x in lat[WARMUP:]] for lat in rounds]
+    us = [x for r in per for x in r]
+    return Result(NAME, case, round(median(us), 1), "us median",
+                  {"p99_us": round(_p99(us), 1), "samples": len(us), "frame": label, "reps": len(rounds),
+                   "per_round": [round(median(r), 1) for r in per],
+                   "stat": f"median over the samples of {len(rounds)} interleaved rounds"})
+
+
+BLOCKING = "iceoryx2 blocking (Listener)"
+
+
+def latency(quick: bool = False, reps: int | None = None) -> list[Result]:
+    """``reps``: interleaved rounds of the cases the acceptance ratio compares (see the module docstring)."""
+    reps = max(1, int(reps or 3))
     n = 150 if quick else 1000
     out: list[Result] = []
     missing = iceoryx2_missing()
     for label, (w, h) in SIZES.items():
         interval = 0.004 if label == "1080p" else 0.012  # above the slowest hand-off (the pipe) at that size
-        out.append(_lat_result(f"interop blocking {label}", _latency_interop(w, h, n, interval, False), label, {}))
-        out.append(_lat_result(f"interop busy-poll {label}", _latency_interop(w, h, n, interval, True), label, {}))
+        # the interleaved cases, in the order each round runs them
+        runs: dict[str, tuple[Callable[..., list[int]], bool]] = {
+            "interop blocking": (_latency_interop, False),
+            BLOCKING: (_latency_iceoryx2, False),
+            "interop busy-poll": (_latency_interop, True),
+            "iceoryx2 busy-poll": (_latency_iceoryx2, True),
+        }
+        if missing:
+            runs = {k: v for k, v in runs.items() if not k.startswith("iceoryx2")}
+        rounds: dict[str, list[list[int]]] = {k: [] for k in runs}
+        for _ in range(reps):
+            for k, (measure, poll) in runs.items():
+                rounds[k].append(measure(w, h, n, interval, poll))
+        res = {k: _rounds_result(f"{k} {label}", v, label) for k, v in rounds.items()}
+        for k in ("interop blocking", "interop busy-poll"):
+            out.append(res[k])
         out.append(_lat_result(f"interop blocking, recv + map {label}",
                                _latency_interop(w, h, n, interval, False, views=False), label, {}))
         out.append(_lat_result(f"interop busy-poll, recv + map {label}",
                                _latency_interop(w, h, n, interval, True, views=False), label, {}))
         out.append(_lat_result(f"interop blocking, fd with every frame {label}",
                                _latency_interop(w, h, n, interval, False, slots=0), label, {}))
-        for poll, how in ((False, "blocking (Listener)"), (True, "busy-poll")):
-            case = f"iceoryx2 {how} {label}"
-            if missing:
-                out.append(skipped(NAME, case, missing))
-            else:
-                out.append(_lat_result(case, _latency_iceoryx2(w, h, n, interval, poll), label, {}))
+        for k in (BLOCKING, "iceoryx2 busy-poll"):
+            out.append(skipped(NAME, f"{k} {label}", missing) if missing else res[k])
         out.append(_lat_result(f"pipe {label}", _latency_pipe(w, h, max(20, n // 5), interval), label, {}))
     _ratios(out)
     return out
 
 
 def _ratios(results: list[Result]) -> None:
-    """interop's medians against iceoryx2's blocking median at the same size (the issue's acceptance ratio)."""
+    """interop's medians against iceoryx2's blocking median at the same size (the issue's acceptance ratio). For the
+    interleaved cases: the median of the rounds' own ratios, and the ratio of the pooled medians."""
     by = {r.case: r for r in results if r.skipped is None}
     for label in SIZES:
-        ref = by.get(f"iceoryx2 blocking (Listener) {label}")
-        for case in (f"interop blocking {label}", f"interop busy-poll {label}", f"interop blocking, recv + map {label}",
-                     f"interop busy-poll, recv + map {label}"):
-            if ref is not None and case in by and ref.value > 0:
+        ref = by.get(f"{BLOCKING} {label}")
+        if ref is None or ref.value <= 0:
+            continue
+        for case in (f"interop blocking {label}", f"interop busy-poll {label}"):
+            r = by.get(case)
+            if r is None:
+                continue
+            xs = [a / b for a, b in zip(r.details["per_round"], ref.details["per_round"]) if b > 0]
+            r.details["x_iceoryx2_blocking"] = round(median(xs), 2) if xs else None
+            r.details["per_round_x"] = [round(x, 2) for x in xs]
+            r.details["x_iceoryx2_blocking_pooled"] = round(r.value / ref.value, 2)
+        for case in (f"interop blocking, recv + map {label}", f"interop busy-poll, recv + map {label}"):
+            if case in by:
                 by[case].details["x_iceoryx2_blocking"] = round(by[case].value / ref.value, 2)
 
 
@@ -495,16 +540,21 @@ def throughput(quick: bool = False) -> list[Result]:
     return out
 
 
-def run(quick: bool = False) -> list[Result]:
-    return latency(quick) + throughput(quick)
+def run(quick: bool = False, reps: int | None = None) -> list[Result]:
+    """``reps``: interleaved rounds of the latency cases the acceptance ratio compares (default 3)."""
+    return latency(quick, reps) + throughput(quick)
 
 
 def markdown(results: list[Result]) -> str:
-    lines = ["| case | value | unit | p99 us | x iceoryx2 blocking | samples / lost |", "|---|---:|---|---:|---:|---:|"]
+    lines = ["| case | value | unit | p99 us | x iceoryx2 blocking | samples / lost | per round (median; x) |",
+             "|---|---:|---|---:|---:|---:|---|"]
     for r in results:
         d = r.details
+        rounds = " / ".join(str(x) for x in d.get("per_round", ()))
+        if d.get("per_round_x"):
+            rounds += f"; x {' / '.join(str(x) for x in d['per_round_x'])}"
         lines.append(f"| {r.case} | {r.value:.4g} | {r.unit} | {d.get('p99_us', '')} | {d.get('x_iceoryx2_blocking', '')} "
-                     f"| {d.get('samples', d.get('lost', ''))} |")
+                     f"| {d.get('samples', d.get('lost', ''))} | {rounds} |")
     return "\n".join(lines) + "\n"
 
 
