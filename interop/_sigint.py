@@ -47,6 +47,17 @@ def installed() -> Iterator[None]:
             _requested.clear()
 
 
+def handled() -> None:
+    """Say that a Ctrl-C was handled: the process then exits with the status the program returns (130), not by SIGINT.
+
+    CPython marks a KeyboardInterrupt raised inside code that exec() or eval() runs from a string (dataclasses and
+    namedtuple make their methods so while a module imports) as unhandled, even when a caller catches it later, and
+    a process so marked ends itself with SIGINT at exit, whatever status the program returned. Every exec() of a
+    string starts by clearing that mark (CPython does so for embedders that call it after an earlier interrupt):
+    an empty one clears it and runs nothing."""
+    exec("")
+
+
 def check() -> None:
     """On the main thread: KeyboardInterrupt if a Ctrl-C came since install() (raised once)."""
     if _requested.is_set() and threading.current_thread() is threading.main_thread():

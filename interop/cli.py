@@ -385,13 +385,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     # --json on stdout: `run`/`doctor` take a flag, `bench` a PATH ("-" is stdout; bench writes its own errors)
     as_json = getattr(args, "json", None) is True and as_json_argv
     try:
-        return int(args.fn(args) or 0)
+        code = int(args.fn(args) or 0)
     except InteropError as e:
         _fail(type(e).__name__, _cli_message(args, str(e)), as_json)
         return 1
     except KeyboardInterrupt:
         _fail("KeyboardInterrupt", "interrupted", as_json)
-        return 130
+        code = 130
     except BrokenPipeError:  # `interop routes | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at interpreter exit
         return 0
@@ -401,6 +401,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         _fail(type(e).__name__, known or f"{e} (unexpected: rerun with -v for the traceback and report it)", as_json)
         return 1
+    if code == 130:  # interrupted, and handled (here or by the command): exit with 130, not by SIGINT
+        from . import _sigint
+
+        _sigint.handled()
+    return code
 
 
 if __name__ == "__main__":

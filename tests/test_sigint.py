@@ -4,6 +4,7 @@ it (interop._sigint)."""
 
 from __future__ import annotations
 
+import os
 import signal
 
 import pytest
@@ -11,6 +12,8 @@ import pytest
 import interop  # noqa: F401 - before openvino: interop sets up the runtime first
 from interop import _sigint
 from tests.support.requirements import need_module
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture
@@ -108,3 +111,42 @@ def test_installed_takes_over_a_handler_left_by_an_earlier_run():
     finally:
         _sigint._requested.clear()
         signal.signal(signal.SIGINT, before)
+
+
+_INTERRUPTED_IN_EXEC = """
+import sys
+import interop.cli as cli
+
+def doctor(args):
+    # a Ctrl-C landing while exec() runs a string (dataclasses and namedtuple build methods so during imports)
+    try:
+        exec("raise KeyboardInterrupt")
+    except KeyboardInterrupt:
+        if sys.argv[1] == "returns":
+            return 130  # as `interop run` with several inputs handles it itself
+        raise
+
+cli.cmd_doctor = doctor
+sys.exit(cli.main(["doctor"]))
+"""
+
+
+@pytest.mark.parametrize("how", ["raises", "returns"])
+def test_an_interrupted_run_exits_130_after_a_ctrl_c_inside_exec(how, tmp_path):
+    """CPython marks a KeyboardInterrupt raised in exec()'d source as unhandled even when it is caught later, and
+    then ended the process with SIGINT at exit (interop run with several inputs, about one Ctrl-C in twenty: the
+    signal landed while a module imported). The CLI clears that mark once it handled the interrupt."""
+    import subprocess
+    import sys
+
+    def default_sigint() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+    # run as a module, as `python -m interop` runs (`python -c` exits inside its SystemExit and never looks at the mark)
+    (tmp_path / "interrupted_in_exec.py").write_text(_INTERRUPTED_IN_EXEC)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]))
+    p = subprocess.run([sys.executable, "-m", "interrupted_in_exec", how], capture_output=True, text=True,
+                       timeout=120, preexec_fn=default_sigint, env=env)
+    assert p.returncode == 130, (p.returncode, p.stderr[-2000:])
+    assert "Traceback" not in p.stderr
