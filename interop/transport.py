@@ -1567,7 +1567,8 @@ class FrameReceiver:
         The fast way to read a frame on the CPU: no Frame, no tensors, no ``interop.map()``. A frame over buffers
         this receiver holds, in a layout it checked before, costs one receive into a buffer kept for it, one unpack
         and a comparison of the message with that layout, a commit-marker check, and per plane a view of an array
-        made when the layout was first seen (each plane is a plain ``numpy.ndarray``). The views are read-only (writable for a
+        made when the layout was first seen (each plane is a plain ``numpy.ndarray``); those views are made before the
+        wait, for the layout of the frame received last, so after it such a frame only fills in its fields. The views are read-only (writable for a
         ``writer`` receiver, which calls ``FrameViews.commit()`` after writing). Each view holds the frame: the
         producer gets the buffer back (DONE) once ``release()`` was called (or the FrameViews dropped) and the last
         view, and every view of a view, is gone. A view never shows a later frame's data."""
