@@ -402,6 +402,19 @@ _PTS = struct.Struct("<q")
 _PTS_MIN, _PTS_MAX = -(1 << 63), (1 << 63) - 1
 
 
+def _sent(send: Callable[..., object], *args: object) -> BaseException | None:
+    """``send(*args)``; the KeyboardInterrupt or SystemExit that Python raised as it returned (a signal's handler
+    runs when a call returns: the message is out), for the caller to raise once the frame is accounted as sent;
+    else None. A non-blocking send never waits, so a signal never interrupts one before it sent."""
+    try:
+        send(*args)
+    except (KeyboardInterrupt, SystemExit) as e:
+        # without its traceback: through the frames it names (and theirs, f_back), a caller holding it would be a
+        # cycle that keeps the sent frame's hold until a GC
+        return e.with_traceback(None)
+    return None
+
+
 def _check_pts(pts: int) -> None:
     """A pts the message carries: a signed 64-bit integer (FFmpeg's and GStreamer's own range)."""
     if not _PTS_MIN <= pts <= _PTS_MAX:
@@ -655,6 +668,10 @@ class FrameSender:
         ``timeout``: seconds to wait while the consumer's socket is full (it stopped reading); None waits for ever,
         0 sends only if that needs no wait. Raises TransportTimeoutError (a TimeoutError) when it runs out: nothing
         was sent and the buffers are not held. Raises PeerClosedError when the consumer is gone.
+
+        A Ctrl-C (KeyboardInterrupt, or SystemExit from a signal handler) that Python raises as the message goes out
+        is raised once the frame is sent and held for the consumer (its buffers come back with the consumer's release,
+        never under its views); one raised earlier leaves nothing sent and the buffers free.
         """
         # A frame over one buffer in a layout this sender already sent from that buffer (a pool cycling its frames)
         # goes out as the plan's message with frame id, sequence and pts written in. A pool frame as acquire() made
@@ -705,12 +722,12 @@ class FrameSender:
                     words[1] = seq
                     words[0] = MARKER_COMMITTED_WORD
                 sent = False
+                fid = 0  # no id yet (ids start at 1)
+                interrupted: BaseException | None = None  # raised as the message went out: raised again once sent
                 try:
-                    # the frame id, its record in flight and its message, under one lock (acquire/release rather
-                    # than a with statement: the same lock held over the same lines, for less work per frame)
-                    lock = self._send_lock
-                    lock.acquire()
-                    try:
+                    # the frame id, its record in flight and its message, under one lock (a with statement: a Ctrl-C
+                    # that lands as the lock is taken is raised inside it, so the lock is let go)
+                    with self._send_lock:
                         fid = self._next_id
                         self._next_id = fid + 1
                         self._in_flight[fid] = held
@@ -722,7 +739,7 @@ class FrameSender:
                             if pts is not None:
                                 _PTS.pack_into(body, _PTS_AT, pts)
                             try:
-                                self._sock.send(body, _NOWAIT)
+                                interrupted = _sent(self._sock.send, body, _NOWAIT)
                                 sent = True
                             except BlockingIOError:
                                 pass
@@ -731,16 +748,24 @@ class FrameSender:
                             if sent:
                                 slots._tick = slots._used[i] = slots._tick + 1
                                 self.sent += 1
-                    finally:
-                        lock.release()
                     if not sent:
-                        self._send_slots(fid, frame, [b], seq, plan.marker_at, None, None)
-                except BaseException as e:
-                    self._failed(fid, e)
+                        interrupted = self._send_slots(fid, frame, [b], seq, plan.marker_at, None, None)[1]
+                except BaseException as e:  # nothing went out
+                    if fid:
+                        self._failed(fid, e)
+                    elif type(held) is list:  # interrupted while taking the lock: the use taken above goes back
+                        b.unuse()
                     raise
                 # after the try: the frame went out, so nothing raised here (a Ctrl-C) may give its buffer back
-                if self._forgets:  # queued while the lock was held: they must not wait for a next send
-                    self._after_send()
+                try:
+                    if self._forgets:  # queued while the lock was held: they must not wait for a next send
+                        self._after_send()
+                finally:
+                    if interrupted is not None:
+                        try:
+                            raise interrupted
+                        finally:  # no cycle frame -> exception -> traceback -> frame holding the frame's lease
+                            interrupted = None
                 return fid
         if not isinstance(frame, Frame) or frame.memory_type is not MemoryType.DMA:
             raise InvalidTensorError("send() takes a DMA Frame: interop.map(frame, MemoryType.DMA) or a FramePool frame")
@@ -760,24 +785,33 @@ class FrameSender:
                 del m
         for b in bufs:
             b.use()
-        with self._send_lock:
-            fid = self._next_id
-            self._next_id += 1
-            self._in_flight[fid] = bufs
+        try:
+            with self._send_lock:
+                fid = self._next_id
+                self._next_id += 1
+                self._in_flight[fid] = bufs
+        except BaseException:  # interrupted while taking the lock: nothing went out
+            for b in bufs:
+                b.unuse()
+            raise
         try:
             if self._slots.size:
-                n_fds = self._send_slots(fid, frame, bufs, seq, marker, deadline, timeout)
+                interrupted = self._send_slots(fid, frame, bufs, seq, marker, deadline, timeout)[1]
             else:
                 msg = _encode_frame(fid, frame, bufs, seq, marker)
                 fds = array.array("i", [b.fd for b in bufs])
-                self._send_message(msg, fds, deadline, timeout)
-                n_fds = len(fds)
+                interrupted = self._send_message(msg, fds, deadline, timeout)
                 with self._send_lock:
                     self.sent += 1
-                    self.fds_sent += n_fds
-        except BaseException as e:
+                    self.fds_sent += len(fds)
+        except BaseException as e:  # nothing went out
             self._failed(fid, e)
             raise
+        if interrupted is not None:  # the frame went out and is held for the consumer: the interrupt goes on now
+            try:
+                raise interrupted
+            finally:  # no cycle frame -> exception -> traceback -> frame (which holds the buffers' references)
+                interrupted = None
         return fid
 
     def _fitting_plan(self, frame: Frame) -> _SendPlan | None:
@@ -841,8 +875,9 @@ class FrameSender:
                                        None if intact is None else intact[0], b.pool_slot)
 
     def _send_slots(self, fid: int, frame: Frame, bufs: list[DMABuffer], seq: int, marker: int,
-                    deadline: float | None, timeout: object) -> int:
-        """Send a SLOTS message; returns how many fds went with it."""
+                    deadline: float | None, timeout: object) -> tuple[int, BaseException | None]:
+        """Send a SLOTS message; returns how many fds went with it, and the interrupt raised as it went out (_sent),
+        for the caller to raise once the frame is accounted as sent."""
         # Each try assigns the slots and sends under _send_lock, without waiting: a consumer never sees a reference
         # before the message that carries its fd, and a try that would block has sent nothing and announced nothing.
         pts = frame._pts if frame._attr_src is None else frame.pts
@@ -865,9 +900,9 @@ class FrameSender:
                 try:
                     if fds:
                         anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
-                        self._sock.sendmsg([body], anc, _NOWAIT)
+                        interrupted = _sent(self._sock.sendmsg, [body], anc, _NOWAIT)
                     else:
-                        self._sock.send(body, _NOWAIT)
+                        interrupted = _sent(self._sock.send, body, _NOWAIT)
                 except BlockingIOError:
                     pass
                 except ValueError:
@@ -883,7 +918,7 @@ class FrameSender:
             self._wait_writable(deadline, timeout)
         if self._forgets:  # queued while we held the lock (a buffer collected or closed meanwhile): send them now
             self._after_send()
-        return len(fds)
+        return len(fds), interrupted
 
     def _forgotten(self, index: int, gen: int) -> None:
         """A buffer that had a slot was closed or collected: tell the consumer to let its fd go (never blocks)."""
@@ -936,14 +971,15 @@ class FrameSender:
         except (OSError, ValueError):
             raise PeerClosedError("this FrameSender was closed") from None
 
-    def _send_message(self, msg: bytes, fds: array.array, deadline: float | None, timeout: object) -> None:
+    def _send_message(self, msg: bytes, fds: array.array, deadline: float | None,
+                      timeout: object) -> BaseException | None:
+        """Send a FRAME message; returns the interrupt raised as it went out (_sent), else None."""
         # A SEQPACKET message is sent whole or not at all, so sends from several threads need no lock, and a send
         # that runs out of time has sent nothing.
         anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)]
         while True:
             try:
-                self._sock.sendmsg([msg], anc, _NOWAIT)
-                return
+                return _sent(self._sock.sendmsg, [msg], anc, _NOWAIT)
             except BlockingIOError:
                 pass
             except ValueError:  # our socket was closed under us (close() from another thread)
@@ -1484,6 +1520,9 @@ class FrameReceiver:
         sock = self._sock
         blocking = deadline is None and sock.gettimeout() is None
         poll = timeout is not None and timeout == 0
+        # a socket given a timeout of its own (settimeout(x), x > 0) waits up to x inside every receive, even a
+        # non-blocking one (CPython): there select() waits for the caller's deadline first
+        waits = bool(sock.gettimeout())
         while True:
             if self.closed:
                 return None
@@ -1491,6 +1530,11 @@ class FrameReceiver:
                 if blocking:
                     # no deadline on a blocking socket: wait in recvmsg itself (one system call per frame)
                     msg, anc, flags, _ = sock.recvmsg(_RECV_BYTES, _CMSG_BYTES, _CLOEXEC)
+                elif waits:
+                    if select.select([sock], [], [], _left(deadline))[0]:
+                        msg, anc, flags, _ = sock.recvmsg(_RECV_BYTES, _CMSG_BYTES, _CLOEXEC_NOWAIT)
+                    else:
+                        msg = None
                 else:  # try first: a frame already queued needs no select()
                     try:
                         msg, anc, flags, _ = sock.recvmsg(_RECV_BYTES, _CMSG_BYTES, _CLOEXEC_NOWAIT)
@@ -1577,12 +1621,15 @@ class FrameReceiver:
             self._done.start()
         spares = self._spares
         nxt = self._spare_next
-        if nxt is not None and nxt not in spares and not self.closed:
+        table = self._table
+        if nxt is not None and nxt.version == table.version and nxt not in spares and not self.closed:
             # the views of the next frame in the layout last used, made before the wait: after it, a frame in that
             # layout only fills in its fields (work right after a wake-up runs cold)
             spares[nxt] = _spare_views(nxt)
             if self.closed:  # closed meanwhile by another thread: its spares go with it
                 spares.clear()
+            elif nxt.version != table.version:  # its buffers let go meanwhile (another thread's FORGET): not kept
+                spares.pop(nxt, None)
         # take the receive buffer atomically (list.pop is one step under the GIL): two threads in recv_views at once
         # must never receive into the same bytes
         try:
@@ -1597,12 +1644,17 @@ class FrameReceiver:
             table = self._table
             blocking = deadline is None and sock.gettimeout() is None
             poll = timeout is not None and timeout == 0
+            waits = bool(sock.gettimeout())  # a timeout of the socket's own: select() first, as recv() does
             while True:
                 if self.closed:
                     return None
                 try:
                     if blocking:  # wait in the receive itself: one system call per frame, nothing between wake-up and it
                         n, anc, flags, _ = sock.recvmsg_into(into, _CMSG_BYTES, _CLOEXEC)
+                    elif waits:
+                        if not select.select([sock], [], [], _left(deadline))[0]:
+                            raise TransportTimeoutError(f"no frame within {timeout} s: the producer sent nothing")
+                        n, anc, flags, _ = sock.recvmsg_into(into, _CMSG_BYTES, _CLOEXEC_NOWAIT)
                     else:  # try first: a frame already queued needs no select()
                         try:
                             n, anc, flags, _ = sock.recvmsg_into(into, _CMSG_BYTES, _CLOEXEC_NOWAIT)

@@ -203,3 +203,32 @@ def test_a_poll_raises_at_once_without_a_select(link, monkeypatch, how):
     with pytest.raises(TransportTimeoutError):
         receive(timeout=0.05)  # a real timeout still waits in select()
     assert counting.calls >= 1
+
+
+def test_a_spare_made_as_another_thread_forgets_its_buffers_is_not_kept(monkeypatch):
+    """Another thread's FORGET (the slot table's version moves on, the layouts go) landing while this one makes the
+    spare of the layout it used last: that spare would keep the forgotten buffer mapped until the next drop."""
+    pool = FramePool(FrameFormat.GRAY8, 64, 32, 1)
+    a, b = seqpacket_pair()
+    tx, rx = FrameSender(a), FrameReceiver(b)
+    try:
+        _warm(pool, tx, rx)
+        real = transport._spare_views
+
+        def forget_meanwhile(lay):
+            monkeypatch.setattr(transport, "_spare_views", real)
+            rx._table.version += 1  # what a FORGET does to the table, then to recv_views' layouts
+            rx._drop_layouts()
+            return real(lay)
+
+        monkeypatch.setattr(transport, "_spare_views", forget_meanwhile)
+        with pytest.raises(TransportTimeoutError):
+            rx.recv_views(timeout=0)
+        assert rx._spares == {}
+        with pytest.raises(TransportTimeoutError):  # nor made on a later call for that layout
+            rx.recv_views(timeout=0)
+        assert rx._spares == {}
+    finally:
+        tx.close()
+        rx.close()
+        pool.close()
