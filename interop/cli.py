@@ -287,6 +287,17 @@ class _BenchHelp(argparse.Action):
         parser.exit()
 
 
+def _at_least_one(text: str) -> int:
+    """An argparse type: a whole number >= 1 (argparse reports anything else as a usage error)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="interop", description="zero-copy memory interop for video and AI pipelines")
     p.add_argument("--version", action="version", version=f"interop {__version__}")
@@ -335,8 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--md", nargs="?", const="-", default=None, metavar="PATH",
                    help="Markdown tables (machine, date, command) on stdout, or written to PATH")
     b.add_argument("--precision", default=None, help="pipeline: INFERENCE_PRECISION_HINT for every case (e.g. f32)")
-    b.add_argument("--reps", type=int, default=None,
-                   help="pipeline, streams: interleaved repetitions (more on a noisy machine)")
+    b.add_argument("--reps", type=_at_least_one, default=None,
+                   help="pipeline, streams: interleaved repetitions; handoff: interleaved rounds of its latency "
+                        "cases (more on a noisy machine)")
     b.set_defaults(fn=cmd_bench)
 
     ro = sub.add_parser("routes", help="the mapper graph, or the chain chosen from SRC to DST")

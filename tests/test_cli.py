@@ -86,6 +86,13 @@ def test_bench_unknown_name_is_one_line_naming_the_known_ones():
     assert out.stdout == ""
 
 
+@pytest.mark.parametrize("reps", ["0", "-2", "two"])
+def test_bench_reps_below_one_is_a_usage_error(reps):
+    out = cli("bench", "--only", "handoff", "--reps", reps)
+    assert out.returncode == 2 and "--reps" in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert out.stdout == ""
+
+
 def test_bench_only_dma_json_is_one_line():
     out = cli("bench", "--only", "dma", "--quick", "--json", timeout=120)
     assert out.returncode == 0, out.stderr

@@ -16,8 +16,8 @@ Where the scheduler puts a consumer process (on the producer's vCPU or the other
 microseconds on a small VM, and it changes from one consumer process to the next. So the cases the acceptance ratio
 compares (interop and iceoryx2, blocking and busy-poll) run as ``reps`` interleaved rounds (default 3; ``interop
 bench --reps N``), each round running interop blocking, iceoryx2 blocking, interop busy-poll and iceoryx2 busy-poll
-in turn, each in a new consumer process. Such a case reports the median over every sample of every round, and in
-its details ``per_round`` (each round's median); ``x_iceoryx2_blocking`` is the median of the rounds' own ratios (a
+in turn (every other round in the reverse order), each in a new consumer process. Such a case reports the median
+over every sample of every round, and in its details ``per_round`` (each round's median); ``x_iceoryx2_blocking`` is the median of the rounds' own ratios (a
 round's interop median over that round's iceoryx2 blocking median, ``per_round_x``), and
 ``x_iceoryx2_blocking_pooled`` the ratio of the pooled medians. The other cases (recv + map, fd with every frame,
 the pipe) run once each, and their ratio is against iceoryx2's pooled blocking median.
@@ -410,8 +410,10 @@ def latency(quick: bool = False, reps: int | None = None) -> list[Result]:
         if missing:
             runs = {k: v for k, v in runs.items() if not k.startswith("iceoryx2")}
         rounds: dict[str, list[list[int]]] = {k: [] for k in runs}
-        for _ in range(reps):
-            for k, (measure, poll) in runs.items():
+        for r in range(reps):
+            # every other round in the reverse order: no case always runs first, or always right after another
+            for k in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
+                measure, poll = runs[k]
                 rounds[k].append(measure(w, h, n, interval, poll))
         res = {k: _rounds_result(f"{k} {label}", v, label) for k, v in rounds.items()}
         for k in ("interop blocking", "interop busy-poll"):
