@@ -1582,6 +1582,7 @@ class FrameReceiver:
             self.closed = True
             self._done.close(wait=False)
             self._table.close()
+            self._drop_layouts()  # their mappings go now, not when this receiver is closed or collected
             return None
         self.fds_received += len(fds)
         try:

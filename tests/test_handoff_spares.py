@@ -232,3 +232,20 @@ def test_a_spare_made_as_another_thread_forgets_its_buffers_is_not_kept(monkeypa
         tx.close()
         rx.close()
         pool.close()
+
+
+def test_the_producer_gone_lets_go_of_the_layouts_and_spares():
+    """At the end of the stream (the producer closed) recv_views' layouts and spares, which keep the buffers'
+    mappings, go at once, not when the receiver is closed or collected."""
+    pool = FramePool(FrameFormat.GRAY8, 64, 32, 1)
+    a, b = seqpacket_pair()
+    tx, rx = FrameSender(a), FrameReceiver(b)
+    try:
+        _warm(pool, tx, rx)
+        _prepare_spare(rx)
+        tx.close()
+        assert rx.recv_views(timeout=5) is None
+        assert rx._spares == {} and not any(rx._view_layouts)
+    finally:
+        rx.close()
+        pool.close()
