@@ -400,36 +400,19 @@ def test_bad_callback(inf: interop.Inference, frames: list) -> None:
 # -- re-entrance from completion callbacks: never a deadlock ------------------------------------------------
 
 _REENTRANT_CHILD = r"""
-import json, os, sys, threading
+import json, os, sys
 sys.path.insert(0, os.environ["TESTS_DIR"])
+sys.path.insert(0, os.path.dirname(os.environ["TESTS_DIR"]))
 import numpy as np
 import interop
 from test_inference import tiny_model, H, W
+from tests.support.fanout import fan_out_past_the_pool
 
 inf = interop.Inference(tiny_model(), "CPU", config={"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "THROUGHPUT"})
-x = np.zeros((1, 3, H, W), np.float32)
 nreq = inf.pool_size()
-extra = 3 * nreq + 2  # each first-level callback submits more requests than the pool holds
-done, errors, lock = [], [], threading.Lock()
-
-def leaf(outputs, i):
-    with lock:
-        done.append(i)
-
-def fan_out(outputs, i):
-    with lock:
-        done.append(i)
-    try:
-        for j in range(extra):
-            inf.infer_async(x, leaf, (i, j))
-    except BaseException as e:
-        with lock:
-            errors.append(repr(e))
-
-for i in range(nreq):
-    inf.infer_async(x, fan_out, i)
-inf.wait_all(timeout=20)
-print(json.dumps({"nreq": nreq, "done": len(done), "want": nreq * (1 + extra), "errors": errors}))
+# each first-level callback submits more requests than the pool holds
+res = fan_out_past_the_pool(lambda: inf, np.zeros((1, 3, H, W), np.float32), nreq, 3 * nreq + 2)
+print(json.dumps({"nreq": nreq, **res}))
 """
 
 

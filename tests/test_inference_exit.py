@@ -33,6 +33,7 @@ import openvino as ov
 import openvino.opset13 as ops
 from interop import inference as infmod
 from tests.test_inference import tiny_model, H, W
+from tests.support.fanout import fan_out_past_the_pool
 
 DROP = sys.argv[1] == "dropped"
 
@@ -76,32 +77,13 @@ new_queue = infmod.Inference._new_queue
 infmod.Inference._new_queue = lambda self, compiled, nreq: SlowStartQueue(new_queue(self, compiled, nreq))
 
 inf = interop.Inference(tiny_model(), "CPU", config={"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "THROUGHPUT"})
-ref = weakref.ref(inf)
-x = np.zeros((1, 3, H, W), np.float32)
 nreq = inf.pool_size()
 extra = 3 * nreq + 2  # each first-level callback submits more than the pool holds: the drainer starts the rest
-done, errors, lock = [], [], threading.Lock()
-
-def leaf(outputs, i):
-    with lock:
-        done.append(i)
-
-def fan_out(outputs, i):
-    with lock:
-        done.append(i)
-    try:
-        for j in range(extra):
-            ref().infer_async(x, leaf, (i, j))
-    except BaseException as e:
-        with lock:
-            errors.append(repr(e))
-
-for i in range(nreq):
-    inf.infer_async(x, fan_out, i)
-inf.wait_all(timeout=20)
-if DROP:  # the program lets go of the Inference: the drainer may hold the last reference
+# the callbacks hold the Inference weakly: with DROP the drainer may hold the last reference
+res = fan_out_past_the_pool(weakref.ref(inf), np.zeros((1, 3, H, W), np.float32), nreq, extra)
+if DROP:  # the program lets go of the Inference
     del inf
-print(json.dumps({"done": len(done), "want": nreq * (1 + extra), "errors": errors, "caught": len(caught)}), flush=True)
+print(json.dumps({**res, "caught": len(caught)}), flush=True)
 """
 
 
