@@ -402,17 +402,14 @@ _PTS = struct.Struct("<q")
 _PTS_MIN, _PTS_MAX = -(1 << 63), (1 << 63) - 1
 
 
-def _sent(send: Callable[..., object], *args: object) -> BaseException | None:
-    """``send(*args)``; the KeyboardInterrupt or SystemExit that Python raised as it returned (a signal's handler
-    runs when a call returns: the message is out), for the caller to raise once the frame is accounted as sent;
-    else None. A non-blocking send never waits, so a signal never interrupts one before it sent."""
-    try:
-        send(*args)
-    except (KeyboardInterrupt, SystemExit) as e:
-        # without its traceback: through the frames it names (and theirs, f_back), a caller holding it would be a
-        # cycle that keeps the sent frame's hold until a GC
-        return e.with_traceback(None)
-    return None
+# Ctrl-C inside FrameSender.send(). Python raises a signal's exception (KeyboardInterrupt) at the next call
+# boundary: as any call returns or a function starts, so also as the system call that sent a message returns, with the
+# message out. Whether a frame went out is therefore kept as state, never inferred from where an exception came from:
+# ``out[0]`` is set just before the send call (no call between them) and cleared by the errors that mean nothing was
+# sent (a full socket, a closed or broken one); a non-blocking send on the sender's blocking socket never waits, so a
+# signal never interrupts one before it sent. A frame out stays held for the consumer whatever is raised after; one
+# not out gives its buffers back. What must follow a message that went out (the slot table's commit) is completed
+# even when Ctrl-C lands inside it.
 
 
 def _check_pts(pts: int) -> None:
@@ -721,9 +718,8 @@ class FrameSender:
                 if commit and words is not None:  # what FramePool.commit() does (store_marker, COMMITTED order)
                     words[1] = seq
                     words[0] = MARKER_COMMITTED_WORD
-                sent = False
+                out = [False]  # the message is (or may be) out: see "Ctrl-C inside FrameSender.send()"
                 fid = 0  # no id yet (ids start at 1)
-                interrupted: BaseException | None = None  # raised as the message went out: raised again once sent
                 try:
                     # the frame id, its record in flight and its message, under one lock (a with statement: a Ctrl-C
                     # that lands as the lock is taken is raised inside it, so the lock is let go)
@@ -738,34 +734,33 @@ class FrameSender:
                             _FID_SEQ.pack_into(body, _FID_AT, fid, seq)
                             if pts is not None:
                                 _PTS.pack_into(body, _PTS_AT, pts)
+                            out[0] = True
                             try:
-                                interrupted = _sent(self._sock.send, body, _NOWAIT)
-                                sent = True
+                                self._sock.send(body, _NOWAIT)
                             except BlockingIOError:
-                                pass
+                                out[0] = False
                             except ValueError:
+                                out[0] = False
                                 raise PeerClosedError("this FrameSender was closed") from None
-                            if sent:
-                                slots._tick = slots._used[i] = slots._tick + 1
-                                self.sent += 1
-                    if not sent:
-                        interrupted = self._send_slots(fid, frame, [b], seq, plan.marker_at, None, None)[1]
-                except BaseException as e:  # nothing went out
-                    if fid:
+                            except OSError:
+                                out[0] = False
+                                raise
+                            finally:
+                                if out[0]:  # no call here: nothing can interrupt the count
+                                    slots._tick = slots._used[i] = slots._tick + 1
+                                    self.sent += 1
+                    if not out[0]:
+                        self._send_slots(fid, frame, [b], seq, plan.marker_at, None, None, out)
+                except BaseException as e:
+                    if out[0]:  # the message is out: the frame stays held for the consumer (its DONE gives it back)
+                        raise
+                    if fid:  # nothing went out
                         self._failed(fid, e)
                     elif type(held) is list:  # interrupted while taking the lock: the use taken above goes back
                         b.unuse()
                     raise
-                # after the try: the frame went out, so nothing raised here (a Ctrl-C) may give its buffer back
-                try:
-                    if self._forgets:  # queued while the lock was held: they must not wait for a next send
-                        self._after_send()
-                finally:
-                    if interrupted is not None:
-                        try:
-                            raise interrupted
-                        finally:  # no cycle frame -> exception -> traceback -> frame holding the frame's lease
-                            interrupted = None
+                if self._forgets:  # queued while the lock was held: they must not wait for a next send
+                    self._after_send()
                 return fid
         if not isinstance(frame, Frame) or frame.memory_type is not MemoryType.DMA:
             raise InvalidTensorError("send() takes a DMA Frame: interop.map(frame, MemoryType.DMA) or a FramePool frame")
@@ -785,33 +780,34 @@ class FrameSender:
                 del m
         for b in bufs:
             b.use()
+        fid = 0  # no id yet (ids start at 1)
         try:
             with self._send_lock:
                 fid = self._next_id
                 self._next_id += 1
                 self._in_flight[fid] = bufs
-        except BaseException:  # interrupted while taking the lock: nothing went out
-            for b in bufs:
-                b.unuse()
+        except BaseException as e:  # interrupted as the lock was taken or let go: nothing went out
+            if fid:
+                self._failed(fid, e)
+            else:
+                for b in bufs:
+                    b.unuse()
             raise
+        out = [False]  # the message is (or may be) out: see "Ctrl-C inside FrameSender.send()"
         try:
             if self._slots.size:
-                interrupted = self._send_slots(fid, frame, bufs, seq, marker, deadline, timeout)[1]
+                self._send_slots(fid, frame, bufs, seq, marker, deadline, timeout, out)
             else:
                 msg = _encode_frame(fid, frame, bufs, seq, marker)
                 fds = array.array("i", [b.fd for b in bufs])
-                interrupted = self._send_message(msg, fds, deadline, timeout)
+                self._send_message(msg, fds, deadline, timeout, out)
                 with self._send_lock:
                     self.sent += 1
                     self.fds_sent += len(fds)
-        except BaseException as e:  # nothing went out
-            self._failed(fid, e)
+        except BaseException as e:
+            if not out[0]:  # nothing went out; a frame out stays held for the consumer (its DONE gives it back)
+                self._failed(fid, e)
             raise
-        if interrupted is not None:  # the frame went out and is held for the consumer: the interrupt goes on now
-            try:
-                raise interrupted
-            finally:  # no cycle frame -> exception -> traceback -> frame (which holds the buffers' references)
-                interrupted = None
         return fid
 
     def _fitting_plan(self, frame: Frame) -> _SendPlan | None:
@@ -875,9 +871,8 @@ class FrameSender:
                                        None if intact is None else intact[0], b.pool_slot)
 
     def _send_slots(self, fid: int, frame: Frame, bufs: list[DMABuffer], seq: int, marker: int,
-                    deadline: float | None, timeout: object) -> tuple[int, BaseException | None]:
-        """Send a SLOTS message; returns how many fds went with it, and the interrupt raised as it went out (_sent),
-        for the caller to raise once the frame is accounted as sent."""
+                    deadline: float | None, timeout: object, out: list[bool]) -> None:
+        """Send a SLOTS message. ``out[0]``: set once it is (or may be) out (see "Ctrl-C inside FrameSender.send()")."""
         # Each try assigns the slots and sends under _send_lock, without waiting: a consumer never sees a reference
         # before the message that carries its fd, and a try that would block has sent nothing and announced nothing.
         pts = frame._pts if frame._attr_src is None else frame.pts
@@ -897,28 +892,45 @@ class FrameSender:
                 _FID_SEQ.pack_into(body, _FID_AT, fid, seq)
                 if pts is not None:
                     _PTS.pack_into(body, _PTS_AT, pts)
+                n_fds = len(fds)  # made before out[0] is set: no call between it and the send
+                anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else None
+                late: BaseException | None = None
+                out[0] = True
                 try:
-                    if fds:
-                        anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
-                        interrupted = _sent(self._sock.sendmsg, [body], anc, _NOWAIT)
+                    if anc is not None:
+                        self._sock.sendmsg([body], anc, _NOWAIT)
                     else:
-                        interrupted = _sent(self._sock.send, body, _NOWAIT)
+                        self._sock.send(body, _NOWAIT)
                 except BlockingIOError:
-                    pass
+                    out[0] = False
                 except ValueError:
+                    out[0] = False
                     raise PeerClosedError("this FrameSender was closed") from None
-                else:
-                    if commit is not None:
-                        commit()
-                    self.sent += 1  # counted under _send_lock, beside the message
-                    self.fds_sent += len(fds)
+                except OSError:
+                    out[0] = False
+                    raise
+                finally:
+                    if out[0]:  # out: counted, and its new slots committed to the end whatever Ctrl-C lands meanwhile
+                        self.sent += 1  # counted under _send_lock, beside the message
+                        self.fds_sent += n_fds
+                        while commit is not None:
+                            try:
+                                commit()  # idempotent: run again after an interrupt inside it
+                                commit = None
+                            except (KeyboardInterrupt, SystemExit) as e:
+                                late = e.with_traceback(None)  # raised below, once the table is whole
+                if late is not None:
+                    try:
+                        raise late
+                    finally:  # no cycle frame -> exception -> traceback -> frame
+                        late = None
+                if out[0]:
                     if len(bufs) == 1:
                         self._learn(frame, bufs[0], marker)
                     break
             self._wait_writable(deadline, timeout)
         if self._forgets:  # queued while we held the lock (a buffer collected or closed meanwhile): send them now
             self._after_send()
-        return len(fds), interrupted
 
     def _forgotten(self, index: int, gen: int) -> None:
         """A buffer that had a slot was closed or collected: tell the consumer to let its fd go (never blocks)."""
@@ -971,19 +983,25 @@ class FrameSender:
         except (OSError, ValueError):
             raise PeerClosedError("this FrameSender was closed") from None
 
-    def _send_message(self, msg: bytes, fds: array.array, deadline: float | None,
-                      timeout: object) -> BaseException | None:
-        """Send a FRAME message; returns the interrupt raised as it went out (_sent), else None."""
+    def _send_message(self, msg: bytes, fds: array.array, deadline: float | None, timeout: object,
+                      out: list[bool]) -> None:
+        """Send a FRAME message. ``out[0]``: set once it is (or may be) out (see "Ctrl-C inside FrameSender.send()")."""
         # A SEQPACKET message is sent whole or not at all, so sends from several threads need no lock, and a send
         # that runs out of time has sent nothing.
         anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)]
         while True:
+            out[0] = True
             try:
-                return _sent(self._sock.sendmsg, [msg], anc, _NOWAIT)
+                self._sock.sendmsg([msg], anc, _NOWAIT)
+                return
             except BlockingIOError:
-                pass
+                out[0] = False
             except ValueError:  # our socket was closed under us (close() from another thread)
+                out[0] = False
                 raise PeerClosedError("this FrameSender was closed") from None
+            except OSError:
+                out[0] = False
+                raise
             self._wait_writable(deadline, timeout)
 
     def _return(self, fid: int) -> bool:
@@ -1482,6 +1500,9 @@ class FrameReceiver:
         if not isinstance(sock, socket.socket) or sock.type != socket.SOCK_SEQPACKET or sock.family != socket.AF_UNIX:
             raise InvalidTensorError("FrameReceiver needs a connected AF_UNIX SOCK_SEQPACKET socket "
                                      "(interop.transport.seqpacket_pair() or connect(path))")
+        # blocking, with no timeout of its own: the caller's timeout rules every receive (a socket timeout makes
+        # CPython wait that long inside every call, a non-blocking one too: a poll, or a DONE, would wait)
+        sock.setblocking(True)
         self._sock = sock
         self._done = _DoneChannel(sock)
         self.require_sealed = require_sealed
@@ -1520,9 +1541,6 @@ class FrameReceiver:
         sock = self._sock
         blocking = deadline is None and sock.gettimeout() is None
         poll = timeout is not None and timeout == 0
-        # a socket given a timeout of its own (settimeout(x), x > 0) waits up to x inside every receive, even a
-        # non-blocking one (CPython): there select() waits for the caller's deadline first
-        waits = bool(sock.gettimeout())
         while True:
             if self.closed:
                 return None
@@ -1530,11 +1548,6 @@ class FrameReceiver:
                 if blocking:
                     # no deadline on a blocking socket: wait in recvmsg itself (one system call per frame)
                     msg, anc, flags, _ = sock.recvmsg(_RECV_BYTES, _CMSG_BYTES, _CLOEXEC)
-                elif waits:
-                    if select.select([sock], [], [], _left(deadline))[0]:
-                        msg, anc, flags, _ = sock.recvmsg(_RECV_BYTES, _CMSG_BYTES, _CLOEXEC_NOWAIT)
-                    else:
-                        msg = None
                 else:  # try first: a frame already queued needs no select()
                     try:
                         msg, anc, flags, _ = sock.recvmsg(_RECV_BYTES, _CMSG_BYTES, _CLOEXEC_NOWAIT)
@@ -1623,7 +1636,9 @@ class FrameReceiver:
         spares = self._spares
         nxt = self._spare_next
         table = self._table
-        if nxt is not None and nxt.version == table.version and nxt not in spares and not self.closed:
+        if nxt is not None and nxt.version != table.version:  # its buffers were let go: nothing kept for it
+            self._spare_next = nxt = None
+        if nxt is not None and nxt not in spares and not self.closed:
             # the views of the next frame in the layout last used, made before the wait: after it, a frame in that
             # layout only fills in its fields (work right after a wake-up runs cold)
             spares[nxt] = _spare_views(nxt)
@@ -1645,17 +1660,12 @@ class FrameReceiver:
             table = self._table
             blocking = deadline is None and sock.gettimeout() is None
             poll = timeout is not None and timeout == 0
-            waits = bool(sock.gettimeout())  # a timeout of the socket's own: select() first, as recv() does
             while True:
                 if self.closed:
                     return None
                 try:
                     if blocking:  # wait in the receive itself: one system call per frame, nothing between wake-up and it
                         n, anc, flags, _ = sock.recvmsg_into(into, _CMSG_BYTES, _CLOEXEC)
-                    elif waits:
-                        if not select.select([sock], [], [], _left(deadline))[0]:
-                            raise TransportTimeoutError(f"no frame within {timeout} s: the producer sent nothing")
-                        n, anc, flags, _ = sock.recvmsg_into(into, _CMSG_BYTES, _CLOEXEC_NOWAIT)
                     else:  # try first: a frame already queued needs no select()
                         try:
                             n, anc, flags, _ = sock.recvmsg_into(into, _CMSG_BYTES, _CLOEXEC_NOWAIT)

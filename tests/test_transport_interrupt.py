@@ -1,9 +1,11 @@
-"""A Ctrl-C inside FrameSender.send() never gives back a buffer the consumer may have, and never leaks the send lock.
+"""A Ctrl-C inside FrameSender.send() never gives back a buffer the consumer may have, never leaves the slot tables
+of producer and consumer apart, and never leaks the send lock or a buffer's use.
 
-Python raises a signal's exception (KeyboardInterrupt) as a system call returns: one landing while send() sends the
-message is raised after the consumer got it. The frame then stays in flight (its buffer comes back with the
-consumer's release, or when the sender closes), never back in the pool under the consumer's views. One landing
-while send() takes its lock is raised with nothing sent: the lock is let go and the buffer comes back at once.
+Python raises a signal's exception (KeyboardInterrupt) at the next call boundary: as a call returns or a function
+starts. Each test sets Python's pending-interrupt flag (``_thread.interrupt_main()``, what a SIGINT does) at one such
+moment of a send: one after the message went out must leave the frame in flight (its buffer comes back with the
+consumer's release, never under its views) and the next frames must go on; one before leaves nothing sent and the
+buffer free at once.
 """
 
 from __future__ import annotations
@@ -17,32 +19,59 @@ import numpy as np
 import pytest
 
 import interop
+import interop.transport as transport
 from interop import AccessMode, FrameFormat, MemoryType
 from interop.tensors.dma import FramePool, PoolTimeoutError
 from interop.transport import FrameReceiver, FrameSender, seqpacket_pair
 
 
-class _InterruptedAfterSend:
-    """The sender's socket, with a Ctrl-C raised as the next send returns (the message already went out)."""
+class _Armed:
+    """Fires ``_thread.interrupt_main()`` once, at the moment a test picks (then Python raises KeyboardInterrupt)."""
 
-    def __init__(self, sock):
-        self._sock = sock
-        self.armed = True
+    def __init__(self) -> None:
+        self.armed = False
+
+    def fire(self) -> None:
+        if self.armed:
+            self.armed = False
+            _thread.interrupt_main()
+
+
+class _Socket:
+    """The sender's socket, firing as a send returns (the message is out)."""
+
+    def __init__(self, sock, trigger: _Armed):
+        self._sock, self._trigger = sock, trigger
 
     def __getattr__(self, name):
         return getattr(self._sock, name)
 
-    def _after(self, n):
-        if self.armed:
-            self.armed = False
-            raise KeyboardInterrupt
+    def send(self, *args):
+        n = self._sock.send(*args)
+        self._trigger.fire()
         return n
 
-    def send(self, *args):
-        return self._after(self._sock.send(*args))
-
     def sendmsg(self, *args):
-        return self._after(self._sock.sendmsg(*args))
+        n = self._sock.sendmsg(*args)
+        self._trigger.fire()
+        return n
+
+
+class _Lock:
+    """The send lock, firing as it is let go (after the lines it guarded ran)."""
+
+    def __init__(self, lock, trigger: _Armed):
+        self._lock, self._trigger = lock, trigger
+
+    def __getattr__(self, name):
+        return getattr(self._lock, name)
+
+    def __enter__(self):
+        return self._lock.__enter__()
+
+    def __exit__(self, *exc):
+        self._lock.__exit__(*exc)
+        self._trigger.fire()
 
 
 def _write(pool, value: int):
@@ -56,6 +85,15 @@ def _send(pool, tx, value: int) -> None:
     f = _write(pool, value)
     tx.send(f)
     f.release()
+
+
+def _through(pool, tx, rx, value: int) -> None:
+    """A frame sent, received with its value, released and back."""
+    _send(pool, tx, value)
+    views = rx.recv_views(timeout=5)
+    assert int(views[0][0, 0]) == value
+    views.release()
+    assert tx.wait_returned(5)
 
 
 @contextlib.contextmanager
@@ -72,19 +110,61 @@ def _connected(buffers: int, **sender):
         pool.close()
 
 
-@pytest.mark.parametrize("path", ["first send of a buffer (fds)", "planned (slot reference)", "fds with every frame"])
-def test_a_ctrl_c_as_the_message_goes_out_keeps_the_frame_in_flight(path):
-    with _connected(1, **({"slots": 0} if path == "fds with every frame" else {})) as (pool, tx, rx):
-        if path == "planned (slot reference)":
+def _interrupted_send(pool, tx, value: int) -> None:
+    f = _write(pool, value)
+    with pytest.raises(KeyboardInterrupt):
+        tx.send(f)
+        time.sleep(5)  # not reached: the interrupt comes inside send()
+    f.release()
+
+
+# where the interrupt comes once the message is out: (the path, how the moment is picked)
+_AFTER_THE_MESSAGE = {
+    "as a first send returns (fds, slot assigned)": ("first", "socket"),
+    "inside the slot commit after a first send": ("first", "commit"),
+    "as a first send's plan is learnt": ("first", "learn"),
+    "as a planned send returns": ("planned", "socket"),
+    "as the lock is let go after a planned send": ("planned", "lock"),
+    "as a send with fds every frame returns": ("fds every frame", "socket"),
+}
+
+
+@pytest.mark.parametrize("where", list(_AFTER_THE_MESSAGE))
+def test_a_ctrl_c_once_the_message_is_out_keeps_the_frame_in_flight(where, monkeypatch):
+    path, moment = _AFTER_THE_MESSAGE[where]
+    trigger = _Armed()
+    with _connected(1, **({"slots": 0} if path == "fds every frame" else {})) as (pool, tx, rx):
+        if path == "planned":
             for k in range(3):  # the buffer crossed and its plan is made
-                _send(pool, tx, k)
-                rx.recv_views(timeout=5).release()
-                assert tx.wait_returned(5)
-        tx._sock = _InterruptedAfterSend(tx._sock)
-        f = _write(pool, 77)
-        with pytest.raises(KeyboardInterrupt):
-            tx.send(f)
-        f.release()
+                _through(pool, tx, rx, k)
+        if moment == "socket":
+            tx._sock = _Socket(tx._sock, trigger)
+        elif moment == "lock":
+            tx._send_lock = _Lock(tx._send_lock, trigger)
+        elif moment == "commit":
+            refs = transport._SlotAssigner.refs
+
+            def refs_firing_in_commit(self, bufs, forgotten):
+                r, fds, commit = refs(self, bufs, forgotten)
+
+                def firing() -> None:
+                    trigger.fire()  # raised at the next boundary inside the commit: part of it done
+                    commit()
+
+                return r, fds, firing
+
+            monkeypatch.setattr(transport._SlotAssigner, "refs", refs_firing_in_commit)
+        else:
+            learn = FrameSender._learn
+
+            def learn_firing(self, *args):
+                trigger.fire()
+                return learn(self, *args)
+
+            monkeypatch.setattr(FrameSender, "_learn", learn_firing)
+        trigger.armed = True
+        _interrupted_send(pool, tx, 77)
+        assert not trigger.armed
         assert tx.in_flight == 1  # it went out: held for the consumer
         with pytest.raises(PoolTimeoutError):  # so not back in the pool, where the next frame would overwrite it
             pool.acquire(timeout=0.05)
@@ -92,26 +172,40 @@ def test_a_ctrl_c_as_the_message_goes_out_keeps_the_frame_in_flight(path):
         assert int(views[0][0, 0]) == 77
         views.release()
         assert tx.wait_returned(5) and tx.in_flight == 0
-        _send(pool, tx, 78)  # and the sender goes on
-        views = rx.recv_views(timeout=5)
-        assert int(views[0][0, 0]) == 78
-        views.release()
-        assert tx.wait_returned(5)
+        for k in (78, 79):  # and both sides go on: the same slot table on each side
+            _through(pool, tx, rx, k)
+        assert tx.bad_messages == 0
 
 
-def test_a_ctrl_c_while_send_takes_its_lock_lets_the_lock_go():
+def test_a_ctrl_c_as_the_frame_id_is_taken_gives_the_buffer_back_at_once():
+    """The general path takes the frame's id under the lock, then sends: an interrupt as that lock is let go comes
+    before anything went out."""
+    trigger = _Armed()
+    with _connected(1) as (pool, tx, rx):
+        tx._send_lock = _Lock(tx._send_lock, trigger)
+        trigger.armed = True
+        _interrupted_send(pool, tx, 5)
+        assert tx.in_flight == 0 and tx.wait_returned(0)
+        pool.acquire(timeout=1).release()  # free at once, its use given back once
+        with pytest.raises(TimeoutError):  # nothing was sent
+            rx.recv_views(timeout=0.2)
+        _through(pool, tx, rx, 6)
+        tx.close()
+        pool.acquire(timeout=1).release()  # close() gives back nothing twice
+
+
+def test_a_ctrl_c_while_send_waits_for_its_lock_lets_the_lock_go():
     with _connected(2) as (pool, tx, rx):
         for k in range(3):
-            _send(pool, tx, k)
-            rx.recv_views(timeout=5).release()
-            assert tx.wait_returned(5)
+            _through(pool, tx, rx, k)
         lock = tx._send_lock
-        lock.acquire()
+        lock.acquire()  # another thread's send holds it: this one waits for it
 
-        def ctrl_c() -> None:  # let go of the lock and interrupt the main thread, as a SIGINT does
+        def ctrl_c() -> None:
+            time.sleep(0.2)
+            _thread.interrupt_main()
             time.sleep(0.2)
             lock.release()
-            _thread.interrupt_main()
 
         threading.Thread(target=ctrl_c).start()
         f = _write(pool, 5)
@@ -119,19 +213,13 @@ def test_a_ctrl_c_while_send_takes_its_lock_lets_the_lock_go():
             tx.send(f)
             time.sleep(5)  # the interrupt lands in send() or, at the latest, here
         f.release()
+        time.sleep(0.3)
         assert not lock.locked()
-        done = threading.Event()
-
-        def again() -> None:
-            _send(pool, tx, 6)
-            done.set()
-
-        threading.Thread(target=again, daemon=True).start()
-        assert done.wait(5), "a later send() hung on the lock"
-        while True:  # every frame sent reaches the consumer and comes back
+        while True:  # whatever went out reaches the consumer and comes back
             try:
                 views = rx.recv_views(timeout=0.5)
             except TimeoutError:
                 break
             views.release()
         assert tx.wait_returned(5) and tx.in_flight == 0
+        _through(pool, tx, rx, 6)

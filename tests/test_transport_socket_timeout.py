@@ -1,8 +1,8 @@
 """FrameReceiver over a socket given a timeout of its own (``sock.settimeout(x)``): the caller's timeout rules.
 
-CPython waits up to the socket's own timeout inside every receive, even a non-blocking one; recv() and recv_views()
-then wait in select() for their own deadline first, so a poll returns at once, a short timeout is kept, and
-``timeout=None`` waits for the frame rather than raising the socket's TimeoutError.
+CPython waits up to the socket's own timeout inside every call on it, even a non-blocking one; FrameReceiver makes its
+socket blocking, so a poll returns at once, a short timeout is kept, ``timeout=None`` waits for the frame rather than
+raising the socket's TimeoutError, and a DONE never waits (nor takes the producer for gone).
 """
 
 from __future__ import annotations
@@ -61,12 +61,47 @@ def test_the_callers_timeout_not_the_sockets(pair, how, timeout):
 
 
 @pytest.mark.parametrize("how", ["recv", "recv_views"])
-def test_no_timeout_waits_past_the_sockets_own(pair, how):
+def test_no_timeout_waits_past_the_sockets_own(how):
+    pool = FramePool(FrameFormat.GRAY8, 32, 16, 2)
+    a, b = seqpacket_pair()
+    b.settimeout(0.3)
+    tx, rx = FrameSender(a), FrameReceiver(b)
+    try:
+        assert b.gettimeout() is None  # the receiver's socket is blocking: the caller's timeout rules
+        sender = threading.Timer(0.8, _send, (pool, tx, 4))
+        sender.start()
+        got = getattr(rx, how)(timeout=None)
+        sender.join()
+        assert _value(got) == 4
+        got.release()  # the DONE goes out (a socket timeout made it wait, then took the producer for gone)
+        assert tx.wait_returned(5) and not rx._done.gone
+    finally:
+        tx.close()
+        rx.close()
+        pool.close()
+
+
+def test_two_threads_receiving_on_a_socket_that_had_a_timeout(pair):
+    """Another thread taking the message between a wake-up and the receive: the other goes on waiting (a socket
+    timeout made that receive wait the socket's timeout and raise the builtin TimeoutError)."""
     pool, tx, rx = pair
-    rx._sock.settimeout(0.3)
-    sender = threading.Timer(0.8, _send, (pool, tx, 4))
-    sender.start()
-    got = getattr(rx, how)(timeout=None)
-    sender.join()
-    assert _value(got) == 4
-    got.release()
+    got, errors = [], []
+
+    def receive() -> None:
+        try:
+            v = rx.recv_views(timeout=None)
+            got.append(_value(v))
+            v.release()
+        except BaseException as e:  # noqa: B036 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=receive) for _ in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    _send(pool, tx, 1)
+    time.sleep(1.5)  # past the socket's own timeout: the thread that did not get the frame is still waiting
+    _send(pool, tx, 2)
+    for t in threads:
+        t.join(10)
+    assert errors == [] and sorted(got) == [1, 2]
