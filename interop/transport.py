@@ -1494,6 +1494,9 @@ class FrameReceiver:
     stopped reading it is queued and sent by a background thread when the producer reads again. If the producer
     leaves more than ``_DoneChannel.MAX_PENDING`` DONEs unread it is treated as gone: they are dropped with a
     warning (``dropped_done`` counts them) and no more are sent; it gets its buffers back when the connection closes.
+
+    The receiver makes ``sock`` blocking (a timeout set on it with ``settimeout()`` is dropped): the ``timeout`` of
+    ``recv()`` and ``recv_views()`` is the one that counts.
     """
 
     def __init__(self, sock: socket.socket, *, require_sealed: bool = True, writer: bool = False):
