@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import array
 import collections
+import contextlib
 import errno
 import logging
 import math
@@ -494,8 +495,9 @@ class _SlotAssigner:
         return b if b is not None and not b.closed else None
 
     def refs(self, bufs: list[DMABuffer], forgotten: Callable[[int, int], None]
-             ) -> tuple[list[tuple[int, int, int]], list[int], Callable[[], None]]:
-        """(references, fds to attach, commit): ``commit()`` once the message went out records the new slots."""
+             ) -> tuple[list[tuple[int, int, int]], list[int], Callable[[], None], Callable[[], None]]:
+        """(references, fds to attach, commit, abandon): ``commit()`` once the message went out records the new
+        slots; ``abandon()`` when it did not go out takes back the close callbacks made for them."""
         refs: list[tuple[int, int, int]] = []
         fds: list[int] = []
         fresh: list[tuple[int, int, DMABuffer]] = []
@@ -513,22 +515,38 @@ class _SlotAssigner:
             self._tick += 1
             self._used[i] = self._tick
         weak_cb = weakref.WeakMethod(forgotten)  # type: ignore[arg-type]
+        # Everything that needs a call is made now, before the message goes out; commit() after it is plain stores,
+        # so a Ctrl-C (raised only at a call boundary or a loop's back edge) cannot stop it half way through one
+        # slot. The callbacks are registered now too: one for a slot never committed (the message did not go out)
+        # queues a FORGET that _flush_forgets drops (still() is False for a generation the table never had).
+        staged: list[tuple[int, int, weakref.ref[DMABuffer], int]] = []
+        registered: list[tuple[DMABuffer, Callable[..., None]]] = []
+        for i, gen, b in fresh:
+            def gone(*_: object, i: int = i, gen: int = gen) -> None:
+                cb = weak_cb()
+                if cb is not None:
+                    cb(i, gen)
 
-        def commit() -> None:
-            for i, gen, b in fresh:
-                def gone(*_: object, i: int = i, gen: int = gen) -> None:
-                    cb = weak_cb()
-                    if cb is not None:
-                        cb(i, gen)
+            b.on_close(gone)
+            registered.append((b, gone))
+            staged.append((i, gen, weakref.ref(b, gone), id(b)))
 
-                self._buf[i] = weakref.ref(b, gone)
+        def abandon() -> None:  # a try that sent nothing (the socket full): no callback left per try
+            for b, gone in registered:
+                with contextlib.suppress(ValueError):
+                    b._on_close.remove(gone)
+
+        def commit() -> None:  # idempotent: may run again after an interrupt at its loop's back edge
+            index, ids = self._index, self._ids
+            for i, gen, ref, bid in staged:
+                self._buf[i] = ref
                 self._gen[i] = gen
-                if self._index.get(self._ids[i]) == i:
-                    del self._index[self._ids[i]]
-                self._ids[i] = id(b)
-                self._index[id(b)] = i
-                b.on_close(gone)
-        return refs, fds, commit
+                old = ids[i]
+                if old in index and index[old] == i:
+                    del index[old]
+                ids[i] = bid
+                index[bid] = i
+        return refs, fds, commit, abandon
 
     def known(self, bufs: list[DMABuffer]) -> tuple[tuple[int, int, int], ...] | None:
         """The references of ``bufs`` when the consumer holds every one of them (no fd to send), else None."""
@@ -884,9 +902,9 @@ class FrameSender:
                 if known is not None:  # every buffer already crossed: the whole message is cached but for 3 fields
                     body = bytearray(_slots_message(frame, bufs, marker, known, self._templates))
                     fds: list[int] = []
-                    commit = None
+                    commit = abandon = None
                 else:
-                    refs, fds, commit = self._slots.refs(bufs, self._forgotten)
+                    refs, fds, commit, abandon = self._slots.refs(bufs, self._forgotten)
                     body = bytearray(_slots_template(frame, bufs, marker, self._templates))
                     body += b"".join(_REF.pack(*r) for r in refs)
                 _FID_SEQ.pack_into(body, _FID_AT, fid, seq)
@@ -910,15 +928,19 @@ class FrameSender:
                     out[0] = False
                     raise
                 finally:
+                    if not out[0] and abandon is not None:
+                        abandon()
                     if out[0]:  # out: counted, and its new slots committed to the end whatever Ctrl-C lands meanwhile
                         self.sent += 1  # counted under _send_lock, beside the message
                         self.fds_sent += n_fds
-                        while commit is not None:
+                        for _ in range(3):  # a second signal right inside it is the only reason to run it again
                             try:
-                                commit()  # idempotent: run again after an interrupt inside it
+                                if commit is not None:
+                                    commit()  # plain stores (see _SlotAssigner.refs); idempotent
                                 commit = None
-                            except (KeyboardInterrupt, SystemExit) as e:
-                                late = e.with_traceback(None)  # raised below, once the table is whole
+                                break
+                            except BaseException as e:  # noqa: B036 - raised below, once the table is whole
+                                late = e
                 if late is not None:
                     try:
                         raise late
@@ -1496,7 +1518,8 @@ class FrameReceiver:
     warning (``dropped_done`` counts them) and no more are sent; it gets its buffers back when the connection closes.
 
     The receiver makes ``sock`` blocking (a timeout set on it with ``settimeout()`` is dropped): the ``timeout`` of
-    ``recv()`` and ``recv_views()`` is the one that counts.
+    ``recv()`` and ``recv_views()`` is the one that counts. Do not set one on it afterwards: CPython would wait that
+    long inside every call on the socket, a poll and a DONE included.
     """
 
     def __init__(self, sock: socket.socket, *, require_sealed: bool = True, writer: bool = False):

@@ -1,5 +1,5 @@
 """A Ctrl-C inside FrameSender.send() never gives back a buffer the consumer may have, never leaves the slot tables
-of producer and consumer apart, and never leaks the send lock or a buffer's use.
+of producer and consumer apart, and never leaves the send lock held or a frame id's buffer out of its pool.
 
 Python raises a signal's exception (KeyboardInterrupt) at the next call boundary: as a call returns or a function
 starts. Each test sets Python's pending-interrupt flag (``_thread.interrupt_main()``, what a SIGINT does) at one such
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import _thread
 import contextlib
+import socket
 import threading
 import time
 
@@ -110,9 +111,13 @@ def _connected(buffers: int, **sender):
         pool.close()
 
 
+class Deadline(Exception):
+    """What a program's own signal handler may raise (a SIGALRM deadline), at any call boundary as Ctrl-C is."""
+
+
 def _interrupted_send(pool, tx, value: int) -> None:
     f = _write(pool, value)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises((KeyboardInterrupt, Deadline)):
         tx.send(f)
         time.sleep(5)  # not reached: the interrupt comes inside send()
     f.release()
@@ -122,6 +127,7 @@ def _interrupted_send(pool, tx, value: int) -> None:
 _AFTER_THE_MESSAGE = {
     "as a first send returns (fds, slot assigned)": ("first", "socket"),
     "inside the slot commit after a first send": ("first", "commit"),
+    "a signal handler's own exception inside the slot commit": ("first", "commit raising"),
     "as a first send's plan is learnt": ("first", "learn"),
     "as a planned send returns": ("planned", "socket"),
     "as the lock is let go after a planned send": ("planned", "lock"),
@@ -141,17 +147,20 @@ def test_a_ctrl_c_once_the_message_is_out_keeps_the_frame_in_flight(where, monke
             tx._sock = _Socket(tx._sock, trigger)
         elif moment == "lock":
             tx._send_lock = _Lock(tx._send_lock, trigger)
-        elif moment == "commit":
+        elif moment.startswith("commit"):
             refs = transport._SlotAssigner.refs
 
             def refs_firing_in_commit(self, bufs, forgotten):
-                r, fds, commit = refs(self, bufs, forgotten)
+                r, fds, commit, abandon = refs(self, bufs, forgotten)
 
                 def firing() -> None:
-                    trigger.fire()  # raised at the next boundary inside the commit: part of it done
+                    if moment == "commit raising" and trigger.armed:  # e.g. a SIGALRM deadline's handler
+                        trigger.armed = False
+                        raise Deadline
+                    trigger.fire()  # raised as fire() returns: inside the commit, before its stores
                     commit()
 
-                return r, fds, firing
+                return r, fds, firing, abandon
 
             monkeypatch.setattr(transport._SlotAssigner, "refs", refs_firing_in_commit)
         else:
@@ -223,3 +232,31 @@ def test_a_ctrl_c_while_send_waits_for_its_lock_lets_the_lock_go():
             views.release()
         assert tx.wait_returned(5) and tx.in_flight == 0
         _through(pool, tx, rx, 6)
+
+
+def test_tries_that_find_the_socket_full_leave_no_close_callback_behind():
+    """A first send's close callbacks are made before the message goes out (so that nothing after it needs a call):
+    each try that finds the consumer's socket full takes them back."""
+    pool = FramePool(FrameFormat.GRAY8, 32, 16, 64)
+    a, b = seqpacket_pair()
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1)  # the kernel's smallest: full after a few messages
+    tx, rx = FrameSender(a), FrameReceiver(b)  # the consumer does not read
+    frames = []
+    try:
+        for k in range(64):
+            f = _write(pool, k)
+            frames.append(f)
+            try:
+                tx.send(f, timeout=0.5)  # several tries, 0.2 s apart
+            except TimeoutError:
+                break
+        else:
+            pytest.fail("the consumer's socket never filled")
+        buf = transport._buffers(f)[0]
+        assert len(buf._on_close) <= 1, len(buf._on_close)
+    finally:
+        for f in frames:
+            f.release()
+        tx.close()
+        rx.close()
+        pool.close()
