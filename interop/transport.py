@@ -482,6 +482,9 @@ class _SlotAssigner:
         self.size = size
         self._buf: list[weakref.ref[DMABuffer] | None] = [None] * size
         self._gen = [0] * size
+        # the last generation a try announced for each slot, sent or not: a generation is never announced twice, so a
+        # close callback left by a try that sent nothing can never name a slot that holds another buffer since
+        self._staged = [0] * size
         self._used = [0] * size  # when each slot was last named (least recently used is reassigned first)
         self._tick = 0
         # id(buffer) -> slot; an entry counts only while that slot's weak reference still gives the same buffer
@@ -509,16 +512,17 @@ class _SlotAssigner:
             else:
                 i = self._pick(taken)
                 fds.append(b.fd)  # a closed buffer raises here: nothing is announced
-                refs.append((i, REF_FD, self._gen[i] + 1))
-                fresh.append((i, self._gen[i] + 1, b))
+                gen = self._staged[i] = max(self._staged[i], self._gen[i]) + 1
+                refs.append((i, REF_FD, gen))
+                fresh.append((i, gen, b))
             taken.add(i)
             self._tick += 1
             self._used[i] = self._tick
         weak_cb = weakref.WeakMethod(forgotten)  # type: ignore[arg-type]
         # Everything that needs a call is made now, before the message goes out; commit() after it is plain stores,
         # so a Ctrl-C (raised only at a call boundary or a loop's back edge) cannot stop it half way through one
-        # slot. The callbacks are registered now too: one for a slot never committed (the message did not go out)
-        # queues a FORGET that _flush_forgets drops (still() is False for a generation the table never had).
+        # slot. The callbacks are registered now too: one left by a try that sent nothing queues a FORGET that
+        # _flush_forgets drops (still() is False: that generation is never committed, nor announced again).
         staged: list[tuple[int, int, weakref.ref[DMABuffer], int]] = []
         registered: list[tuple[DMABuffer, Callable[..., None]]] = []
         for i, gen, b in fresh:
@@ -933,14 +937,16 @@ class FrameSender:
                     if out[0]:  # out: counted, and its new slots committed to the end whatever Ctrl-C lands meanwhile
                         self.sent += 1  # counted under _send_lock, beside the message
                         self.fds_sent += n_fds
-                        for _ in range(3):  # a second signal right inside it is the only reason to run it again
+                        if commit is not None:  # plain stores (see _SlotAssigner.refs); idempotent
+                            # nested, not a loop: nothing that can raise a signal's exception sits outside a try
                             try:
-                                if commit is not None:
-                                    commit()  # plain stores (see _SlotAssigner.refs); idempotent
-                                commit = None
-                                break
+                                commit()
                             except BaseException as e:  # noqa: B036 - raised below, once the table is whole
                                 late = e
+                                try:
+                                    commit()
+                                except BaseException:  # noqa: B036 - a third signal: the first is raised
+                                    commit()
                 if late is not None:
                     try:
                         raise late

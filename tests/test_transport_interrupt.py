@@ -253,10 +253,39 @@ def test_tries_that_find_the_socket_full_leave_no_close_callback_behind():
         else:
             pytest.fail("the consumer's socket never filled")
         buf = transport._buffers(f)[0]
-        assert len(buf._on_close) <= 1, len(buf._on_close)
+        assert len(buf._on_close) == 0, len(buf._on_close)  # never committed: no callback at all
     finally:
         for f in frames:
             f.release()
         tx.close()
         rx.close()
         pool.close()
+
+
+def test_a_first_send_interrupted_before_its_message_never_forgets_another_buffers_slot(monkeypatch):
+    """Its close callback, made before the message, names a slot and generation never committed: a generation is
+    never announced again, so when that buffer closes, its FORGET cannot name the slot the next buffer took."""
+    other = FramePool(FrameFormat.GRAY8, 32, 16, 1)
+    with _connected(1) as (pool, tx, rx):
+        real = transport._slots_template
+        armed = [True]
+
+        def interrupted(*args):
+            if armed[0]:
+                armed[0] = False
+                raise KeyboardInterrupt  # what Python raises at this call boundary on a Ctrl-C
+            return real(*args)
+
+        monkeypatch.setattr(transport, "_slots_template", interrupted)
+        fx = _write(other, 1)
+        with pytest.raises(KeyboardInterrupt):
+            tx.send(fx)
+        assert tx.in_flight == 0
+        fx.release()
+        _through(pool, tx, rx, 2)  # another buffer takes a slot (the same one: the first was never committed)
+        other.close()  # the first buffer goes (its close callback runs)
+        time.sleep(0.1)
+        before = tx.fds_sent
+        for k in (3, 4):  # the other buffer's slot still names it: its fd is not passed again
+            _through(pool, tx, rx, k)
+        assert tx.fds_sent == before
