@@ -401,23 +401,6 @@ _PARSED_MAX = 256
 _FID_SEQ = struct.Struct("<QQ")
 _PTS = struct.Struct("<q")
 _PTS_MIN, _PTS_MAX = -(1 << 63), (1 << 63) - 1
-
-
-# Ctrl-C inside FrameSender.send(). Python raises a signal's exception (KeyboardInterrupt) at the next call
-# boundary: as any call returns or a function starts, so also as the system call that sent a message returns, with the
-# message out. Whether a frame went out is therefore kept as state, never inferred from where an exception came from:
-# ``out[0]`` is set just before the send call (no call between them) and cleared by the errors that mean nothing was
-# sent (a full socket, a closed or broken one); a non-blocking send on the sender's blocking socket never waits, so a
-# signal never interrupts one before it sent. A frame out stays held for the consumer whatever is raised after; one
-# not out gives its buffers back. What must follow a message that went out (the slot table's commit) is completed
-# even when Ctrl-C lands inside it.
-
-
-def _check_pts(pts: int) -> None:
-    """A pts the message carries: a signed 64-bit integer (FFmpeg's and GStreamer's own range)."""
-    if not _PTS_MIN <= pts <= _PTS_MAX:
-        raise InvalidTensorError(f"pts {pts} does not fit a signed 64-bit integer (the range FFmpeg and GStreamer "
-                                 f"use): give a pts from -2**63 to 2**63 - 1, or None")
 _PER_FRAME = struct.Struct(f"<{_FID_AT}xQQ{_PTS_AT - _SEQ_AT - 8}xq")  # frame id, sequence, pts: one unpack
 # plain ints: socket's flags are IntFlag members, and combining or testing those runs Python code on every message
 _TRUNCATED = int(socket.MSG_CTRUNC | socket.MSG_TRUNC)
@@ -427,6 +410,13 @@ _CLOEXEC_NOWAIT = int(socket.MSG_CMSG_CLOEXEC | socket.MSG_DONTWAIT)
 _MAGIC_VER = MAGIC + struct.pack("<H", VERSION)
 _KIND_SLOTS = struct.pack("<H", MSG_SLOTS)
 _KIND_FORGET = struct.pack("<H", MSG_FORGET)
+
+
+def _check_pts(pts: int) -> None:
+    """A pts the message carries: a signed 64-bit integer (FFmpeg's and GStreamer's own range)."""
+    if not _PTS_MIN <= pts <= _PTS_MAX:
+        raise InvalidTensorError(f"pts {pts} does not fit a signed 64-bit integer (the range FFmpeg and GStreamer "
+                                 f"use): give a pts from -2**63 to 2**63 - 1, or None")
 
 
 def _layout_key(msg: bytes) -> bytes:
@@ -621,6 +611,36 @@ def _intact(frame: Frame) -> tuple[object, BufferLease] | None:
     if lease is None or lease.cut or tuple(frame._tensors) != tok[1]:
         return None
     return tok[0], lease
+
+
+# Ctrl-C inside FrameSender.send(). Python raises a signal's exception (KeyboardInterrupt) at the next call
+# boundary: as any call returns or a function starts, so also as the system call that sent a message returns, with the
+# message out. Whether a frame went out is therefore kept as state, never inferred from where an exception came from:
+# ``out[0]`` is set just before the send call (no call between them) and cleared by the errors that mean nothing was
+# sent (a full socket, a closed or broken one); a non-blocking send on the sender's blocking socket never waits, so a
+# signal never interrupts one before it sent. A frame out stays held for the consumer whatever is raised after; one
+# not out gives its buffers back. What must follow a message that went out (the slot table's commit) is completed
+# even when Ctrl-C lands inside it.
+
+
+def _send_once(send: Callable[..., object], args: tuple[object, ...], out: list[bool]) -> bool:
+    """``send(*args)`` on FrameSender's socket (MSG_DONTWAIT): True once the message is out, False when the socket was
+    full (nothing sent). ``out[0]`` says whether it is (or may be) out, set before the call, so that an interrupt
+    raised as the call returns finds it set (see "Ctrl-C inside FrameSender.send()"). The planned send writes the same
+    steps out inline: it is the per-frame path."""
+    out[0] = True
+    try:
+        send(*args)
+    except BlockingIOError:
+        out[0] = False
+        return False
+    except ValueError:  # our socket was closed under us (close() from another thread)
+        out[0] = False
+        raise PeerClosedError("this FrameSender was closed") from None
+    except OSError:
+        out[0] = False
+        raise
+    return True
 
 
 class FrameSender:
@@ -914,27 +934,19 @@ class FrameSender:
                 _FID_SEQ.pack_into(body, _FID_AT, fid, seq)
                 if pts is not None:
                     _PTS.pack_into(body, _PTS_AT, pts)
-                n_fds = len(fds)  # made before out[0] is set: no call between it and the send
+                n_fds = len(fds)  # made before the send: counted with no call after it
                 anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else None
                 late: BaseException | None = None
-                out[0] = True
                 try:
                     if anc is not None:
-                        self._sock.sendmsg([body], anc, _NOWAIT)
+                        _send_once(self._sock.sendmsg, ([body], anc, _NOWAIT), out)
                     else:
-                        self._sock.send(body, _NOWAIT)
-                except BlockingIOError:
-                    out[0] = False
-                except ValueError:
-                    out[0] = False
-                    raise PeerClosedError("this FrameSender was closed") from None
-                except OSError:
-                    out[0] = False
-                    raise
+                        _send_once(self._sock.send, (body, _NOWAIT), out)
                 finally:
-                    if not out[0] and abandon is not None:
-                        abandon()
-                    if out[0]:  # out: counted, and its new slots committed to the end whatever Ctrl-C lands meanwhile
+                    if not out[0]:
+                        if abandon is not None:
+                            abandon()
+                    else:  # out: counted, and its new slots committed to the end whatever Ctrl-C lands meanwhile
                         self.sent += 1  # counted under _send_lock, beside the message
                         self.fds_sent += n_fds
                         if commit is not None:  # plain stores (see _SlotAssigner.refs); idempotent
@@ -1017,19 +1029,7 @@ class FrameSender:
         # A SEQPACKET message is sent whole or not at all, so sends from several threads need no lock, and a send
         # that runs out of time has sent nothing.
         anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)]
-        while True:
-            out[0] = True
-            try:
-                self._sock.sendmsg([msg], anc, _NOWAIT)
-                return
-            except BlockingIOError:
-                out[0] = False
-            except ValueError:  # our socket was closed under us (close() from another thread)
-                out[0] = False
-                raise PeerClosedError("this FrameSender was closed") from None
-            except OSError:
-                out[0] = False
-                raise
+        while not _send_once(self._sock.sendmsg, ([msg], anc, _NOWAIT), out):
             self._wait_writable(deadline, timeout)
 
     def _return(self, fid: int) -> bool:
@@ -1658,10 +1658,10 @@ class FrameReceiver:
         this receiver holds, in a layout it checked before, costs one receive into a buffer kept for it, one unpack
         and a comparison of the message with that layout, a commit-marker check, and per plane a view of an array
         made when the layout was first seen (each plane is a plain ``numpy.ndarray``); those views are made before the
-        wait, for the layout of the frame received last, so after it such a frame only fills in its fields. The views are read-only (writable for a
-        ``writer`` receiver, which calls ``FrameViews.commit()`` after writing). Each view holds the frame: the
-        producer gets the buffer back (DONE) once ``release()`` was called (or the FrameViews dropped) and the last
-        view, and every view of a view, is gone. A view never shows a later frame's data."""
+        wait, for the layout of the frame received last, so after it such a frame only fills in its fields. The views
+        are read-only (writable for a ``writer`` receiver, which calls ``FrameViews.commit()`` after writing). Each
+        view holds the frame: the producer gets the buffer back (DONE) once ``release()`` was called (or the
+        FrameViews dropped) and the last view, and every view of a view, is gone. A view never shows a later frame's data."""
         deadline = None if timeout is None else _deadline(timeout, "FrameReceiver.recv_views")
         if self._done._thread is None:
             self._done.start()
@@ -1689,7 +1689,6 @@ class FrameReceiver:
             sock = self._sock
             into = [buf]
             cache = self._view_layouts
-            table = self._table
             blocking = deadline is None and sock.gettimeout() is None
             poll = timeout is not None and timeout == 0
             while True:

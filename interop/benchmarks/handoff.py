@@ -17,9 +17,9 @@ microseconds on a small VM, and it changes from one consumer process to the next
 compares (interop and iceoryx2, blocking and busy-poll) run as ``reps`` interleaved rounds (default 3; ``interop
 bench --reps N``), each round running interop blocking, iceoryx2 blocking, interop busy-poll and iceoryx2 busy-poll
 in turn (every other round in the reverse order), each in a new consumer process. Such a case reports the median
-over every sample of every round, and in its details ``per_round`` (each round's median); ``x_iceoryx2_blocking`` is the median of the rounds' own ratios (a
-round's interop median over that round's iceoryx2 blocking median, ``per_round_x``), and
-``x_iceoryx2_blocking_pooled`` the ratio of the pooled medians. The other cases (recv + map, fd with every frame,
+over every sample of every round, and in its details ``per_round`` (each round's median); ``x_iceoryx2_blocking`` is
+the median of the rounds' own ratios (a round's interop median over that round's iceoryx2 blocking median,
+``per_round_x``), and ``x_iceoryx2_blocking_pooled`` the ratio of the pooled medians. The other cases (recv + map, fd with every frame,
 the pipe) run once each, and their ratio is against iceoryx2's pooled blocking median.
 
 Latency is taken on CLOCK_MONOTONIC, which both processes share: the producer writes the time into the frame just
