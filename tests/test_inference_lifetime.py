@@ -150,3 +150,48 @@ def test_an_inference_fed_from_callbacks_alone_is_parked_once() -> None:
     assert len(inference_module._ended) <= 2
     a.close()
     b.close()
+
+
+class _OpenVINO:
+    """openvino for one Inference, but each AsyncInferQueue it makes records itself and its callback weakly."""
+
+    def __init__(self, ov: object, seen: list[tuple[weakref.ref, weakref.ref]]) -> None:
+        self._ov = ov
+
+        class Queue(ov.AsyncInferQueue):  # type: ignore[attr-defined, name-defined, misc]
+            def set_callback(self, callback: object) -> None:
+                seen.append((weakref.ref(self), weakref.ref(callback)))
+                super().set_callback(callback)
+
+        self.AsyncInferQueue = Queue
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._ov, name)
+
+
+def test_close_returns_once_openvino_holds_no_callback_of_its_queues() -> None:
+    """Each request keeps a copy of its queue's callback, and so does OpenVINO's thread that finishes it until a
+    moment after the request's wait() returned: the last copy can go there after close() freed the queue, and letting
+    go of it takes the GIL on that thread, which at interpreter exit aborts the process (std::terminate, seen now and
+    then in tests/test_exit_threads.py). close() returns only once no such copy is left."""
+    import openvino as ov
+    from openvino import opset13 as ops
+
+    # requests long enough that the last one often ends just as close() waits for it
+    x = ops.parameter([1, 3, 256, 256], ov.Type.f32, name="x")
+    w = ops.constant(np.ones((16, 3, 3, 3), np.float32))
+    model = ov.Model([ops.relu(ops.convolution(x, w, [1, 1], [1, 1], [1, 1], [1, 1]))], [x])
+    data = np.ones((1, 3, 256, 256), np.float32)
+    late = 0
+    for _ in range(40):
+        seen: list[tuple[weakref.ref, weakref.ref]] = []
+        inf = interop.Inference(model, "CPU", config=CONFIG)
+        inf._ov = _OpenVINO(inf._ov, seen)
+        for _ in range(8):
+            inf.infer_async(data)
+        inf.wait_all()
+        inf.close()
+        assert seen and all(queue() is None for queue, _ in seen), "close() kept a request queue"
+        late += any(callback() is not None for _, callback in seen)
+        del inf
+    assert late == 0, f"{late} of 40 closes returned while OpenVINO's thread still held a freed queue's callback"

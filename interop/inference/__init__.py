@@ -131,6 +131,51 @@ def _gate(cond: threading.Condition, sealed: bool = False, new_work: bool = True
         cond.wait()
 
 
+# The completion callback of every request queue made, weakly, with its queue. Each request keeps a copy of the
+# callback, and OpenVINO's thread that finishes a request holds one more until a moment after the request's wait()
+# has returned: so the copy that goes last may go on OpenVINO's thread after the queue itself was freed, and letting
+# go of it takes the GIL there. Once the interpreter finalizes, a thread taking the GIL is ended by pthread_exit,
+# whose unwinding through the bindings' noexcept code is std::terminate (the abort seen at exit, rarely, when such a
+# thread was late). close() and exit wait for those copies to go (_wait_callbacks_let_go).
+_callbacks: list[tuple[weakref.ref[Any], weakref.ref[_Dispatch]]] = []
+_callbacks_lock = threading.Lock()
+CALLBACK_LET_GO_S = 1.0  # the longest close() or exit waits for OpenVINO's threads to let go of those copies
+
+
+def _track_callback(queue: Any, callback: _Dispatch) -> None:
+    with _callbacks_lock:
+        _callbacks[:] = [(q, d) for q, d in _callbacks if d() is not None]
+        _callbacks.append((weakref.ref(queue), weakref.ref(callback)))
+
+
+def _held_callbacks(owner: Inference | None) -> int:
+    """Callbacks of freed request queues (of ``owner``'s, or anyone's) that something still holds."""
+    with _callbacks_lock:
+        _callbacks[:] = [(q, d) for q, d in _callbacks if d() is not None]
+        held = 0
+        for q, d in _callbacks:
+            callback = d()
+            if q() is None and callback is not None and (owner is None or callback.ref() is owner):
+                held += 1
+            del callback
+        return held
+
+
+def _wait_callbacks_let_go(timeout: float, owner: Inference | None = None) -> bool:
+    """Wait (``timeout`` seconds at most) until OpenVINO's threads hold no callback of a request queue that is gone
+    (``owner``'s queues, or every Inference's). True once none does."""
+    deadline = time.monotonic() + timeout
+    while True:
+        held = _held_callbacks(owner)
+        if not held:
+            return True
+        if time.monotonic() >= deadline:
+            log.debug("Inference: OpenVINO still holds %d callbacks of freed request queues after %.1f s", held,
+                      timeout)
+            return False
+        time.sleep(0.001)  # the GIL let go: the thread that holds a copy needs it to drop that copy
+
+
 @atexit.register
 def _close_all() -> None:
     # OpenVINO's request threads must be gone before the interpreter tears down (else std::terminate at exit).
@@ -162,6 +207,7 @@ def _close_all() -> None:
     set_default_context(MemoryType.OPENVINO, None)
     ovt.drop_core()
     gc.collect()
+    _wait_callbacks_let_go(min(CALLBACK_LET_GO_S, max(0.0, deadline - time.monotonic())))  # see _callbacks
 
 
 def _check_timeout(timeout: object) -> float | None:
@@ -206,10 +252,20 @@ def _holds_host_import(keep: Any) -> bool:
     return getattr(m.tensors[0], "host_import", None) is not None
 
 
+def _wait_queues(variants: list[_Variant]) -> None:
+    """Wait for the requests of every variant's queue (a function of its own: no loop variable keeps a queue)."""
+    for v in variants:
+        try:
+            v.queue.wait_all()
+        except RuntimeError as e:  # a request that failed: reported by wait_all() already
+            log.debug("Inference.close: %r", e)
+        v.sync_requests.clear()
+
+
 class _Dispatch:
     """The queue's callback. Holds the Inference weakly: no cycle queue -> callback -> Inference -> queue."""
 
-    __slots__ = ("ref",)
+    __slots__ = ("ref", "__weakref__")  # weakly referenced by _callbacks
 
     def __init__(self, inf: Inference):
         self.ref = weakref.ref(inf)
@@ -505,7 +561,9 @@ class Inference:
 
     def _new_queue(self, compiled: Any, nreq: int) -> Any:
         queue = self._ov.AsyncInferQueue(compiled, nreq)
-        queue.set_callback(_Dispatch(self))
+        callback = _Dispatch(self)
+        queue.set_callback(callback)
+        _track_callback(queue, callback)
         return queue
 
     def _static_model(self, size_hw: tuple[int, int] | None) -> Any:
@@ -1136,15 +1194,11 @@ class Inference:
             log.debug("Inference.close: %r", e)
         with self._variants_lock:
             variants, self._variants = list(self._variants.values()), {}
-        for v in variants:
-            try:
-                v.queue.wait_all()
-            except RuntimeError as e:  # a request that failed: reported by wait_all() already
-                log.debug("Inference.close: %r", e)
-            v.sync_requests.clear()
-        variants.clear()
+        _wait_queues(variants)
+        variants.clear()  # the last references to the queues, but for a job's or a retired pool's (let go next)
         self._release_idle_pools()
         self._plane_inputs.clear()
+        _wait_callbacks_let_go(CALLBACK_LET_GO_S, self)  # the queues just freed: see _callbacks
 
     def __enter__(self) -> Inference:
         return self
