@@ -842,10 +842,13 @@ class FrameSender:
             else:
                 msg = _encode_frame(fid, frame, bufs, seq, marker)
                 fds = array.array("i", [b.fd for b in bufs])
-                self._send_message(msg, fds, deadline, timeout, out)
-                with self._send_lock:
-                    self.sent += 1
-                    self.fds_sent += len(fds)
+                try:
+                    self._send_message(msg, fds, deadline, timeout, out)
+                finally:
+                    if out[0]:  # counted however the send ends once the message is out (a Ctrl-C as it returns)
+                        with self._send_lock:
+                            self.sent += 1
+                            self.fds_sent += len(fds)
         except BaseException as e:
             if not out[0]:  # nothing went out; a frame out stays held for the consumer (its DONE gives it back)
                 self._failed(fid, e)

@@ -172,9 +172,12 @@ def test_a_ctrl_c_once_the_message_is_out_keeps_the_frame_in_flight(where, monke
 
             monkeypatch.setattr(FrameSender, "_learn", learn_firing)
         trigger.armed = True
+        sent, fds = tx.sent, tx.fds_sent
         _interrupted_send(pool, tx, 77)
         assert not trigger.armed
         assert tx.in_flight == 1  # it went out: held for the consumer
+        assert tx.sent == sent + 1, "a frame that went out is counted"
+        assert tx.fds_sent == fds + (0 if path == "planned" else 1)
         with pytest.raises(PoolTimeoutError):  # so not back in the pool, where the next frame would overwrite it
             pool.acquire(timeout=0.05)
         views = rx.recv_views(timeout=5)  # the consumer has it, intact
