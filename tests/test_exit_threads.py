@@ -136,3 +136,38 @@ def test_exit_with_a_daemon_thread_inside_inference(name: str) -> None:
     p = _run(INFERENCE_SCENARIOS[name])
     assert "main thread ends" in p.stdout, p.stderr[-3000:]
     assert p.returncode == 0, f"{name}: exit status {p.returncode}\n{p.stderr[-3000:]}"
+
+
+_CLOSED_AT_EXIT = """
+import atexit, threading, time
+go = threading.Event()
+atexit.register(lambda: (go.set(), time.sleep(0.3)))  # registered first, so it runs after interop's exit handler
+import numpy as np
+import interop
+import openvino as ov
+from openvino import opset13 as ops
+x = ops.parameter([1, 3, 64, 64], ov.Type.f32, name="x")
+inf = interop.Inference(ov.Model([ops.relu(x)], [x]), "CPU")
+data = np.ones((1, 3, 64, 64), np.float32)
+inf.infer(data)
+
+def late():
+    go.wait()
+    inf.infer_async(data)  # the Inference was closed by exit meanwhile
+    print("returned", flush=True)
+
+threading.Thread(target=late, daemon=True).start()
+print("main thread ends", flush=True)
+"""
+
+
+def test_a_daemon_thread_calling_an_inference_exit_closed_parks_without_a_traceback() -> None:
+    """Exit closes every Inference; a daemon thread that calls one afterwards parks, as it does for one exit has not
+    closed yet: no InteropError raised on it, so no traceback printed as the interpreter ends."""
+    need_module("openvino")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-c", _CLOSED_AT_EXIT], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "main thread ends" in p.stdout and "returned" not in p.stdout
+    assert "Traceback" not in p.stderr, p.stderr[-3000:]

@@ -6,6 +6,7 @@ interrupted by Ctrl-C leaves it open, and close() again finishes it."""
 from __future__ import annotations
 
 import gc
+import os
 import threading
 import weakref
 
@@ -152,6 +153,18 @@ def test_an_inference_fed_from_callbacks_alone_is_parked_once() -> None:
     b.close()
 
 
+def _slow_model():  # type: ignore[no-untyped-def]
+    """A model whose requests last long enough that the last one often ends just as the caller stops waiting, and
+    an input for it."""
+    import openvino as ov
+    from openvino import opset13 as ops
+
+    x = ops.parameter([1, 3, 256, 256], ov.Type.f32, name="x")
+    w = ops.constant(np.ones((16, 3, 3, 3), np.float32))
+    return ov.Model([ops.relu(ops.convolution(x, w, [1, 1], [1, 1], [1, 1], [1, 1]))], [x]), np.ones((1, 3, 256, 256),
+                                                                                                  np.float32)
+
+
 class _OpenVINO:
     """openvino for one Inference, but each AsyncInferQueue it makes records itself and its callback weakly."""
 
@@ -174,14 +187,7 @@ def test_close_returns_once_openvino_holds_no_callback_of_its_queues() -> None:
     moment after the request's wait() returned: the last copy can go there after close() freed the queue, and letting
     go of it takes the GIL on that thread, which at interpreter exit aborts the process (std::terminate, seen now and
     then in tests/test_exit_threads.py). close() returns only once no such copy is left."""
-    import openvino as ov
-    from openvino import opset13 as ops
-
-    # requests long enough that the last one often ends just as close() waits for it
-    x = ops.parameter([1, 3, 256, 256], ov.Type.f32, name="x")
-    w = ops.constant(np.ones((16, 3, 3, 3), np.float32))
-    model = ov.Model([ops.relu(ops.convolution(x, w, [1, 1], [1, 1], [1, 1], [1, 1]))], [x])
-    data = np.ones((1, 3, 256, 256), np.float32)
+    model, data = _slow_model()
     late = 0
     for _ in range(40):
         seen: list[tuple[weakref.ref, weakref.ref]] = []
@@ -195,3 +201,44 @@ def test_close_returns_once_openvino_holds_no_callback_of_its_queues() -> None:
         late += any(callback() is not None for _, callback in seen)
         del inf
     assert late == 0, f"{late} of 40 closes returned while OpenVINO's thread still held a freed queue's callback"
+
+
+def test_an_error_kept_from_a_callback_holds_no_callback_of_a_closed_queue() -> None:
+    """A callback's error is kept with its traceback (for wait_all(), then by the caller): the frames it holds must not
+    hold the queue's callback or the request, or close() waits its full limit for them and exit after it."""
+    inf = interop.Inference(tiny_model(), "CPU", config=CONFIG)
+
+    def boom(outputs: dict, i: int) -> None:
+        raise RuntimeError("a callback that fails")
+
+    inf.infer_async(X, boom, 0)
+    with pytest.raises(RuntimeError, match="a callback that fails") as kept:
+        inf.wait_all()
+    inf.close()
+    assert kept.value.__traceback__ is not None  # still held here
+    assert inference_module._held_callbacks(inf) == 0, "the kept traceback holds a closed queue's callback"
+
+
+def _tasks() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+def test_dropping_an_inference_right_after_wait_all_leaves_no_openvino_thread_stuck() -> None:
+    """wait_all() returns once the last callback counted its request done, while that callback still returns: an
+    Inference dropped then (no close()) must not free its queue under it (the request copy the callback was given
+    became the request's last owner, and its destructor, on that request's own thread, waited for the request to end:
+    that thread stuck for good, with the model's memory)."""
+    model, data = _slow_model()
+    inf = interop.Inference(model, "CPU", config=CONFIG)
+    inf.infer_async(data)
+    inf.close()  # OpenVINO's own threads made once
+    before = _tasks()
+    for _ in range(30):
+        inf = interop.Inference(model, "CPU", config=CONFIG)
+        for _ in range(8):
+            inf.infer_async(data)
+        inf.wait_all()
+        del inf
+    gc.collect()
+    assert _tasks() <= before + 2, f"{_tasks() - before} more threads after 30 Inferences dropped after wait_all()"
+    assert inference_module._held_callbacks(None) == 0

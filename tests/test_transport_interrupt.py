@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import _thread
 import contextlib
+import os
+import signal
 import socket
 import threading
 import time
@@ -292,3 +294,47 @@ def test_a_first_send_interrupted_before_its_message_never_forgets_another_buffe
         for k in (3, 4):  # the other buffer's slot still names it: its fd is not passed again
             _through(pool, tx, rx, k)
         assert tx.fds_sent == before
+
+
+def test_a_signal_while_the_count_waits_for_the_send_lock_still_counts_the_frame():
+    """slots=0: a frame that went out is counted under the send lock; a signal whose handler raises (a program's
+    deadline) while that count waits for the lock (another thread's send holds it) still leaves the frame counted."""
+
+    def handler(signum, frame):
+        raise Deadline
+
+    old = signal.signal(signal.SIGUSR1, handler)
+    try:
+        with _connected(2, slots=0) as (pool, tx, rx):
+            real = tx._sock
+
+            class Contended:
+                def __getattr__(self, name):
+                    return getattr(real, name)
+
+                def sendmsg(self, *args):
+                    n = real.sendmsg(*args)
+                    held = threading.Event()
+
+                    def other_send() -> None:  # another thread inside send(), holding the lock a moment
+                        with tx._send_lock:
+                            held.set()
+                            time.sleep(0.5)
+
+                    threading.Thread(target=other_send).start()
+                    held.wait(5)
+                    threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGUSR1)).start()  # as the count waits
+                    return n
+
+            tx._sock = Contended()
+            f = _write(pool, 5)
+            with pytest.raises(Deadline):
+                tx.send(f)
+            f.release()
+            assert (tx.sent, tx.fds_sent) == (1, 1)
+            views = rx.recv_views(timeout=5)
+            assert int(views[0][0, 0]) == 5
+            views.release()
+            assert tx.wait_returned(5)
+    finally:
+        signal.signal(signal.SIGUSR1, old)

@@ -76,7 +76,8 @@ InputSize = Callable[[int, int], Any]  # (frame width, frame height) -> (model w
 MAX_INPUT_SIDE = 1 << 16
 
 
-# Which Inferences run a completion callback on this thread (ids): their submissions are queued, not waited for.
+# Which Inferences run a completion callback on this thread (ids; a 0 for the whole of the queue's callback): their
+# submissions are queued, not waited for, and nothing here waits for a request.
 _callback_state = threading.local()
 
 
@@ -136,29 +137,35 @@ def _gate(cond: threading.Condition, sealed: bool = False, new_work: bool = True
 # has returned: so the copy that goes last may go on OpenVINO's thread after the queue itself was freed, and letting
 # go of it takes the GIL there. Once the interpreter finalizes, a thread taking the GIL is ended by pthread_exit,
 # whose unwinding through the bindings' noexcept code is std::terminate (the abort seen at exit, rarely, when such a
-# thread was late). close() and exit wait for those copies to go (_wait_callbacks_let_go).
-_callbacks: list[tuple[weakref.ref[Any], weakref.ref[_Dispatch]]] = []
-_callbacks_lock = threading.Lock()
+# thread was late). close(), exit and an Inference's finaliser wait for those copies to go (_wait_callbacks_let_go).
+# No lock: each step below is one operation under the GIL, so a finaliser that closes an Inference may run in the
+# middle of any of them (a collection starts at any allocation) without waiting on itself.
+_callbacks: dict[int, tuple[weakref.ref[Any], weakref.ref[_Dispatch]]] = {}
+_callback_keys = itertools.count()
 CALLBACK_LET_GO_S = 1.0  # the longest close() or exit waits for OpenVINO's threads to let go of those copies
 
 
 def _track_callback(queue: Any, callback: _Dispatch) -> None:
-    with _callbacks_lock:
-        _callbacks[:] = [(q, d) for q, d in _callbacks if d() is not None]
-        _callbacks.append((weakref.ref(queue), weakref.ref(callback)))
+    _prune_callbacks()
+    _callbacks[next(_callback_keys)] = (weakref.ref(queue), weakref.ref(callback))
+
+
+def _prune_callbacks() -> None:
+    for key, (_, d) in list(_callbacks.items()):
+        if d() is None:
+            _callbacks.pop(key, None)
 
 
 def _held_callbacks(owner: Inference | None) -> int:
     """Callbacks of freed request queues (of ``owner``'s, or anyone's) that something still holds."""
-    with _callbacks_lock:
-        _callbacks[:] = [(q, d) for q, d in _callbacks if d() is not None]
-        held = 0
-        for q, d in _callbacks:
-            callback = d()
-            if q() is None and callback is not None and (owner is None or callback.ref() is owner):
-                held += 1
-            del callback
-        return held
+    _prune_callbacks()
+    held = 0
+    for q, d in list(_callbacks.values()):
+        callback = d()
+        if q() is None and callback is not None and (owner is None or callback.ref() is owner):
+            held += 1
+        del callback
+    return held
 
 
 def _wait_callbacks_let_go(timeout: float, owner: Inference | None = None) -> bool:
@@ -252,6 +259,32 @@ def _holds_host_import(keep: Any) -> bool:
     return getattr(m.tensors[0], "host_import", None) is not None
 
 
+def _free_queues(variants: dict[Any, _Variant], retired: list[_Pool]) -> None:
+    """An Inference's finaliser: free its request queues only once OpenVINO's threads have returned from their
+    callbacks. wait_all() returns as the last request's callback has counted it done, while that callback is still
+    returning: a queue freed then (the program dropping its Inference right after wait_all) leaves the request copy
+    the callback was given as the request's last owner, whose destructor, run on that request's own thread, waits
+    for that request to finish: the thread is stuck for good (and the request's memory with it)."""
+    pools = [v.pool for v in variants.values()] + list(retired)
+    variants.clear()
+    retired.clear()
+    if not pools:
+        return
+    if _callbacks_here():  # dropped inside a completion callback: that request's queue must not wait for it here
+        threading.Thread(target=_wait_and_free, args=(pools,), name="interop-inference-free", daemon=True).start()
+        return
+    _wait_and_free(pools)
+
+
+def _wait_and_free(pools: list[_Pool]) -> None:
+    for pool in pools:
+        try:
+            pool.queue.wait_all()  # the GIL let go: returns once every request's callback has returned
+        except RuntimeError as e:  # a request that failed: reported by wait_all() already
+            log.debug("Inference: %r", e)
+    pools.clear()
+
+
 def _wait_queues(variants: list[_Variant]) -> None:
     """Wait for the requests of every variant's queue (a function of its own: no loop variable keeps a queue)."""
     for v in variants:
@@ -271,11 +304,20 @@ class _Dispatch:
         self.ref = weakref.ref(inf)
 
     def __call__(self, request: Any, job: _Job) -> None:
+        here = _callbacks_here()
+        here.append(0)  # a callback's thread to the end, even as the Inference may be let go below (_free_queues)
         inf = self.ref()
-        if inf is not None:
-            inf._on_done(request, job)
-        elif job.event is not None:
-            job.event.set()
+        try:
+            if inf is not None:
+                inf._on_done(request, job)
+            elif job.event is not None:
+                job.event.set()
+        finally:
+            # An error of the caller's callback is kept (for wait_all) with its traceback, which holds this frame:
+            # it must not hold the queue's callback (self) or the request copy (which holds the request, and that the
+            # callback), or close() would wait for that callback to go
+            del self, request, inf
+            here.pop()
 
 
 @dataclass
@@ -437,6 +479,9 @@ class Inference:
         self._backlog: deque[tuple[_Variant, list[Any], _Job]] = deque()
         self._drainer: threading.Thread | None = None
         _live.add(self)
+        # the request queues of an Inference the program drops without close() (see _free_queues)
+        fin = weakref.finalize(self, _free_queues, self._variants, self._retired)
+        fin.atexit = False  # exit closes every live Inference first (_close_all)
 
     # -- properties -----------------------------------------------------------------------------------
     @property
@@ -601,7 +646,7 @@ class Inference:
         a queue must not be destroyed by its own callback thread)."""
         with self._cond:
             idle = [p for p in self._retired if p.inflight == 0]
-            self._retired = [p for p in self._retired if p.inflight > 0]
+            self._retired[:] = [p for p in self._retired if p.inflight > 0]  # the same list: _free_queues has it
         for p in idle:
             for i in range(len(p.queue)):
                 try:
@@ -1021,6 +1066,7 @@ class Inference:
                 with self._cond:
                     self._errors.append(e)
         finally:
+            del request  # see _Dispatch.__call__: a kept traceback holds this frame
             owners.pop()
             with self._cond:
                 if not job.done:
@@ -1193,7 +1239,8 @@ class Inference:
         except BaseException as e:  # noqa: B036 - closing must not fail; errors were the caller's to collect
             log.debug("Inference.close: %r", e)
         with self._variants_lock:
-            variants, self._variants = list(self._variants.values()), {}
+            variants = list(self._variants.values())
+            self._variants.clear()  # the same dict: _free_queues has it
         _wait_queues(variants)
         variants.clear()  # the last references to the queues, but for a job's or a retired pool's (let go next)
         self._release_idle_pools()
@@ -1208,6 +1255,9 @@ class Inference:
 
     def _check_open(self) -> None:
         if self._closed:
+            if _exiting.is_set():  # closed by exit: a daemon thread parks (as for an open one), never a traceback
+                with self._cond:
+                    _gate(self._cond, True)
             raise InteropError("this Inference was closed; make a new one")
 
     @property
