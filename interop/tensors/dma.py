@@ -23,7 +23,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from .._locks import FinalizerLock
+from .._locks import FinalizerLock, UseCounted
 from ..backends import Backend, BackendReport, register_backend
 from ..context import Context, register_default_context
 from ..errors import (
@@ -160,7 +160,7 @@ def live_buffers() -> int:
     return _live_buffers["open"]
 
 
-class DMABuffer:
+class DMABuffer(UseCounted):
     """One fd the library owns (a dup, a received fd, or an allocation) and what is known about it.
 
     Tensors over it count as users; when the last user is gone the ``on_free`` callbacks run (pool return, DONE to a
@@ -230,22 +230,17 @@ class DMABuffer:
     def users(self) -> int:
         return self._users
 
-    def use(self) -> None:
-        with self._lock:
-            if self._closed:
-                raise InvalidTensorError("this DMA buffer was closed; its fd is gone")
-            self._users += 1
+    # use() and unuse(): UseCounted's
+    def _usable(self) -> bool:
+        return not self._closed
 
-    def unuse(self) -> None:
-        # A tensor's release hook, so often run by a finaliser: it never waits on the lock (a collection inside one
-        # of this buffer's critical sections, on this very thread, would wait for ever); the holder runs it instead.
-        self._lock.call(self._unuse_locked)
+    def _refusal(self) -> Exception:
+        return InvalidTensorError("this DMA buffer was closed; its fd is gone")
 
-    def _unuse_locked(self) -> Callable[[], None] | None:
-        self._users -= 1
-        if self._users != 0:
-            return None
-        callbacks = list(self._on_free)
+    def _last_gone(self, freed: bool) -> Callable[[], None]:
+        # Given back by an interrupted use(), the buffer is as its caller found it (a pool's acquire() puts its slot
+        # back itself): no on-free callback, but a close_when_free() that came meanwhile closes it.
+        callbacks = list(self._on_free) if freed else []
         return lambda: self._freed(callbacks)  # outside the lock: the callbacks take the pool's or transport's locks
 
     def _freed(self, callbacks: list[Callable[[], None]]) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .._locks import FinalizerLock
+from .._locks import FinalizerLock, UseCounted
 from ..backends import Backend, BackendReport, register_backend
 from ..context import Context, register_default_context
 from ..errors import (
@@ -150,7 +150,7 @@ def _destroy(display: Any, surface_id: int, closers: list[Callable[[], None]], o
             log.exception("vaDestroySurfaces(%s) failed", surface_id)
 
 
-class VASurface:
+class VASurface(UseCounted):
     """One surface id on one display, destroyed once when ``own`` (the default): when its last user (plane tensor,
     CPU mapping and the numpy views of it) is gone, at ``release()``, or at garbage collection.
 
@@ -173,21 +173,16 @@ class VASurface:
         self._closers: list[Callable[[], None]] = []
         self._fin = weakref.finalize(self, _destroy, context.display, self.surface_id, self._closers, own)
 
-    def use(self) -> None:
-        """Count a user (a plane tensor, a CPU mapping); the surface is destroyed when the last one lets go."""
-        with self._lock:
-            alive = self._fin.alive
-            if alive:
-                self._users += 1
-        if not alive:
-            raise InvalidTensorError(f"VA surface {self.surface_id} was destroyed; map or decode the frame again")
+    # use() and unuse(): UseCounted's. A user is a plane tensor or a CPU mapping; the surface is destroyed when the
+    # last one lets go (given back by an interrupted use(), it is as its caller found it: alive).
+    def _usable(self) -> bool:
+        return self._fin.alive
 
-    def unuse(self) -> None:
-        self._lock.call(self._unuse_locked)
+    def _refusal(self) -> Exception:
+        return InvalidTensorError(f"VA surface {self.surface_id} was destroyed; map or decode the frame again")
 
-    def _unuse_locked(self) -> Callable[[], None] | None:
-        self._users -= 1
-        return self.release if self._users == 0 else None  # after the lock is let go
+    def _last_gone(self, freed: bool) -> Callable[[], None] | None:
+        return self.release if freed else None  # after the lock is let go
 
     @property
     def display(self) -> Any:
