@@ -215,17 +215,13 @@ class FinalizerLock:
             self.__exit__()
 
     def _catch_up(self) -> None:
-        """Holding the lock, before our own section: run queued work; its follow-ups run with the lock let go."""
-        lock = self._lock
-        while self._pending:
-            self._run_pending()
-            after = self._after
-            if after:
-                self._after = []
-                lock.release()
-                for then in after:
-                    _run(then)
-                lock.acquire()
+        """Holding the lock, before our own section: run queued work; its follow-ups run as this holder lets go
+        (_exit_slow). Never let go and take it back here: a follow-up run in between could take this thread's other
+        locks or drop this lock from its held list, and the blocking re-take could wait while the caller holds
+        another FinalizerLock (acquire(blocking=False) from call() would then wait)."""
+        self._run_pending()
+        if self._after:
+            self._slow()
 
     def _run_pending(self) -> None:
         while self._pending:

@@ -367,3 +367,47 @@ def test_call_on_a_free_thread_returns_with_the_follow_up_done_while_another_thr
     frame's release() returned before its slot was back: test_pool_frame_is_back_..., seen once in a full run)."""
     lock = FinalizerLock()
     assert all(_follow_up_done_when_call_returns(lock) for _ in range(200)), "call() returned before its follow-up"
+
+
+def test_work_queued_before_a_section_keeps_the_section_held_and_its_follow_up_for_the_let_go() -> None:
+    """Work found queued as a thread takes the lock runs first; its follow-up (here one that takes another lock)
+    runs once the holder lets go. Let go and taken back in between, the section ran as if unheld: a finaliser in it
+    ran its work inside the section instead of queueing it."""
+    from interop._locks import _held
+
+    lock, other = FinalizerLock(), FinalizerLock()
+    followed: list[str] = []
+    lock._pending.append((lambda: (lambda: other.call(followed.append, "follow-up")), ()))  # queued by another thread
+    with lock:
+        assert _held() == 1
+        inner: list[str] = []
+        lock.call(inner.append, "a finaliser's work")  # started inside the section: queued, not run here
+        assert inner == [] and followed == []
+    assert inner == ["a finaliser's work"] and followed == ["follow-up"]
+
+
+def test_call_from_a_thread_holding_another_lock_never_waits_for_a_follow_up() -> None:
+    """call() on a thread that holds a FinalizerLock only tries the lock; when its try runs queued work whose
+    follow-up lets another thread take that lock and then wait for the one held here, the try must not wait."""
+    a, x = FinalizerLock(), FinalizerLock()
+    t4_has_a = threading.Event()
+
+    def t4() -> None:
+        with a:  # a buffer's lock, then a registry's (DMABuffer.mapping -> nd.Mapping)
+            t4_has_a.set()
+            with x:
+                pass
+
+    def follow_up() -> None:  # runs with a let go: another thread takes it meanwhile
+        threading.Thread(target=t4, daemon=True).start()
+        t4_has_a.wait(2)
+
+    returned = threading.Event()
+
+    def t3() -> None:
+        with x:  # a finaliser started inside x's section gives a buffer back
+            a.call(lambda: follow_up)
+        returned.set()
+
+    threading.Thread(target=t3, daemon=True).start()
+    assert returned.wait(5), "call() waited for a lock while this thread held another: a deadlock"
