@@ -846,29 +846,28 @@ class FrameSender:
                 try:
                     self._send_message(msg, fds, deadline, timeout, out)
                 finally:
-                    if out[0]:  # counted however the send ends once the message is out (a Ctrl-C as it returns)
-                        self._count_sent(n_fds)
+                    # counted however the send ends once the message is out (a Ctrl-C as it returns), written out:
+                    # a function's entry is itself a point where a signal's exception is raised. Taking the lock may
+                    # be interrupted (a signal while another thread holds it): tried once more then, the count made
+                    # once (``done``: no call between it and the stores)
+                    if out[0]:
+                        done = False
+                        try:
+                            with self._send_lock:
+                                self.sent += 1
+                                self.fds_sent += n_fds
+                                done = True
+                        except BaseException:
+                            if not done:
+                                with self._send_lock:
+                                    self.sent += 1
+                                    self.fds_sent += n_fds
+                            raise
         except BaseException as e:
             if not out[0]:  # nothing went out; a frame out stays held for the consumer (its DONE gives it back)
                 self._failed(fid, e)
             raise
         return fid
-
-    def _count_sent(self, n_fds: int) -> None:
-        """Count a frame that went out with ``n_fds`` fds. Taking the lock may be interrupted (a signal while another
-        thread holds it): tried once more then, the count made once (``done``: no call between it and the stores)."""
-        done = False
-        try:
-            with self._send_lock:
-                self.sent += 1
-                self.fds_sent += n_fds
-                done = True
-        except BaseException:
-            if not done:
-                with self._send_lock:
-                    self.sent += 1
-                    self.fds_sent += n_fds
-            raise
 
     def _fitting_plan(self, frame: Frame) -> _SendPlan | None:
         """The plan of ``frame``'s buffer when the frame (a Frame, not released, no pending attribute source) is

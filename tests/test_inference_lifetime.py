@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import threading
+import time
 import weakref
 
 import numpy as np
@@ -242,3 +244,49 @@ def test_dropping_an_inference_right_after_wait_all_leaves_no_openvino_thread_st
     gc.collect()
     assert _tasks() <= before + 2, f"{_tasks() - before} more threads after 30 Inferences dropped after wait_all()"
     assert inference_module._held_callbacks(None) == 0
+
+
+def _threads_in(name: str) -> int:
+    """Threads now running the function ``name`` somewhere in their stack."""
+    n = 0
+    for f in sys._current_frames().values():
+        while f is not None:
+            if f.f_code.co_name == name:
+                n += 1
+                break
+            f = f.f_back
+    return n
+
+
+def test_an_inference_let_go_inside_its_own_callback_frees_its_queue_off_that_thread(monkeypatch) -> None:
+    """The last reference to an Inference may go inside its queue's own callback (a program thread let go of the
+    parked Inference while the callback still runs): its finaliser must not wait for that queue on that thread (the
+    request would wait for itself), and frees it on a thread of its own."""
+    real = inference_module.Inference._on_done
+
+    def on_done(self, request, job):  # type: ignore[no-untyped-def]
+        real(self, request, job)
+        inference_module._ended.clear()  # now only _Dispatch.__call__ holds the Inference: it lets go of it last
+
+    monkeypatch.setattr(inference_module.Inference, "_on_done", on_done)
+    freed_on: list[str] = []
+    free = inference_module._wait_and_free
+
+    def wait_and_free(pools):  # type: ignore[no-untyped-def]
+        freed_on.append(threading.current_thread().name)
+        free(pools)
+
+    monkeypatch.setattr(inference_module, "_wait_and_free", wait_and_free)
+    inf = interop.Inference(tiny_model(), "CPU", config=CONFIG)
+    inf.compile_for(X)
+    queues = [q for q, d in list(inference_module._callbacks.values()) if d() is not None and d().ref() is inf]
+    assert queues
+    inf.infer_async(X)
+    del inf
+    deadline = time.monotonic() + 10
+    while any(q() is not None for q in queues) and time.monotonic() < deadline:
+        time.sleep(0.01)
+        gc.collect()
+    assert all(q() is None for q in queues), "the queue was never freed (its finaliser waited on the callback's thread)"
+    assert freed_on == ["interop-inference-free"]
+    assert _threads_in("wait_and_free") == 0

@@ -338,3 +338,31 @@ def test_a_signal_while_the_count_waits_for_the_send_lock_still_counts_the_frame
             assert tx.wait_returned(5)
     finally:
         signal.signal(signal.SIGUSR1, old)
+
+
+class _Trip(int):
+    # called by the interpreter as the object is freed (no bytecode, so no check of pending signals there): Python's
+    # pending-interrupt flag is set (signal 2, SIGINT) with no call boundary until the next function starts
+    __del__ = _thread.interrupt_main
+
+
+def test_a_signal_pending_as_the_count_starts_still_counts_the_frame():
+    """slots=0: an interrupt pending as send() goes on to count a frame that went out is raised at the next call
+    boundary; a count made in a function of its own would be cut off at that function's entry."""
+    with _connected(2, slots=0) as (pool, tx, rx):
+        real = tx._send_message
+
+        def send_message(*args):
+            real(*args)
+            trip = _Trip(2)  # noqa: F841 - freed as this frame returns: the flag is set then
+            return None
+
+        tx._send_message = send_message
+        f = _write(pool, 5)
+        with pytest.raises(KeyboardInterrupt):
+            tx.send(f)
+        f.release()
+        views = rx.recv_views(timeout=5)  # the frame went out
+        assert int(views[0][0, 0]) == 5
+        views.release()
+        assert (tx.sent, tx.fds_sent) == (1, 1)

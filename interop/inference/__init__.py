@@ -151,8 +151,9 @@ def _track_callback(queue: Any, callback: _Dispatch) -> None:
 
 
 def _prune_callbacks() -> None:
-    for key, (_, d) in list(_callbacks.items()):
-        if d() is None:
+    for key in list(_callbacks):  # the keys only: no allocation per item, where a collection could start
+        entry = _callbacks.get(key)
+        if entry is not None and entry[1]() is None:
             _callbacks.pop(key, None)
 
 
@@ -160,7 +161,7 @@ def _held_callbacks(owner: Inference | None) -> int:
     """Callbacks of freed request queues (of ``owner``'s, or anyone's) that something still holds."""
     _prune_callbacks()
     held = 0
-    for q, d in list(_callbacks.values()):
+    for q, d in list(_callbacks.values()):  # one list, of objects the dict holds
         callback = d()
         if q() is None and callback is not None and (owner is None or callback.ref() is owner):
             held += 1
@@ -214,6 +215,8 @@ def _close_all() -> None:
     set_default_context(MemoryType.OPENVINO, None)
     ovt.drop_core()
     gc.collect()
+    with _freeing:  # dropped Inferences' queues being freed on other threads (_free_queues)
+        _freeing.wait_for(lambda: _freeing.count == 0, max(0.0, deadline - time.monotonic()))
     _wait_callbacks_let_go(min(CALLBACK_LET_GO_S, max(0.0, deadline - time.monotonic())))  # see _callbacks
 
 
@@ -270,19 +273,36 @@ def _free_queues(variants: dict[Any, _Variant], retired: list[_Pool]) -> None:
     retired.clear()
     if not pools:
         return
+    with _freeing:
+        _freeing.count += 1  # before the thread starts: exit waits for it from now on
     if _callbacks_here():  # dropped inside a completion callback: that request's queue must not wait for it here
         threading.Thread(target=_wait_and_free, args=(pools,), name="interop-inference-free", daemon=True).start()
         return
     _wait_and_free(pools)
 
 
+class _Freeing(threading.Condition):
+    count = 0  # queues of dropped Inferences being waited for and freed (_wait_and_free): exit waits for them
+
+
+_freeing = _Freeing()
+
+
 def _wait_and_free(pools: list[_Pool]) -> None:
-    for pool in pools:
-        try:
-            pool.queue.wait_all()  # the GIL let go: returns once every request's callback has returned
-        except RuntimeError as e:  # a request that failed: reported by wait_all() already
-            log.debug("Inference: %r", e)
-    pools.clear()
+    try:
+        for pool in pools:
+            queue = pool.queue
+            for i in range(len(queue)):  # request by request: the queue's wait_all() stops at a failed one
+                try:
+                    queue[i].wait()  # the GIL let go: returns once the request's callback has returned
+                except RuntimeError as e:  # a request that failed: reported by wait_all() already
+                    log.debug("Inference: %r", e)
+            del queue
+        pools.clear()
+    finally:
+        with _freeing:
+            _freeing.count -= 1
+            _freeing.notify_all()
 
 
 def _wait_queues(variants: list[_Variant]) -> None:
@@ -792,6 +812,7 @@ class Inference:
 
     def compile_for(self, x: Any) -> None:
         """Compile (and cache) the model variant ``x`` needs, without running it: keeps compilation out of timings."""
+        self._check_open()
         with self._inside_openvino():
             self._prepare(x)
 
@@ -951,7 +972,8 @@ class Inference:
                 if isinstance(job, _Job) and not job.done and job.pool is pool:
                     failure = RequestFailedError(f"an inference request of {self.model_name} on {self._device} "
                                                  f"failed inside OpenVINO: {_ov_message(cause)}")
-                    failure.__cause__ = cause
+                    # the cause's traceback holds this frame (the pool, the variant, the Inference): not kept
+                    failure.__cause__ = cause.with_traceback(None)
                     self._finish(job, failure)
             if v.pool is pool:
                 v.pool = _Pool(self._new_queue(v.compiled, v.nreq))
@@ -1255,9 +1277,9 @@ class Inference:
 
     def _check_open(self) -> None:
         if self._closed:
-            if _exiting.is_set():  # closed by exit: a daemon thread parks (as for an open one), never a traceback
-                with self._cond:
-                    _gate(self._cond, True)
+            # Raised, not parked, at exit too: a thread the program joins in its own exit handler must end.
+            if _exiting.is_set():
+                raise InteropError("the interpreter is exiting: this Inference was closed by the exit")
             raise InteropError("this Inference was closed; make a new one")
 
     @property
@@ -1268,12 +1290,14 @@ class Inference:
 
     def compiled_property(self, name: str, x: Any = None) -> Any:
         """A property of the compiled model used for ``x`` (default: the raw model), e.g. INFERENCE_PRECISION_HINT."""
+        self._check_open()
         with self._inside_openvino():
             v = self._raw_variant() if x is None else self._prepare(x)[0]
             return v.compiled.get_property(name)
 
     def pool_size(self, x: Any = None) -> int:
         """Number of infer requests in the pool used for ``x`` (default: the raw model's)."""
+        self._check_open()
         with self._inside_openvino():
             v = self._raw_variant() if x is None else self._prepare(x)[0]
         return v.nreq
