@@ -176,3 +176,47 @@ def test_a_thread_calling_an_inference_exit_closed_is_told_so_and_can_end() -> N
     assert p.returncode == 0, p.stderr[-3000:]
     assert "calling" in p.stdout, p.stdout
     assert "refused: the interpreter is exiting" in p.stdout, p.stdout + p.stderr[-3000:]
+
+
+_JOINED_AT_EXIT = """
+import atexit, threading, time
+stop = threading.Event()
+holder = []
+def join():  # registered first: runs after interop's exit handler
+    stop.set()
+    holder[0].join(20)
+    print("joined" if not holder[0].is_alive() else "still alive", flush=True)
+atexit.register(join)
+import numpy as np
+import interop
+import openvino as ov
+from openvino import opset13 as ops
+x = ops.parameter([1, 3, 64, 64], ov.Type.f32, name="x")
+inf = interop.Inference(ov.Model([ops.relu(x)], [x]), "CPU")
+data = np.ones((1, 3, 64, 64), np.float32)
+inf.infer(data)
+
+def loop():
+    while not stop.is_set():
+        try:
+            inf.infer(data)
+        except interop.InteropError as e:
+            print("refused:", e, flush=True)
+            return
+
+holder.append(threading.Thread(target=loop, daemon=True))
+holder[0].start()
+time.sleep(0.3)
+print("main thread ends", flush=True)
+"""
+
+
+def test_a_thread_inside_an_inference_loop_at_exit_is_told_so_and_can_be_joined() -> None:
+    """A thread that keeps calling an Inference as the interpreter exits parks while exit closes it (it must not
+    enter OpenVINO then), and once closed gets the exit's InteropError: an exit handler joining it returns."""
+    need_module("openvino")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-c", _JOINED_AT_EXIT], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "joined" in p.stdout, p.stdout + p.stderr[-3000:]

@@ -114,7 +114,8 @@ _exiting = threading.Event()
 EXIT_WAIT_S = 30.0  # the longest interpreter exit waits for requests and threads inside OpenVINO, all Inferences together
 
 
-def _gate(cond: threading.Condition, sealed: bool = False, new_work: bool = True) -> None:
+def _gate(cond: threading.Condition, sealed: bool = False, new_work: bool = True,
+          closed: Callable[[], bool] | None = None) -> None:
     """Called with ``cond`` held where a thread enters OpenVINO.
 
     New work (compile, map, start a caller's request): at exit, the main thread and completion callbacks are refused,
@@ -128,8 +129,11 @@ def _gate(cond: threading.Condition, sealed: bool = False, new_work: bool = True
         return
     if main or _callbacks_here():
         raise InteropError("the interpreter is exiting: Inference takes no new requests")
-    while True:  # a daemon thread parks here (the lock released while it waits); the process ends around it
+    # A daemon thread parks here (the lock released while it waits) until exit has closed the Inference (``closed``;
+    # close notifies), then gets the exit's InteropError: a thread the program joins in its own exit handler ends.
+    while closed is None or not closed():
         cond.wait()
+    raise InteropError("the interpreter is exiting: this Inference was closed by the exit")
 
 
 # The completion callback of every request queue made, weakly, with its queue. Each request keeps a copy of the
@@ -825,7 +829,7 @@ class Inference:
         none to be inside OpenVINO before tearing it down, and parks threads that come later (see _gate; ``new_work``
         False: work exit waits for, let in until the Inference is sealed)."""
         with self._cond:
-            _gate(self._cond, self._sealed, new_work)
+            _gate(self._cond, self._sealed, new_work, lambda: self._closed)
             self._inside += 1
         try:
             yield
