@@ -263,9 +263,11 @@ def test_an_inference_let_go_inside_its_own_callback_frees_its_queue_off_that_th
     parked Inference while the callback still runs): its finaliser must not wait for that queue on that thread (the
     request would wait for itself), and frees it on a thread of its own."""
     real = inference_module.Inference._on_done
+    dropped = threading.Event()
 
     def on_done(self, request, job):  # type: ignore[no-untyped-def]
         real(self, request, job)
+        dropped.wait(10)  # the program has let go of it by now
         inference_module._ended.clear()  # now only _Dispatch.__call__ holds the Inference: it lets go of it last
 
     monkeypatch.setattr(inference_module.Inference, "_on_done", on_done)
@@ -283,6 +285,7 @@ def test_an_inference_let_go_inside_its_own_callback_frees_its_queue_off_that_th
     assert queues
     inf.infer_async(X)
     del inf
+    dropped.set()
     deadline = time.monotonic() + 10
     while any(q() is not None for q in queues) and time.monotonic() < deadline:
         time.sleep(0.01)
