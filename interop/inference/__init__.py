@@ -133,7 +133,11 @@ def _gate(cond: threading.Condition, sealed: bool = False, new_work: bool = True
     # close notifies), then gets the exit's InteropError: a thread the program joins in its own exit handler ends.
     while closed is None or not closed():
         cond.wait()
-    raise InteropError("the interpreter is exiting: this Inference was closed by the exit")
+    raise _closed_by_exit()
+
+
+def _closed_by_exit() -> InteropError:
+    return InteropError("the interpreter is exiting: this Inference was closed by the exit")
 
 
 # The completion callback of every request queue made, weakly, with its queue. Each request keeps a copy of the
@@ -295,13 +299,7 @@ _freeing = _Freeing()
 def _wait_and_free(pools: list[_Pool]) -> None:
     try:
         for pool in pools:
-            queue = pool.queue
-            for i in range(len(queue)):  # request by request: the queue's wait_all() stops at a failed one
-                try:
-                    queue[i].wait()  # the GIL let go: returns once the request's callback has returned
-                except RuntimeError as e:  # a request that failed: reported by wait_all() already
-                    log.debug("Inference: %r", e)
-            del queue
+            _wait_requests(pool.queue)
         pools.clear()
     finally:
         with _freeing:
@@ -309,13 +307,20 @@ def _wait_and_free(pools: list[_Pool]) -> None:
             _freeing.notify_all()
 
 
+def _wait_requests(queue: Any) -> None:
+    """Wait until every request of ``queue`` has returned from its callback (the GIL let go), request by request: the
+    queue's own wait_all() stops at a request that failed inside OpenVINO, before the others' callbacks returned."""
+    for i in range(len(queue)):
+        try:
+            queue[i].wait()
+        except RuntimeError as e:  # a request that failed: reported when it was found
+            log.debug("Inference: %r", e)
+
+
 def _wait_queues(variants: list[_Variant]) -> None:
     """Wait for the requests of every variant's queue (a function of its own: no loop variable keeps a queue)."""
     for v in variants:
-        try:
-            v.queue.wait_all()
-        except RuntimeError as e:  # a request that failed: reported by wait_all() already
-            log.debug("Inference.close: %r", e)
+        _wait_requests(v.queue)
         v.sync_requests.clear()
 
 
@@ -672,11 +677,7 @@ class Inference:
             idle = [p for p in self._retired if p.inflight == 0]
             self._retired[:] = [p for p in self._retired if p.inflight > 0]  # the same list: _free_queues has it
         for p in idle:
-            for i in range(len(p.queue)):
-                try:
-                    p.queue[i].wait()  # returns once the request's callback has returned
-                except RuntimeError:  # a request that failed: reported when it was found
-                    pass
+            _wait_requests(p.queue)
         idle.clear()
 
     def _raw_variant(self) -> _Variant:
@@ -1283,7 +1284,7 @@ class Inference:
         if self._closed:
             # Raised, not parked, at exit too: a thread the program joins in its own exit handler must end.
             if _exiting.is_set():
-                raise InteropError("the interpreter is exiting: this Inference was closed by the exit")
+                raise _closed_by_exit()
             raise InteropError("this Inference was closed; make a new one")
 
     @property
