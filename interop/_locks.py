@@ -245,6 +245,7 @@ class UseCounted:
 
     _lock: FinalizerLock
     _users: int
+    _lets_go = 0  # users that have let go, ever: an interrupted use() giving its count back asks whether one did since
 
     def _usable(self) -> bool:
         """Holding the lock: whether a new user may come."""
@@ -256,21 +257,22 @@ class UseCounted:
 
     def _last_gone(self, freed: bool) -> Callable[[], Any] | None:
         """Holding the lock, the count just down to zero: what runs once the lock is let go. ``freed`` is False when
-        it is the count of an interrupted use() that found none, given back: nobody let go of anything."""
+        it is the count of an interrupted use() given back with no other user let go since it counted: nobody let go
+        of anything."""
         raise NotImplementedError
 
     def use(self) -> None:
         """Count a user, or raise :meth:`_refusal` (closed, destroyed) and count none."""
-        before, counted = 0, False
+        lets_go, counted = 0, False
         try:
             with self._lock:
                 if self._usable():
-                    before = self._users
-                    self._users = before + 1
+                    lets_go = self._lets_go
+                    self._users += 1
                     counted = True  # no interrupt can land between the count and this
         except BaseException:
             if counted:  # the with statement let go, then the interrupt: its caller never learns of the count
-                self._lock.call(self._unuse_locked, before > 0)
+                self._lock.call(self._give_back_use, lets_go)
             raise
         if not counted:
             raise self._refusal()
@@ -280,9 +282,16 @@ class UseCounted:
         # critical sections, on this very thread, would wait for ever); the holder runs it instead.
         self._lock.call(self._unuse_locked)
 
-    def _unuse_locked(self, freed: bool = True) -> Callable[[], Any] | None:
+    def _unuse_locked(self) -> Callable[[], Any] | None:
         self._users -= 1
-        return self._last_gone(freed) if self._users == 0 else None
+        self._lets_go += 1
+        return self._last_gone(True) if self._users == 0 else None
+
+    def _give_back_use(self, lets_go: int) -> Callable[[], Any] | None:
+        # The count of an interrupted use(). Down to zero, it is the last one only if another user let go meanwhile
+        # (that user's unuse() found this count still there, so it ran nothing): else nobody let go of anything.
+        self._users -= 1
+        return self._last_gone(self._lets_go != lets_go) if self._users == 0 else None
 
 
 def _run(fn: Callable[..., Any], *args: Any, _log: logging.Logger = _log) -> Any:

@@ -41,7 +41,7 @@ from interop import (
     UnsupportedFormatError,
     UnsupportedTypeError,
 )
-from interop.errors import InteropBufferError, ModelFileError, WrongMemoryError
+from interop.errors import InteropBufferError, ModelFileError, StateError, WrongMemoryError
 from interop.info import plane_infos, plane_layout
 from tests.reliability import backends as B
 from tests.reliability import stats
@@ -913,7 +913,7 @@ def _inference_callback_not_callable():
         inf.infer_async(np.zeros((1, 3, 8, 8), np.float32), 5)
 
 
-@case("released", "Inference", InteropError, r"make a new one")
+@case("released", "Inference", StateError, r"make a new one")
 def _inference_closed():
     inf = interop.Inference(_tiny_model(), "CPU")
     inf.close()

@@ -274,9 +274,9 @@ def test_an_inference_let_go_inside_its_own_callback_frees_its_queue_off_that_th
     freed_on: list[str] = []
     free = inference_module._wait_and_free
 
-    def wait_and_free(pools):  # type: ignore[no-untyped-def]
+    def wait_and_free(pools, token):  # type: ignore[no-untyped-def]
         freed_on.append(threading.current_thread().name)
-        free(pools)
+        free(pools, token)
 
     monkeypatch.setattr(inference_module, "_wait_and_free", wait_and_free)
     inf = interop.Inference(tiny_model(), "CPU", config=CONFIG)
@@ -293,3 +293,43 @@ def test_an_inference_let_go_inside_its_own_callback_frees_its_queue_off_that_th
     assert all(q() is None for q in queues), "the queue was never freed (its finaliser waited on the callback's thread)"
     assert freed_on == ["interop-inference-free"]
     assert _threads_in("wait_and_free") == 0
+
+
+class _Queue:
+    """A request queue with no request: nothing to wait for."""
+
+    def __len__(self) -> int:
+        return 0
+
+
+class _Pool:
+    queue = _Queue()
+
+
+def test_a_free_whose_thread_cannot_start_leaves_nothing_for_exit_to_wait_for(monkeypatch) -> None:
+    """Freeing a dropped Inference's queues from inside a callback needs a thread: when it cannot start (the
+    interpreter shutting down, threads exhausted), the free's token must not stay behind (exit waited its whole
+    deadline for it)."""
+    def refuse(self):  # type: ignore[no-untyped-def]
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    inference_module._callbacks_here().append(0)  # as in a completion callback
+    try:
+        with pytest.raises(RuntimeError):
+            inference_module._free_queues({"v": type("V", (), {"pool": _Pool()})()}, [])
+    finally:
+        inference_module._callbacks_here().pop()
+    assert not inference_module._freeing
+
+
+def test_a_ctrl_c_as_a_free_begins_leaves_nothing_for_exit_to_wait_for(monkeypatch) -> None:
+    """A KeyboardInterrupt landing where the free waits for the queues (its entry is a point CPython raises one at)
+    must not leave the free counted."""
+    def interrupted(pools, token):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(inference_module, "_wait_and_free", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        inference_module._free_queues({}, [_Pool()])
+    assert not inference_module._freeing

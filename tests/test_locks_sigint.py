@@ -381,7 +381,7 @@ def test_reentry_raises_instead_of_hanging():
 
 def _counting(cls: type) -> list[Callable[..., Any]]:
     """The functions of ``cls`` that count its users (watched for interrupts besides the lock's own module)."""
-    names = ("use", "unuse", "_unuse_locked", "_usable", "_last_gone")
+    names = ("use", "unuse", "_unuse_locked", "_give_back_use", "_usable", "_last_gone")
     return [getattr(cls, n) for n in names if hasattr(cls, n)]
 
 
@@ -427,6 +427,60 @@ def test_dma_buffer_use_by_a_second_user_gives_the_count_back():
         _sweep(buf.use, check, *_counting(DMABuffer))
         buf.unuse()
         assert freed == [1]
+    finally:
+        buf.close()
+
+
+class _InterruptAfterAnotherUser(_Interrupt):
+    """Raises at the ``at``-th point as :class:`_Interrupt` does; just before, where the lock is free, another thread
+    uses the buffer and lets go of it (a transport's consumer and a tensor of the same frame, say)."""
+
+    def __init__(self, at: int, watched: set[types.CodeType], buf: DMABuffer):
+        super().__init__(at, watched)
+        self.buf = buf
+        self.other = False
+
+    def _point(self, frame: types.FrameType, what: str) -> None:
+        if self.seen + 1 == self.at and _free_for_another_thread(self.buf._lock):
+            t = threading.Thread(target=lambda: (self.buf.use(), self.buf.unuse()), daemon=True)
+            t.start()
+            t.join(10)
+            self.other = not t.is_alive()
+        super()._point(frame, what)
+
+
+@_bounded
+def test_dma_buffer_use_interrupted_while_another_user_comes_and_goes_runs_on_free_once():
+    """The count an interrupted use() gives back is the last one when another user let go meanwhile (that user's
+    unuse() saw it still counted): the on-free callbacks (pool return, DONE to the producer) run then, exactly once.
+    Before, they were skipped whenever the buffer had no user as use() began."""
+    buf = DMABuffer.allocate(4096)
+    freed: list[int] = []
+    buf.on_free(lambda: freed.append(1))
+    watched = {f.__code__ for f in _counting(DMABuffer)}
+    outer = sys.gettrace()
+    others = 0
+    try:
+        for at in range(1, 200):
+            inj = _InterruptAfterAnotherUser(at, watched, buf)
+            sys.settrace(inj.trace)
+            try:
+                buf.use()
+            except KeyboardInterrupt:
+                pass
+            finally:
+                sys.settrace(outer)
+            if inj.where is None:  # past the last point: use() returned
+                buf.unuse()
+                break
+            _lock_is_clean(buf._lock, inj.where)
+            assert buf.users == 0, f"interrupted at {inj.where}: {buf.users} users"
+            assert freed == ([1] if inj.other else []), f"interrupted at {inj.where}: on-free ran {len(freed)} times"
+            others += inj.other
+            freed.clear()
+        else:
+            raise AssertionError("use() never returned")
+        assert others > 0, "no point with the lock free: the test checked nothing"
     finally:
         buf.close()
 

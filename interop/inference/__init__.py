@@ -41,6 +41,7 @@ from ..errors import (
     NoRouteError,
     RequestFailedError,
     ResourceError,
+    StateError,
     UnsupportedFormatError,
     UnsupportedTypeError,
     WrongMemoryError,
@@ -128,7 +129,7 @@ def _gate(cond: threading.Condition, sealed: bool = False, new_work: bool = True
     if main and not new_work:
         return
     if main or _callbacks_here():
-        raise InteropError("the interpreter is exiting: Inference takes no new requests")
+        raise StateError("the interpreter is exiting: Inference takes no new requests")
     # A daemon thread parks here (the lock released while it waits) until exit has closed the Inference (``closed``;
     # close notifies), then gets the exit's InteropError: a thread the program joins in its own exit handler ends.
     while closed is None or not closed():
@@ -136,8 +137,8 @@ def _gate(cond: threading.Condition, sealed: bool = False, new_work: bool = True
     raise _closed_by_exit()
 
 
-def _closed_by_exit() -> InteropError:
-    return InteropError("the interpreter is exiting: this Inference was closed by the exit")
+def _closed_by_exit() -> StateError:
+    return StateError("the interpreter is exiting: this Inference was closed by the exit")
 
 
 # The completion callback of every request queue made, weakly, with its queue. Each request keeps a copy of the
@@ -223,8 +224,8 @@ def _close_all() -> None:
     set_default_context(MemoryType.OPENVINO, None)
     ovt.drop_core()
     gc.collect()
-    with _freeing:  # dropped Inferences' queues being freed on other threads (_free_queues)
-        _freeing.wait_for(lambda: _freeing.count == 0, max(0.0, deadline - time.monotonic()))
+    while _freeing and time.monotonic() < deadline:  # dropped Inferences' queues being freed on other threads
+        time.sleep(0.001)
     _wait_callbacks_let_go(min(CALLBACK_LET_GO_S, max(0.0, deadline - time.monotonic())))  # see _callbacks
 
 
@@ -281,30 +282,33 @@ def _free_queues(variants: dict[Any, _Variant], retired: list[_Pool]) -> None:
     retired.clear()
     if not pools:
         return
-    with _freeing:
-        _freeing.count += 1  # before the thread starts: exit waits for it from now on
-    if _callbacks_here():  # dropped inside a completion callback: that request's queue must not wait for it here
-        threading.Thread(target=_wait_and_free, args=(pools,), name="interop-inference-free", daemon=True).start()
-        return
-    _wait_and_free(pools)
+    token = object()
+    try:
+        _freeing.add(token)  # before the thread starts: exit waits for it from now on
+        if _callbacks_here():  # dropped inside a completion callback: that request's queue must not wait for it here
+            threading.Thread(target=_wait_and_free, args=(pools, token), name="interop-inference-free",
+                             daemon=True).start()
+            token = None  # the thread's now
+            return
+        _wait_and_free(pools, token)
+    finally:
+        # A thread that could not start, or a Ctrl-C anywhere here: the token never stays behind (exit would wait
+        # out its whole deadline for it). Interrupted past start(), the thread frees the queues all the same.
+        _freeing.discard(token)
 
 
-class _Freeing(threading.Condition):
-    count = 0  # queues of dropped Inferences being waited for and freed (_wait_and_free): exit waits for them
+#: a token per dropped Inference whose queues are being waited for and freed (_free_queues): exit waits until none
+#: is left. A set changed by single C calls, never a Python lock: a Ctrl-C cannot leave it taken or a token counted.
+_freeing: set[object] = set()
 
 
-_freeing = _Freeing()
-
-
-def _wait_and_free(pools: list[_Pool]) -> None:
+def _wait_and_free(pools: list[_Pool], token: object) -> None:
     try:
         for pool in pools:
             _wait_requests(pool.queue)
         pools.clear()
     finally:
-        with _freeing:
-            _freeing.count -= 1
-            _freeing.notify_all()
+        _freeing.discard(token)
 
 
 def _wait_requests(queue: Any) -> None:
@@ -1285,7 +1289,7 @@ class Inference:
             # Raised, not parked, at exit too: a thread the program joins in its own exit handler must end.
             if _exiting.is_set():
                 raise _closed_by_exit()
-            raise InteropError("this Inference was closed; make a new one")
+            raise StateError("this Inference was closed; make a new one")
 
     @property
     def pending(self) -> int:
