@@ -14,6 +14,7 @@ Without VIDEO a short synthetic clip is made with PyAV. Needs torch, PyAV, pyope
 from __future__ import annotations
 
 import argparse
+import ctypes
 import sys
 import tempfile
 from pathlib import Path
@@ -96,6 +97,10 @@ def main() -> int:
         need = None if torch.cuda.is_available() else "an NVIDIA GPU and its driver (torch finds no CUDA device)"
     except ImportError:
         need = "torch built with CUDA (pip install torch)"
+        try:
+            ctypes.CDLL("libcuda.so.1")
+        except OSError:  # no NVIDIA driver: installing torch alone would not make it run
+            need = "an NVIDIA GPU and its driver (libcuda.so.1 was not found), and " + need
     if need:
         print("cuda_opencl: cannot run here: needs " + need, file=sys.stderr)
         raise SystemExit(2)

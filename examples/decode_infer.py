@@ -25,8 +25,10 @@ _error = functools.partial(error_line, "decode_infer")
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("video", nargs="?", default=None)
-    ap.add_argument("--frames", type=int, default=30)
+    ap.add_argument("--frames", type=int, default=30, help="stop after N frames (default 30)")
     args = ap.parse_args(argv)
+    if args.frames < 1:  # 0 or a negative count would run nothing, or every frame, without a word
+        ap.error(f"argument --frames: must be a positive number of frames, not {args.frames}")
     need = textdet.missing_for_detection("av")
     if need:
         print(f"decode_infer: cannot run here: needs {need}", file=sys.stderr)

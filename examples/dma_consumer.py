@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--socket", required=True)
     ap.add_argument("--frames", type=int, default=0, help="stop after N frames (0: until the producer stops)")
-    ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--timeout", type=float, default=60.0,
+                    help="seconds to wait, silently, for the producer to appear and for each frame (default 60)")
     args = ap.parse_args(argv)
     try:
         rx = connect(args.socket, timeout=args.timeout)

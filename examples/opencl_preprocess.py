@@ -162,6 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--frames", type=int, default=5)
     ap.add_argument("--size", type=int, nargs=2, default=(224, 160), metavar=("W", "H"))
     args = ap.parse_args(argv)
+    if args.frames < 1:
+        ap.error(f"argument --frames: must be a positive number of frames, not {args.frames}")
+    if min(args.size) < 1:  # else OpenCL refuses the output buffer with a raw INVALID_BUFFER_SIZE traceback
+        ap.error(f"argument --size: W and H must be positive, not {args.size[0]} {args.size[1]}")
     missing = _missing()
     if missing:
         print(f"opencl_preprocess: cannot run here: {missing}", file=sys.stderr)
