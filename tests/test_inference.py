@@ -348,6 +348,15 @@ def test_unknown_device() -> None:
         interop.Inference(tiny_model(), "NOSUCHDEVICE")
 
 
+@pytest.mark.parametrize("name", ["cpu", "Cpu", "auto:cpu"])
+def test_device_name_in_any_case(name: str) -> None:
+    """`interop run --device cpu`: OpenVINO refuses 'cpu' as an unregistered device (a CompileError); interop's own
+    check already read it case-insensitively, so the name it passes on is OpenVINO's spelling."""
+    x = np.ones((1, 3, H, W), np.float32)
+    with interop.Inference(tiny_model(), name) as inf:
+        assert inf.infer(x) is not None
+
+
 def test_bad_options() -> None:
     with pytest.raises(UnsupportedTypeError, match="input_size must be"):  # no subclass of it exists
         interop.Inference(tiny_model(), "CPU", input_size="big")

@@ -354,6 +354,23 @@ def test_one_step_without_struct_reads_gives_the_same_frame(monkeypatch):
     p.set_state(Gst.State.NULL)
 
 
+def test_struct_layout_check_before_gstreamer_is_initialised_does_not_crash():
+    """A program's own check, made before anything initialised GStreamer: it made a buffer with no allocator behind
+    it and crashed the process (SIGSEGV). It answers False until then (the getters are used: same answers), and runs
+    the real check once GStreamer is up."""
+    import subprocess
+    import sys
+
+    code = ("import interop.native.gst as ng\n"
+            "print(ng.struct_layout_ok())\n"
+            "from interop.tensors.gst import gst\n"
+            "gst()\n"
+            "print(ng.struct_layout_ok())\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    assert r.stdout.split() == ["False", "True"]
+
+
 def test_struct_layout_check_catches_a_wrong_layout(monkeypatch):
     import ctypes
 

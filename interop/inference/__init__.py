@@ -556,7 +556,8 @@ class Inference:
             raise BackendUnavailableError(f"OpenVINO device {device!r} is not available here; devices found: "
                                           f"{', '.join(avail) or 'none'} (leave device=None to pick one)",
                                           backend="openvino", extra="openvino")
-        return device
+        # OpenVINO's names are upper case ('CPU', 'GPU.1', 'AUTO:NPU,CPU') and it refuses 'cpu' as unregistered
+        return device.upper()
 
     @staticmethod
     def _check_config(config: Any) -> dict[str, Any]:

@@ -110,6 +110,7 @@ def libs() -> tuple[Any, Any]:
         if _libs:
             return _libs[0]
         g, v = _load("gstreamer-1.0"), _load("gstvideo-1.0")
+        _sig(g, "gst_is_initialized", _bool)
         _sig(g, "gst_memory_map", _bool, _vp, _c.POINTER(GstMapInfo), _int)
         _sig(g, "gst_buffer_map", _bool, _vp, _c.POINTER(GstMapInfo), _int)
         _sig(g, "gst_buffer_unmap", None, _vp, _c.POINTER(GstMapInfo))
@@ -422,6 +423,8 @@ def struct_layout_ok() -> bool:
         return _layout_ok[0]
     ok = False
     try:
+        if not initialized():
+            return False  # not cached: once GStreamer is initialised, the check runs
         ok = _check_layout()
     except Exception:  # a GStreamer without one of the functions: the getters still work
         _log_failure("interop could not check GStreamer's struct layout; it calls the getters instead")
@@ -429,6 +432,13 @@ def struct_layout_ok() -> bool:
         if not _layout_ok:
             _layout_ok.append(ok)
     return _layout_ok[0]
+
+
+def initialized() -> bool:
+    """Whether GStreamer is initialised in this process. Until it is, a buffer or sample made here (the layout check
+    makes both) has no allocator behind it: GStreamer crashes the process."""
+    g, _ = libs()
+    return bool(g.gst_is_initialized())
 
 
 def _check_layout() -> bool:
