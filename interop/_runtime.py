@@ -156,7 +156,7 @@ def setup() -> RuntimeState:
                    f"LD_PRELOAD={os.path.join(lib, 'libtbb.so.12')}")
             STATE.problems.append(msg)
             warnings.warn(msg, InteropRuntimeWarning, stacklevel=3)
-            log.warning(msg)
+            log.debug(msg)  # not a warning: with no logging set up, Python prints warnings on stderr a second time
     if lib is None:
         return STATE  # no Intel runtime in this environment: nothing to set up
     user = os.environ.get("OCL_ICD_VENDORS")

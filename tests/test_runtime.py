@@ -146,3 +146,12 @@ def test_openvino_imported_first_gives_typed_errors_that_name_the_fix():
     lines = dict(line.split(" ", 1) for line in p.stdout.split("\n") if line)
     assert set(lines) == {"OPENCL", "USM", "OPENCV_UMAT"}, p.stdout
     assert all(v == "typed True" for v in lines.values()), p.stdout
+
+
+def test_openvino_imported_first_is_said_once_on_stderr():
+    """The import-order warning went out twice (the warnings module, then the logger's last-resort handler)."""
+    code = "import openvino\nimport interop\n"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert _runtime.STATE.lib_dir is not None  # make install puts Intel's OpenCL runtime here: the warning's cause
+    assert p.stderr.count("openvino was imported before interop") == 1, p.stderr
