@@ -292,8 +292,10 @@ def _free_queues(variants: dict[Any, _Variant], retired: list[_Pool]) -> None:
             return
         _wait_and_free(pools, token)
     finally:
-        # A thread that could not start, or a Ctrl-C anywhere here: the token never stays behind (exit would wait
-        # out its whole deadline for it). Interrupted past start(), the thread frees the queues all the same.
+        # A thread that could not start, or a Ctrl-C on the path without one: the token never stays behind (exit
+        # would wait out its whole deadline for it). The thread's path runs inside a completion callback, on
+        # OpenVINO's thread, where no KeyboardInterrupt lands (only the main thread gets one): past start(), the
+        # token is the thread's.
         _freeing.discard(token)
 
 
@@ -304,9 +306,9 @@ _freeing: set[object] = set()
 
 def _wait_and_free(pools: list[_Pool], token: object) -> None:
     try:
-        for pool in pools:
-            _wait_requests(pool.queue)
-        pools.clear()
+        while pools:  # no loop variable: it would hold the last queue after the token went (and exit went on)
+            _wait_requests(pools[-1].queue)
+            pools.pop()
     finally:
         _freeing.discard(token)
 

@@ -238,8 +238,10 @@ class DMABuffer(UseCounted):
         return InvalidTensorError("this DMA buffer was closed; its fd is gone")
 
     def _last_gone(self, freed: bool) -> Callable[[], None]:
-        # Given back by an interrupted use(), the buffer is as its caller found it (a pool's acquire() puts its slot
-        # back itself): no on-free callback, but a close_when_free() that came meanwhile closes it.
+        # Given back by an interrupted use() with nobody else let go meanwhile, the buffer is as its caller found it
+        # (a pool's acquire() puts its slot back itself): no on-free callback, but a close_when_free() that came
+        # meanwhile closes it. Another user let go meanwhile (freed): the callbacks run, and acquire() finds its slot
+        # already back.
         callbacks = list(self._on_free) if freed else []
         return lambda: self._freed(callbacks)  # outside the lock: the callbacks take the pool's or transport's locks
 
@@ -972,8 +974,12 @@ class FramePool:
             # when the last plane, and every CPU view mapped from them, is gone (and each consumer let go).
             try:
                 lease = BufferLease((buf,), _no_done, i)
-            except BaseException:  # the buffer itself was closed (DMABuffer.close() by its holder)
-                self._free.insert(0, i)
+            except BaseException:  # the buffer itself was closed (DMABuffer.close() by its holder), or an interrupt
+                # An interrupted use() whose count turned out the last (another user came and went meanwhile) already
+                # gave the slot back through the buffer's on-free callback: in the list twice, it would be handed out
+                # to two frames at once.
+                if i not in self._free:
+                    self._free.insert(0, i)
                 self._cond.notify()
                 raise
             slot.seq += 1
