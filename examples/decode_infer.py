@@ -14,7 +14,7 @@ import sys
 
 import interop
 from interop import textdet
-from interop.cli import error_line
+from interop.cli_lines import error_line
 from interop.clip import default_clip
 from interop.pipeline import open_video
 

@@ -16,7 +16,7 @@ import time
 
 import interop
 from interop import textdet
-from interop.cli import error_line
+from interop.cli_lines import error_line
 from interop.transport import FrameReceiver, PeerClosedError, TransportTimeoutError, connect
 
 # one line on stderr in the interop CLI's style ("dma_consumer: error: Type: message"); returns the exit status, 1

@@ -23,7 +23,7 @@ import numpy as np
 
 import interop
 from interop import AccessMode, MemoryType, textdet
-from interop.cli import error_line
+from interop.cli_lines import error_line
 from interop.clip import default_clip
 
 

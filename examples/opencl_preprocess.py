@@ -20,7 +20,7 @@ import numpy as np
 
 import interop  # first: sets up the OpenCL runtime before av, cv2, pyopencl and openvino load
 from interop import MemoryType, TensorInfo
-from interop.cli import error_line
+from interop.cli_lines import error_line
 
 KERNEL = r"""
 // BT.601 limited range, the fixed-point constants OpenCV's I420->RGB uses (20-bit).

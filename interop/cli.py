@@ -15,30 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import __version__
-
-
-def _err(*a: Any) -> None:
-    print(*a, file=sys.stderr)
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
-class UsageError(Exception):
-    """A command line argparse refuses (an unknown option, a value of the wrong type)."""
-
-
-def error_line(prog: str, error: BaseException | str, message: str | None = None) -> int:
-    """One error line on stderr in the interop CLI's style, ``PROG: error: Type: message``, for a program of the
-    user's (the examples use it); returns 1, an exit status. ``error``: the exception (its type names the line and,
-    without ``message``, its text is the message: interop's say what to do; an OSError's strerror, without the
-    "[Errno N]") or a type name."""
-    if message is None:
-        message = str(getattr(error, "strerror", None) or error)
-    kind = error if isinstance(error, str) else type(error).__name__
-    _err(f"{prog}: error: {kind}: {_one_line(message)}")
-    return 1
+from .cli_lines import UsageError, _err, _one_line, at_least_one, error_line  # noqa: F401 - names of this module
 
 
 def _fail(kind: str, message: str, as_json: bool) -> None:
@@ -152,6 +129,10 @@ def _not_here() -> Any:
     return why
 
 
+# the Python argument that the router's messages name, and the option of `interop routes` that does the same
+_ROUTE_HINT = re.compile(r"allow_copy=True")
+
+
 def cmd_routes(args: argparse.Namespace) -> int:
     from .errors import CopyRequiredError, NoRouteError
     from .mapper import cost_label, registered
@@ -176,11 +157,11 @@ def cmd_routes(args: argparse.Namespace) -> int:
     try:
         chain = route(src, dst, allow_copy=args.allow_copy)
     except CopyRequiredError as e:
-        print(f"{src.name} -> {dst.name}: no zero-copy route. {e}")
+        print(f"{src.name} -> {dst.name}: no zero-copy route. {_ROUTE_HINT.sub('--allow-copy', str(e))}")
         chain = route(src, dst, allow_copy=True)
         print("with --allow-copy:")
     except NoRouteError as e:
-        print(str(e))
+        print(_ROUTE_HINT.sub("--allow-copy", str(e)))
         return 1
     if not chain.mappers:
         print(f"{src.name} -> {dst.name}: identity (nothing to do)")
@@ -287,15 +268,7 @@ class _BenchHelp(argparse.Action):
         parser.exit()
 
 
-def _at_least_one(text: str) -> int:
-    """An argparse type: a whole number >= 1 (argparse reports anything else as a usage error)."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
-    return n
+_at_least_one = at_least_one
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -351,9 +324,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "cases (more on a noisy machine)")
     b.set_defaults(fn=cmd_bench)
 
-    ro = sub.add_parser("routes", help="the mapper graph, or the chain chosen from SRC to DST")
-    ro.add_argument("src", nargs="?", default=None)
-    ro.add_argument("dst", nargs="?", default=None)
+    from .types import MemoryType
+
+    types = ", ".join(m.value for m in MemoryType)
+    ro = sub.add_parser("routes", help="the mapper graph, or the chain chosen from SRC to DST",
+                        description="Without SRC and DST: every mapper (edge of the routing graph), marked where it "
+                                    "cannot run here. With them: the chain chosen from SRC to DST.",
+                        epilog=f"memory types (SRC, DST; any case): {types}; also va, dmabuf, umat, sycl, cl, ov")
+    ro.add_argument("src", nargs="?", default=None, metavar="SRC", help="memory type the data is in (see below)")
+    ro.add_argument("dst", nargs="?", default=None, metavar="DST", help="memory type to map it to (see below)")
     ro.add_argument("--allow-copy", action="store_true", help="accept routes that copy")
     ro.set_defaults(fn=cmd_routes)
     return p
@@ -364,6 +343,11 @@ _RUN_HINTS = (
     (re.compile(r"input_size=\((even )?width, (even )?height\)"), "--input-size W H"),
     (re.compile(r"leave device=None to pick one"), "leave --device out to pick one"),
     (re.compile(r"allow_copy=True \(interop\.pipeline\.run\)"), "allow_copy=True (Python)"),
+    # interop run waits GST_TIMEOUT for each frame of a gst: input and has no option for it (streams share it)
+    (re.compile(r"Pass a\s+longer timeout= for slow sources"),
+     "`interop run` waits that long for each frame: check that the pipeline gives frames (run it with "
+     "gst-launch-1.0, its appsink replaced by fakesink); for a slower source, decode it in Python with "
+     "interop.elements.frames(PIPELINE, timeout=SECONDS)"),
 )
 
 
@@ -386,10 +370,22 @@ def _predictable(e: BaseException) -> str | None:
     return None
 
 
+def _subcommand(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the sub-command ``args`` ran (``parser`` itself when there is none)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found: argparse.ArgumentParser = action.choices.get(str(getattr(args, "command", "")), parser)
+            return found
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     as_json_argv = "--json" in (sys.argv[1:] if argv is None else list(argv))
     _Parser.as_json = as_json_argv
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # named by the sub-command that refuses them, whose --help lists what it takes
+        _subcommand(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     level = logging.WARNING if args.verbose == 0 else (logging.INFO if args.verbose == 1 else logging.DEBUG)
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     from .errors import InteropError

@@ -32,6 +32,11 @@ if TYPE_CHECKING:
     from .streams import MultiRunResult
 
 
+def _n(count: int, word: str) -> str:
+    """``count`` ``word``s, singular for one ("1 frame", "2 frames")."""
+    return f"{count} {word}{'' if count == 1 else 'es' if word.endswith('x') else 's'}"
+
+
 def report(res: RunResult, out: TextIO) -> None:
     """The human-readable report."""
     p = lambda *a: print(*a, file=out)  # noqa: E731
@@ -45,7 +50,7 @@ def report(res: RunResult, out: TextIO) -> None:
           + "   (results in each frame's own coordinates)")
     for fmt, to in res.converted.items():
         p(f"  converted     {fmt} -> {to} on every such frame (allow_copy: counted in copies)")
-    p(f"  fps           {res.fps:.1f}   ({res.frames} frames in {res.wall:.3f} s; model compilation {res.compile:.2f} s excluded)")
+    p(f"  fps           {res.fps:.1f}   ({_n(res.frames, 'frame')} in {res.wall:.3f} s; model compilation {res.compile:.2f} s excluded)")
     p(f"  stages (s)    decode {res.decode:.3f}   map {res.map:.3f}   infer (waiting for results) {res.infer:.3f}")
     p(f"  copies        {res.copies}   bytes copied {res.bytes_copied}   (copy_meter over the run)")
     for r in res.copy_records[:5]:
@@ -53,12 +58,12 @@ def report(res: RunResult, out: TextIO) -> None:
     p(f"  output bytes  {res.output_bytes}   (results read out of the infer requests; not a mapper copy)")
     if res.boxes:
         counts = [len(res.boxes.get(i, [])) for i in range(res.frames)]
-        p(f"  text boxes    {sum(counts)} in {res.frames} frames (per frame: min {min(counts)}, "
+        p(f"  text boxes    {sum(counts)} in {_n(res.frames, 'frame')} (per frame: min {min(counts)}, "
           f"mean {np.mean(counts):.1f}, max {max(counts)})")
         show = sorted({0, res.frames // 2, res.frames - 1})
         for i in show:
             bs = res.boxes.get(i, [])
-            p(f"    frame {i:4d}: {len(bs)} boxes " + " ".join(f"[{x0},{y0} {x1 - x0}x{y1 - y0}]" for x0, y0, x1, y1 in
+            p(f"    frame {i:4d}: {_n(len(bs), 'box')} " + " ".join(f"[{x0},{y0} {x1 - x0}x{y1 - y0}]" for x0, y0, x1, y1 in
                                                        (b.bbox for b in bs)))
     elif res.outputs:
         for k, v in next(iter(res.outputs.values())).items():
@@ -111,7 +116,7 @@ def main(args: argparse.Namespace) -> int:
     report(res, out)
     try:
         if save and ext in _VIDEO_EXT:
-            print(f"  saved         {save_video(res, save)} ({res.frames} frames with their boxes"
+            print(f"  saved         {save_video(res, save)} ({_n(res.frames, 'frame')} with their boxes"
                   + (", scaled to the first frame's size" if len(res.sizes) > 1 else "") + ")", file=out)
         elif save:
             print(f"  saved         {save_image(res, save)} (last frame with its boxes)", file=out)
@@ -150,13 +155,14 @@ def streams_main(args: Any) -> int:
         if show and (now - last_line[k] >= 1.0 or done == total):
             last_line[k] = now
             with lock:
-                print(f"[stream {k}] {inputs[k]}: {done}" + (f"/{total}" if total else "") + " frames",
+                print(f"[stream {k}] {inputs[k]}: {done}" + (f"/{total}" if total else "")
+                      + (" frame" if (total or done) == 1 else " frames"),
                       file=sys.stderr, flush=True)
 
     def ended(s: StreamResult) -> None:
         if show:
             state = f"error: {s.error}" if s.error else "done"
-            print(f"[stream {s.index}] {s.run.video}: {s.run.frames} frames, {state}", file=sys.stderr, flush=True)
+            print(f"[stream {s.index}] {s.run.video}: {_n(s.run.frames, 'frame')}, {state}", file=sys.stderr, flush=True)
 
     try:
         res = run_streams(inputs, getattr(args, "model", None), getattr(args, "device", None),
@@ -186,7 +192,7 @@ def streams_main(args: Any) -> int:
 
 def streams_report(res: MultiRunResult, out: Any) -> None:
     p = lambda *a: print(*a, file=out)  # noqa: E731
-    p(f"interop run: {len(res.streams)} streams -> {res.model} on {res.device}"
+    p(f"interop run: {_n(len(res.streams), 'stream')} -> {res.model} on {res.device}"
       + (f", model input {res.input_size[0]}x{res.input_size[1]}" if res.input_size else ""))
     # decoded in threads, a stream's own compile (a layout other than the first: another size, pixel format or
     # colour matrix) runs inside the time while the others go on
@@ -197,7 +203,7 @@ def streams_report(res: MultiRunResult, out: Any) -> None:
     if res.decode == "threads":
         p(f"  copies        {res.total_copies}   bytes copied {res.total_bytes_copied}   (decoded in threads of this "
           f"process: frames reach the model in place"
-          + (f"; {res.total_copies - res.copies} --allow-copy conversions" if res.total_copies > res.copies else "")
+          + (f"; {_n(res.total_copies - res.copies, '--allow-copy conversion')}" if res.total_copies > res.copies else "")
           + ")")
     else:
         p(f"  copies        {res.total_copies}   bytes copied {res.total_bytes_copied}   (each decoded frame written "
@@ -205,7 +211,7 @@ def streams_report(res: MultiRunResult, out: Any) -> None:
     p(f"  output bytes  {res.output_bytes}   (results read out of the infer requests; not a mapper copy)")
     for s in res.streams:
         r = s.run
-        line = (f"  stream {s.index}      {r.video} ({r.width}x{r.height}): {r.frames} frames, "
+        line = (f"  stream {s.index}      {r.video} ({r.width}x{r.height}): {_n(r.frames, 'frame')}, "
                 f"{r.frames / s.wall if s.wall > 0 else 0:.1f} fps, copies {s.worker_copies}")
         if r.boxes:
             line += f", text boxes {sum(len(b) for b in r.boxes.values())}"

@@ -8,6 +8,7 @@ default; ``make_clip`` makes it (moving rendered text), and ``python -m interop.
 
 from __future__ import annotations
 
+import argparse
 import io
 import logging
 import os
@@ -199,17 +200,57 @@ def make_clip(path: str, width: int = 640, height: int = 480, frames: int = 150,
                   array_format="bgr24", options={"crf": str(crf), "preset": preset, "threads": str(threads)})
 
 
+#: how the clip script is run (its usage and error lines say so)
+PROG = "python -m interop.clip"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors as the interop CLI's one typed line (``PROG: error: UsageError: ...``), exit 2."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        from .cli_lines import UsageError, error_line
+
+        error_line(self.prog, UsageError.__name__, f"{message} (see `{self.prog} --help`)")
+        self.exit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .cli_lines import at_least_one as positive  # the interop CLI's own check of a count
+
+    w, h, n = DEFAULT_SPEC["width"], DEFAULT_SPEC["height"], DEFAULT_SPEC["frames"]
+    p = _Parser(prog=PROG, description=f"(Re)generate the synthetic text clip (H.264 yuv420p, {DEFAULT_SPEC['fps']} "
+                                       f"fps, deterministic): the bundled one, or one of another size elsewhere.",
+                epilog=f"WIDTH HEIGHT FRAMES: all three or none ({w} {h} {n}); even sizes (4:2:0).")
+    p.add_argument("path", nargs="?", default=DEFAULT_CLIP, metavar="PATH",
+                   help="where to write the clip (default: the bundled clip, interop/data/text.mp4)")
+    p.add_argument("width", nargs="?", type=positive, metavar="WIDTH", help=f"frame width in pixels ({w})")
+    p.add_argument("height", nargs="?", type=positive, metavar="HEIGHT", help=f"frame height in pixels ({h})")
+    p.add_argument("frames", nargs="?", type=positive, metavar="FRAMES", help=f"number of frames ({n})")
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m interop.clip [PATH] [WIDTH HEIGHT FRAMES]``: (re)generate a clip (default: the bundled one)."""
+    """``python -m interop.clip [PATH] [WIDTH HEIGHT FRAMES]``: (re)generate a clip (default: the bundled one).
+    Returns the exit status: 0, 1 when the clip cannot be written (one error line), 2 for a usage error."""
     import sys
 
-    argv = list(sys.argv[1:] if argv is None else argv)
-    path = argv[0] if argv else DEFAULT_CLIP
+    parser = build_parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    numbers = [v for v in (args.width, args.height, args.frames) if v is not None]
+    if len(numbers) not in (0, 3):
+        parser.error(f"give WIDTH HEIGHT FRAMES, all three or none, not {len(numbers)} "
+                     f"number{'s' if len(numbers) != 1 else ''} ({' '.join(map(str, numbers))})")
     spec = dict(DEFAULT_SPEC)
-    if len(argv) >= 4:
-        spec.update(width=int(argv[1]), height=int(argv[2]), frames=int(argv[3]))
-    make_clip(path, spec["width"], spec["height"], spec["frames"], spec["fps"])
-    log.info("%s: %d bytes", path, os.path.getsize(path))
+    if numbers:
+        spec.update(width=args.width, height=args.height, frames=args.frames)
+    try:
+        make_clip(args.path, spec["width"], spec["height"], spec["frames"], spec["fps"])
+    except (InteropError, OSError) as e:  # a size the encoder refuses, a folder that cannot be written
+        from .cli_lines import error_line
+
+        where = getattr(e, "filename", None) if not isinstance(e, InteropError) else None
+        return error_line(PROG, e, f"{e.strerror or e}: {where!r}" if isinstance(e, OSError) and where else None)
+    log.info("%s: %d bytes", args.path, os.path.getsize(args.path))
     return 0
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from . import _sigint, textdet
-from .errors import InteropError, UnsupportedFormatError
+from .errors import InteropError, InvalidTensorError, ModelFileError, UnsupportedFormatError
 from .meter import copy_meter, record_copy
 
 log = logging.getLogger(__name__)
@@ -314,7 +314,13 @@ class _Input:
         self.convertible = False
         self.time_base = NANOSECONDS
         self._gst = frames(description, timeout=GST_TIMEOUT)
-        first = next(self._gst, None)  # the size decides the model's input size, as the container's header does
+        try:
+            first = next(self._gst, None)  # the size decides the model's input size, as the container's header does
+        except InteropError as e:
+            better = _gst_input_error(description, e)
+            if better is None:
+                raise
+            raise better from e
         if first is None:
             self._gst.close()
             raise VideoInputError(f"the GStreamer pipeline {description!r} ended without giving a frame")
@@ -340,6 +346,26 @@ class _Input:
             self._gst.close()
         else:
             self.container.close()
+
+
+_SINK_LINK = re.compile(r"could not link (\S+) to appsink\d*")
+
+
+def _gst_input_error(description: str, e: InteropError) -> InteropError | None:
+    """What the first frame's failure ``e`` means for a run's pipeline, where the library's own message speaks of
+    buffers and wrap calls; None to keep ``e``."""
+    from .elements import PipelineError
+    from .tensors import gst
+
+    link = _SINK_LINK.search(str(e))
+    if isinstance(e, PipelineError) and link:  # the appsink appended after a sink of the user's
+        return PipelineError(f"the GStreamer pipeline {description!r} ends in {link.group(1)}, which passes nothing "
+                             f"on: end the pipeline in appsink (or leave the sink out: one is appended)")
+    if isinstance(e, InvalidTensorError) and str(e).startswith(gst.NO_LAYOUT):  # no caps, no video meta
+        return VideoInputError(f"the GStreamer pipeline {description!r} gives no raw video (its buffers carry no "
+                               f"video caps): end it in decoded video/x-raw, e.g. '... ! decodebin ! "
+                               f"{gst.CONVERT_CAPS} ! appsink'")
+    return None
 
 
 def gst_bgr(frame: Any) -> np.ndarray:
@@ -376,12 +402,45 @@ def gst_bgr(frame: Any) -> np.ndarray:
                                  f"'videoconvert ! video/x-raw,format=I420 ! appsink' (even sizes)")
 
 
+#: the list of formats in Inference's refusal of a frame's pixel format (FFmpeg's and interop's names, mixed)
+_TAKES = re.compile(r"it takes [^.;]*")
+#: the list of pixel formats in FFmpeg's wrapper's refusal of a frame
+_SUPPORTED = re.compile(r"supported: ([^.;]*)")
+#: Inference's refusal of a frame's pixel format (a frame interop could wrap, in a format the model cannot take)
+_REFUSAL = re.compile(r"cannot take \S+ frames without a copy")
+
+
+def _model_formats(names: dict[str, Any]) -> str:
+    """The names (FFmpeg's or GStreamer's: ``names`` maps each to its FrameFormat) of the formats Inference takes
+    without a copy, sorted."""
+    from .inference._preprocess import supported_formats
+
+    ok = set(supported_formats())
+    return ", ".join(sorted(n for n, f in names.items() if f in ok))
+
+
 def _supported_message(e: Exception, fmt: str) -> str:
     """``e`` (a refusal of pixel format ``fmt``) with the way round it that ``interop run`` offers instead of the
-    Python-only hint (``frame.reformat()``)."""
+    Python-only hint (``frame.reformat()``), and the formats the model takes in FFmpeg's names."""
+    from .tensors.ffmpeg import PIXEL_FORMATS
+
     reason = _CONVERT_HINT.sub("", str(e)).rstrip(" .:;")
+    reason = re.sub(r"\s*Pass allow_copy=True to Inference.*$", "", reason).rstrip(" .:;")
+    reason = _TAKES.sub(lambda _: f"it takes {_model_formats({n: f for n, (f, _) in PIXEL_FORMATS.items()})}", reason)
+    reason = _SUPPORTED.sub(lambda m: f"supported: {', '.join(sorted(m.group(1).split(', ')))}", reason)
     return (f"{reason}. Run with --allow-copy (CLI) or allow_copy=True (interop.pipeline.run) to convert each "
             f"{fmt} frame to {CONVERT_TO} before the model: one counted copy per frame")
+
+
+def _gst_refusal(fmt: Any) -> UnsupportedFormatError:
+    """Inference's refusal of a GStreamer frame of FrameFormat ``fmt``, in GStreamer's names, with the way
+    round it: a GStreamer input is converted in its pipeline (allow_copy converts only what PyAV decodes)."""
+    from .tensors.gst import CONVERT_CAPS, GST_FORMAT_NAMES, GST_FORMATS
+
+    name = GST_FORMAT_NAMES.get(fmt, getattr(fmt, "name", str(fmt)))
+    return UnsupportedFormatError(
+        f"the model cannot take GStreamer {name} frames; it takes {_model_formats(GST_FORMATS)}. Convert in the "
+        f"pipeline: end it with '{CONVERT_CAPS} ! appsink' (GStreamer copies each frame there)")
 
 
 def _converted(vf: Any, res: RunResult | None = None) -> Any:
@@ -554,6 +613,7 @@ def _make_inference(model: str | None, device: str | None, precision: str | None
     if model is None:
         from .inference import default_device
 
+        _check_detector_size(input_size)
         config = textdet.compile_config(device or default_device(), precision)
         size = input_size or textdet.input_size_for(width, height)
         # without --input-size the detector runs at each frame's own aspect (a size change mid-stream)
@@ -562,8 +622,53 @@ def _make_inference(model: str | None, device: str | None, precision: str | None
                         rgb=textdet.RGB, config=config, requests=textdet.compile_requests(config))
         return inf, textdet.MODEL_NAME, size
     user_config = {"INFERENCE_PRECISION_HINT": precision} if precision else None
+    check_model_file(model)
     inf = Inference(model, device, input_size=input_size, config=user_config)
     return inf, inf.model_name, input_size
+
+
+#: model files OpenVINO's read_model reads, by extension: IR, ONNX, PaddlePaddle, TensorFlow (frozen graph, text
+#: graph, MetaGraph), TensorFlow Lite
+MODEL_EXTENSIONS = (".xml", ".onnx", ".pdmodel", ".pb", ".pbtxt", ".meta", ".tflite")
+#: of those, the binary (protobuf, flatbuffer) ones: a text file named so is not a model, and would reach the
+#: TensorFlow frontend's text parser too
+_BINARY_MODELS = (".onnx", ".pdmodel", ".pb", ".meta", ".tflite")
+_READS = (f"OpenVINO reads {', '.join(MODEL_EXTENSIONS)} files (IR with its .bin, ONNX, PaddlePaddle, TensorFlow, "
+          f"TensorFlow Lite)")
+
+
+def check_model_file(model: Any) -> None:
+    """Refuse a model file whose extension OpenVINO has no reader for (ModelFileError naming the ones it has), before
+    it is read: read_model would hand it to every frontend in turn, and the TensorFlow one writes its parse errors
+    to stderr. A missing path or a directory is left to Inference, which says which; an ov.Model passes."""
+    if not isinstance(model, (str, os.PathLike)):
+        return
+    path = os.fsdecode(os.fspath(model))
+    if not os.path.isfile(path):
+        return
+    ext = os.path.splitext(path)[1].lower()
+    if ext in MODEL_EXTENSIONS and ext not in _BINARY_MODELS:
+        return
+    if ext in _BINARY_MODELS:
+        with open(path, "rb") as f:
+            if not _is_text(f.read(4096)):
+                return
+        raise ModelFileError(f"model file {path!r} is text, not a {ext} model (a binary file): give the model "
+                             f"itself; {_READS}")
+    what = "the weights of an OpenVINO IR: give its .xml (the .bin beside it is read with it)" if ext == ".bin" else \
+        f"not a model file OpenVINO reads ({ext or 'no extension'})"
+    raise ModelFileError(f"model file {path!r} is {what}; {_READS}")
+
+
+def _check_detector_size(input_size: tuple[int, int] | None) -> None:
+    """The text detector runs at sizes that are multiples of 32 (its down- and up-sampling): refuse another one
+    before compiling, rather than with the compiler's message about node shapes."""
+    if input_size is None or all(v % 32 == 0 for v in input_size):
+        return
+    w, h = input_size
+    near = tuple(max(32, int(round(v / 32)) * 32) for v in input_size)
+    raise RunArgumentError(f"the text detector (the default model) takes an input_size=(width, height) in multiples "
+                           f"of 32, not {w}x{h}: the nearest is {near[0]}x{near[1]} (or leave the size out: it picks one)")
 
 
 def store_result(res: RunResult, i: int, outputs: dict[Any, np.ndarray], text_boxes: bool) -> None:
@@ -711,9 +816,13 @@ def _first_of_layout(res: RunResult, inf: Any, vf: Any, allow_copy: bool, i: int
             return mapped
         except UnsupportedFormatError as e:
             if not convertible:  # a GStreamer frame: the pipeline converts, where the user can see it
+                from .tensors.gst import CONVERT_CAPS
+
+                if _REFUSAL.search(str(e)):
+                    raise _gst_refusal(vf.format) from e
                 raise UnsupportedFormatError(
-                    f"{str(e).rstrip(' .')}. Convert in the pipeline: end it with 'videoconvert ! "
-                    f"video/x-raw,format=I420 ! appsink' (GStreamer copies each frame there)") from e
+                    f"{str(e).rstrip(' .')}. Convert in the pipeline: end it with '... ! {CONVERT_CAPS} ! appsink' "
+                    f"(GStreamer copies each frame there)") from e
             if not allow_copy or fmt == CONVERT_TO:
                 raise UnsupportedFormatError(_supported_message(e, fmt)) from e
         msg = f"pixel format {fmt} is converted to {CONVERT_TO} before the model (allow_copy): a counted copy per frame"

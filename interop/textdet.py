@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import shlex
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -67,7 +68,8 @@ def model_status() -> tuple[bool, str]:
     try:
         return True, model_path()
     except BackendUnavailableError:
-        return False, f"not installed: run `interop models install` ({' '.join(install_command('python')[1:])})"
+        # both commands paste into a shell as they are (the second one for an environment without the CLI on PATH)
+        return False, f"not installed: run `interop models install` (or `{shlex.join(install_command('python'))}`)"
 
 
 #: the frame sources an example or tool may decode with: module, what to install

@@ -51,6 +51,17 @@ GST_FORMATS: dict[str, FrameFormat] = {
 }
 #: FrameFormat -> GStreamer video format name
 GST_FORMAT_NAMES: dict[FrameFormat, str] = {v: k for k, v in GST_FORMATS.items()}
+#: the end of a pipeline that converts to a format interop maps: videoconvert alone negotiates with appsink's ANY caps
+#: and may keep a format interop does not map, so the caps filter names one
+CONVERT_CAPS = "videoconvert ! video/x-raw,format=I420"
+#: how the error for a buffer without caps or video meta (not raw video, e.g. fakesrc's) begins
+NO_LAYOUT = "this Gst.Buffer has no GstVideoMeta"
+
+
+def supported_names() -> str:
+    """The GStreamer formats interop maps, sorted, for messages."""
+    return ", ".join(sorted(GST_FORMATS))
+
 
 #: memory types the CPU maps in place (system memory, and fd/dma-buf memory through mmap)
 CPU_MEMORY_TYPES = ("SystemMemory", "fd", "dmabuf")
@@ -247,8 +258,8 @@ def _check_caps(caps: Any) -> None:
                                      "(appsink's samples carry them)")
     if s.get_name() != "video/x-raw":
         raise UnsupportedFormatError(
-            f"caps {caps.to_string()!r} are not raw video; decode first (e.g. '... ! decodebin ! videoconvert ! "
-            f"appsink'): interop maps video/x-raw in {', '.join(GST_FORMATS)}")
+            f"caps {caps.to_string()!r} are not raw video; decode first (e.g. '... ! decodebin ! {CONVERT_CAPS} ! "
+            f"appsink'): interop maps video/x-raw in {supported_names()}")
     if not _host_caps(caps) and not caps.get_features(0).contains("memory:VAMemory"):
         raise UnsupportedFormatError(
             f"caps {caps.to_string()!r} carry {caps.get_features(0).to_string()} memory, which interop cannot map; "
@@ -345,14 +356,16 @@ def _make_plan(caps: Any, caps_ptr: int, meta: int) -> Plan:
         colour = layout if layout is not None else vmeta
         layout = vmeta
     elif layout is None:
-        raise InvalidTensorError("this Gst.Buffer has no GstVideoMeta: give its caps (interop.wrap(sample), or "
+        raise InvalidTensorError(f"{NO_LAYOUT}: give its caps (interop.wrap(sample), or "
                                  "interop.tensors.gst.wrap_buffer(buffer, caps)) so interop knows its planes")
     else:
         colour = layout
     fmt = GST_FORMATS.get(layout.format)
     if fmt is None:
         raise UnsupportedFormatError(f"GStreamer format {layout.format} is not supported; supported: "
-                                     f"{', '.join(GST_FORMATS)}. Convert with videoconvert (a copy) before the appsink")
+                                     f"{supported_names()}. Convert before the appsink with a caps filter that names "
+                                     f"one: '... ! {CONVERT_CAPS} ! appsink' (videoconvert copies each frame; without "
+                                     f"the caps filter it may keep {layout.format})")
     specs = plane_layout(fmt)
     if len(layout.offsets) < len(specs):
         raise InvalidTensorError(f"a {layout.format} buffer needs {len(specs)} planes, its layout has {len(layout.offsets)}")
