@@ -134,6 +134,23 @@ def _left(deadline: float | None) -> float | None:
     return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
+_FD_SETSIZE = 1024
+
+
+def _ready(sock: socket.socket, events: int, timeout: float | None) -> bool:
+    """Whether ``sock`` is ready for ``events`` (select.POLLIN or POLLOUT; or hung up) within ``timeout`` seconds
+    (None: no limit). select() refuses an fd from FD_SETSIZE up (ValueError), which a process that keeps many
+    buffers' fds soon has: such an fd waits in poll(). A closed socket raises ValueError either way."""
+    fd = sock.fileno()
+    if fd < _FD_SETSIZE:  # -1 (closed) included: select() raises ValueError for it
+        rd, wr = ([sock], []) if events == select.POLLIN else ([], [sock])
+        r, w, _ = select.select(rd, wr, [], timeout)
+        return bool(r or w)
+    p = select.poll()
+    p.register(fd, events)
+    return bool(p.poll(None if timeout is None else math.ceil(timeout * 1000)))
+
+
 # ---- encoding ------------------------------------------------------------------------------------------
 
 
@@ -464,6 +481,16 @@ def _frame_id_of(msg: bytes) -> int:
     return int(fid) if (magic, ver) == (MAGIC, VERSION) and kind in (MSG_FRAME, MSG_SLOTS) else 0
 
 
+def _take_off(ref: weakref.ref[DMABuffer] | None, cb: Callable[..., None] | None) -> None:
+    """Remove the close callback ``cb`` from the buffer ``ref`` names, if both are still there."""
+    b = None if ref is None or cb is None else ref()
+    if b is not None:
+        try:
+            b._on_close.remove(cb)  # type: ignore[arg-type]
+        except ValueError:  # closed since: its callbacks ran
+            pass
+
+
 class _SlotAssigner:
     """The producer's half of the slot table: the buffer each slot index names, under which generation, and whether
     the consumer has its fd. Used under FrameSender._send_lock only (the forget callbacks merely queue)."""
@@ -481,6 +508,10 @@ class _SlotAssigner:
         # (an id is reused once its object is gone), so stale entries are harmless and dropped on reassignment
         self._index: dict[int, int] = {}
         self._ids = [0] * size
+        # the close callback each slot's buffer carries for this sender, and those of the buffers the last try's new
+        # slots displace: retire() takes them off those buffers once the try committed (see retire)
+        self._cbs: list[Callable[..., None] | None] = [None] * size
+        self._displaced: list[tuple[int, weakref.ref[DMABuffer] | None, Callable[..., None] | None]] = []
 
     def _holds(self, i: int) -> DMABuffer | None:
         r = self._buf[i]
@@ -495,6 +526,7 @@ class _SlotAssigner:
         fds: list[int] = []
         fresh: list[tuple[int, int, DMABuffer]] = []
         taken: set[int] = set()
+        self._displaced = []
         for b in bufs:
             i = self._index.get(id(b))
             if i is not None and self._holds(i) is b:
@@ -513,8 +545,9 @@ class _SlotAssigner:
         # so a Ctrl-C (raised only at a call boundary or a loop's back edge) cannot stop it half way through one
         # slot. The callbacks are registered now too: one left by a try that sent nothing queues a FORGET that
         # _flush_forgets drops (still() is False: that generation is never committed, nor announced again).
-        staged: list[tuple[int, int, weakref.ref[DMABuffer], int]] = []
+        staged: list[tuple[int, int, weakref.ref[DMABuffer], int, Callable[..., None]]] = []
         registered: list[tuple[DMABuffer, Callable[..., None]]] = []
+        displaced = []
         for i, gen, b in fresh:
             def gone(*_: object, i: int = i, gen: int = gen) -> None:
                 cb = weak_cb()
@@ -523,7 +556,9 @@ class _SlotAssigner:
 
             b.on_close(gone)
             registered.append((b, gone))
-            staged.append((i, gen, weakref.ref(b, gone), id(b)))
+            staged.append((i, gen, weakref.ref(b, gone), id(b), gone))
+            displaced.append((i, self._buf[i], self._cbs[i]))
+        self._displaced = displaced
 
         def abandon() -> None:  # a try that sent nothing (the socket full): no callback left per try
             for b, gone in registered:
@@ -531,16 +566,33 @@ class _SlotAssigner:
                     b._on_close.remove(gone)
 
         def commit() -> None:  # idempotent: may run again after an interrupt at its loop's back edge
-            index, ids = self._index, self._ids
-            for i, gen, ref, bid in staged:
+            index, ids, cbs = self._index, self._ids, self._cbs
+            for i, gen, ref, bid, gone in staged:
                 self._buf[i] = ref
                 self._gen[i] = gen
+                cbs[i] = gone
                 old = ids[i]
                 if old in index and index[old] == i:
                     del index[old]
                 ids[i] = bid
                 index[bid] = i
         return refs, fds, commit, abandon
+
+    def retire(self) -> None:
+        """After a try that committed: take the close callbacks of the buffers its new slots displaced off those
+        buffers. Each announcement of a buffer adds one; a buffer reassigned to a slot again and again (more buffers
+        than slots) gathered one per frame for as long as it lived. A displaced callback only ever queued a FORGET
+        that _flush_forgets drops (the slot names another generation), so one left by an interrupt is harmless."""
+        displaced, self._displaced = self._displaced, []
+        for i, ref, cb in displaced:
+            if self._cbs[i] is not cb:  # committed: slot i names another buffer now
+                _take_off(ref, cb)
+
+    def detach(self) -> None:
+        """Take this sender's close callbacks off the buffers its slots name (FrameSender.close(): a pool that
+        outlives its consumers gathered one per buffer for every consumer it ever had)."""
+        for i in range(self.size):
+            _take_off(self._buf[i], self._cbs[i])
 
     def known(self, bufs: list[DMABuffer]) -> tuple[tuple[int, int, int], ...] | None:
         """The references of ``bufs`` when the consumer holds every one of them (no fd to send), else None."""
@@ -982,6 +1034,8 @@ class FrameSender:
                     finally:  # no cycle frame -> exception -> traceback -> frame
                         late = None
                 if out[0]:
+                    if commit is not None:
+                        self._slots.retire()
                     if len(bufs) == 1:
                         self._learn(frame, bufs[0], marker)
                     break
@@ -1036,7 +1090,7 @@ class FrameSender:
             raise TransportTimeoutError(f"the consumer did not read within {timeout} s (its socket is full): "
                                         f"it is stalled; the frame was not sent and its buffers are free")
         try:  # wake now and then to notice close() and a consumer that went away
-            select.select([], [self._sock], [], 0.2 if left is None else min(left, 0.2))
+            _ready(self._sock, select.POLLOUT, 0.2 if left is None else min(left, 0.2))
         except (OSError, ValueError):
             raise PeerClosedError("this FrameSender was closed") from None
 
@@ -1122,6 +1176,7 @@ class FrameSender:
             self._reader.join(5)
         self._set_gone()
         self._plans.clear()
+        self._slots.detach()
         self._sock.close()
 
     def __enter__(self) -> FrameSender:
@@ -1203,20 +1258,28 @@ class _DoneChannel:
     def _flush_loop(self) -> None:
         assert self._wake is not None
         r = self._wake[0]
-        while not self.closed and not self.gone:
-            want = [self._sock] if self._pending else []
-            try:
-                rd, wr, _ = select.select([r], want, [], 1.0)
-                if rd:
-                    r.recv(4096)
-            except BlockingIOError:
-                pass
-            except (OSError, ValueError):
-                break
-            while self._pending and not self.closed:
-                if not self._try(self._pending[0]):
+        try:
+            while not self.closed and not self.gone:
+                try:  # poll(): select() refuses an fd from FD_SETSIZE up (see _ready)
+                    p = select.poll()
+                    p.register(r, select.POLLIN)
+                    if self._pending:
+                        p.register(self._sock, select.POLLOUT)
+                    if p.poll(1000):
+                        r.recv(4096)
+                except BlockingIOError:  # the producer's socket was the one ready
+                    pass
+                except (OSError, ValueError):
                     break
-                self._pending.popleft()
+                while self._pending and not self.closed:
+                    if not self._try(self._pending[0]):
+                        break
+                    self._pending.popleft()
+        finally:
+            # the wake-up pair goes with the thread: a receiver left open after EOF (which ends the flusher) keeps
+            # no fd but its socket; a later _poke() on a closed pair fails quietly
+            for s in self._wake or ():
+                s.close()
 
     def close(self, wait: bool = True) -> None:
         """Stop the flusher (a last non-blocking try for queued DONEs first)."""
@@ -1602,7 +1665,7 @@ class FrameReceiver:
                         msg, anc, flags, _ = sock.recvmsg(_RECV_BYTES, _CMSG_BYTES, _CLOEXEC_NOWAIT)
                     except BlockingIOError:
                         # a poll (timeout 0) ends here: a frame that comes meanwhile is the next call's
-                        if poll or not select.select([sock], [], [], _left(deadline))[0]:
+                        if poll or not _ready(sock, select.POLLIN, _left(deadline)):
                             msg = None
                         else:
                             continue
@@ -1645,6 +1708,7 @@ class FrameReceiver:
             self._done.close(wait=False)
             self._table.close()
             self._drop_layouts()  # their mappings go now, not when this receiver is closed or collected
+            self._parsed.clear()
             return None
         self.fds_received += len(fds)
         try:
@@ -1655,9 +1719,13 @@ class FrameReceiver:
                     self._drop_layouts()
                 return _AGAIN
             frame = self._build(msg, fds, flags)
-        except BaseException:
+        except BaseException as e:
             for fd in fds:  # what _build did not hand to a DMABuffer (it marks those -1)
                 _close_quiet(fd)
+            if self.closed and isinstance(e, InteropError):
+                # close() on another thread while this message was handled took the slot table with it: the error
+                # is not the producer's, and a closed receiver's recv() returns None
+                return None
             raise
         if self._table.version != self._layouts_version:  # layouts of recv_views() over buffers let go: drop them
             self._layouts_version = self._table.version
@@ -1719,7 +1787,7 @@ class FrameReceiver:
                             n, anc, flags, _ = sock.recvmsg_into(into, _CMSG_BYTES, _CLOEXEC_NOWAIT)
                         except BlockingIOError:
                             # a poll (timeout 0) ends here: a frame that comes meanwhile is the next call's
-                            if poll or not select.select([sock], [], [], _left(deadline))[0]:
+                            if poll or not _ready(sock, select.POLLIN, _left(deadline)):
                                 raise TransportTimeoutError(f"no frame within {timeout} s: the producer sent "
                                                             f"nothing") from None
                             continue
@@ -1800,6 +1868,14 @@ class FrameReceiver:
         self._view_layouts[:] = _NO_LAYOUTS
         self._spare_next = None
         self._spares.clear()
+        # recv()'s layouts resolved under an older table hold its buffers and a commit marker's mapping: a forgotten
+        # pool buffer's memory stayed mapped while its layout was cached. Each is replaced by one that holds nothing
+        # (resolved again on its next frame); a thread using the old one keeps it whole.
+        version = self._table.version
+        parsed = self._parsed
+        for key, rec in list(parsed.items()):
+            if rec.bufs and rec.version != version:
+                parsed[key] = _Received(rec.hdr)
 
     def _views_of(self, frame: Frame) -> FrameViews:
         """FrameViews over a frame built by the general path; the frame is released with the last view."""
@@ -1902,8 +1978,9 @@ class FrameReceiver:
             hdr = _parse_frame(msg, 0)
             if len(self._parsed) >= _PARSED_MAX:
                 self._parsed.clear()
-            self._parsed[key] = _Received(hdr)
-            return self._parsed[key], hdr.frame_id, hdr.seq, hdr.pts
+            # one lookup-free return: close() or another receiving thread may clear the cache right after the store
+            rec = self._parsed[key] = _Received(hdr)
+            return rec, hdr.frame_id, hdr.seq, hdr.pts
         fid, seq, pts = _per_frame(rec, msg)
         return rec, fid, seq, pts
 
@@ -1925,7 +2002,13 @@ class FrameReceiver:
                         k += 1
                         bufs.append(table.install(index, gen, buf).buf)
                     else:
-                        bufs.append(table.entries[index].buf)
+                        # checked against the table before (table.check), but another thread's close() or FORGET may
+                        # have changed it since: a KeyError escaped here
+                        e = table.entries.get(index)
+                        if e is None or e.gen != gen or e.buf.size != hdr.sizes[i]:
+                            raise ProtocolError(f"slot {index} generation {gen} was let go as this frame was handled "
+                                                f"(a FORGET or close() on another thread): the frame is dropped")
+                        bufs.append(e.buf)
                 rec.bufs = tuple(bufs)
                 rec.marker = bufs[0].marker_view(hdr.marker, False) if hdr.marker != NO_MARKER else None
                 if not fds:  # a cached layout: valid until the table changes again
@@ -1941,8 +2024,10 @@ class FrameReceiver:
                     return None
             # from here on the lease sends this frame's DONE when the frame (or what is left of it) is gone
             lease = BufferLease(rec.bufs, self._done.send, fid)
-        except BaseException:
+        except BaseException as e:
             self._done.send(fid)
+            if self.closed and isinstance(e, InteropError):  # closed meanwhile (see _message): recv() returns None
+                return None
             raise
         planes = leased_planes(lease, rec.specs, hdr.fourcc, ctx)
         meta: dict[str, object] = {"frame_id": fid, "sequence": seq}
@@ -1964,6 +2049,11 @@ class FrameReceiver:
         self._done.close()
         self._table.close()
         self._drop_layouts()  # their mappings: views handed out keep their own
+        self._parsed.clear()
+        # shut down before closing: close() alone wakes no thread blocked in recv()/recv_views() on this socket (the
+        # call keeps the socket open), so that thread waited for ever and the producer never saw this consumer go
+        with contextlib.suppress(OSError, ValueError):
+            self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
 
     def __enter__(self) -> FrameReceiver:
@@ -2104,7 +2194,7 @@ class FrameServer:
         deadline = _deadline(timeout, "FrameServer.accept")
         while True:
             try:
-                ready = select.select([self._sock], [], [], _left(deadline))[0]
+                ready = _ready(self._sock, select.POLLIN, _left(deadline))
             except (OSError, ValueError):
                 raise PeerClosedError(f"the FrameServer at {self.path} was closed") from None
             if not ready:
