@@ -60,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.isfile(video):
         return _error("FileNotFoundError", f"video {video!r} not found (or not a file): give a video file path (or "
                                            f"no VIDEO, for the bundled clip)")
+    if os.path.splitext(args.out)[1].lower() != ".mp4":  # the pipeline below muxes MP4, whatever the name says
+        return _error("UsageError", f"--out {args.out!r}: this example writes an MP4 file; give a name ending in .mp4")
     folder = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(folder):
         return _error("FileNotFoundError", f"cannot write {args.out!r}: its folder {folder!r} does not exist; "

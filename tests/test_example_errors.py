@@ -141,6 +141,14 @@ def test_gst_infer_output_in_a_missing_folder_is_one_line(tmp_path: Path) -> Non
     _one_error_line(_example("gst_infer.py", "--out", out, "--frames", "2"), "gst_infer.py", repr(out))
 
 
+def test_gst_infer_output_named_other_than_mp4_is_one_line(tmp_path: Path) -> None:
+    """The example muxes MP4: an --out named .txt got an MP4 file under that name, silently."""
+    _gst_or_skip()
+    out = str(tmp_path / "out.txt")
+    _one_error_line(_example("gst_infer.py", "--out", out, "--frames", "2"), "gst_infer.py", repr(out), ".mp4")
+    assert not Path(out).exists()
+
+
 def test_gst_infer_reads_a_container_other_than_mp4(tmp_path: Path, mkv_clip: str) -> None:
     """The demuxer is not hard-coded (qtdemux failed on anything but MP4): an MKV file decodes, zero-copy into the
     model as before (the only copies are the drawn frames, one per frame), and its path may hold a space."""
