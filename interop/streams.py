@@ -18,9 +18,11 @@ order.
 Back-pressure: a worker's pool is bounded; when inference falls behind, the frames it holds are the pool's buffers,
 and the worker waits for one to come back before decoding on. Nothing queues without bound.
 
-Faults: a worker that dies (killed, crashed, an unreadable input) ends its stream with an error (``error`` in that
-stream's entry) and the others go on. When this process dies, each worker notices its socket closing and exits.
-Ctrl-C (SIGINT, which the workers ignore) stops the run: sockets close, workers exit, every fd is released.
+Faults: a worker that dies (killed, crashed, an unreadable input), sends a message that is not a frame, or sends
+nothing for ``STALL_TIMEOUT`` seconds while inference holds none of its frames (a stuck decoder, a stopped process:
+it is killed) ends its stream with an error (``error`` in that stream's entry) and the others go on. When this
+process dies, each worker notices its socket closing and exits. Ctrl-C (SIGINT, which the workers ignore) stops the
+run: sockets close, workers exit, every fd is released.
 """
 
 from __future__ import annotations
@@ -59,6 +61,9 @@ POOL_SIZE = 6
 POOL_SPARE = 3
 #: seconds a worker may take to open its input and say so
 START_TIMEOUT = 60.0
+#: seconds a worker may go without sending anything while none of its frames is held here (every frame it sent has
+#: its result): past that its decoder is stuck, or the process was stopped, and its stream ends
+STALL_TIMEOUT = 60.0
 
 
 
@@ -338,6 +343,7 @@ class _Worker:
         self.eof = False  # no more frames (the worker closed its socket)
         self.status_eof = False
         self._buf = b""
+        self.heard = time.monotonic()  # when it last sent a frame or a status line (or was told to start)
 
     def read_status(self) -> list[dict[str, Any]]:
         """Status lines available now (call when stdout is readable)."""
@@ -360,11 +366,17 @@ class _Worker:
     def go(self, pool_size: int) -> None:
         """Tell the worker its pool size: it starts decoding."""
         assert self.proc.stdin is not None
+        self.heard = time.monotonic()
         try:
             self.proc.stdin.write(json.dumps({"pool": pool_size}).encode() + b"\n")
             self.proc.stdin.close()
         except OSError:  # it died already: its socket says so
             pass
+
+    def kill(self) -> None:
+        """End a worker that is not trusted any more (it sent a bad message, or nothing for too long)."""
+        with contextlib.suppress(OSError):
+            self.proc.kill()
 
     def stop(self, timeout: float = 5.0) -> None:
         if self.proc.stdin is not None and not self.proc.stdin.closed:
@@ -381,18 +393,33 @@ class _Worker:
 
 
 
-def _check(inputs: Sequence[str], pool_size: int | None, frames: int | None) -> None:
-    if not inputs:
+def _check(inputs: Sequence[str | os.PathLike[str]], pool_size: int | None, frames: int | None) -> list[str]:
+    """The arguments checked before anything starts; the inputs as a list of str (a path-like object's path: the
+    ``--json`` object names each input as it is kept)."""
+    if isinstance(inputs, (str, bytes, os.PathLike)):  # a str is a sequence too: each character would be a stream
+        raise RunArgumentError(f"run_streams takes a list of inputs, not one input: run_streams([{inputs!r}])")
+    try:
+        given = list(inputs)
+    except TypeError:
+        raise RunArgumentError(f"run_streams takes a list of inputs (paths, or 'gst:PIPELINE'), not "
+                               f"{type(inputs).__name__}") from None
+    if not given:
         raise RunArgumentError("run_streams needs at least one input")
+    paths = [os.fspath(v) if isinstance(v, os.PathLike) else v for v in given]
+    for k, v in enumerate(paths):
+        if not isinstance(v, str):
+            raise RunArgumentError(f"input {k} is {type(v).__name__} {v!r}: each input is a path (str or "
+                                   f"os.PathLike) or 'gst:PIPELINE'")
     if frames is not None and frames <= 0:
         raise RunArgumentError(f"--frames must be a positive number of frames, not {frames} (leave it out for all)")
     if pool_size is not None and pool_size < 3:
         raise RunArgumentError(f"pool_size must be at least 3 (a frame in a request, one kept, one being written), "
                                f"not {pool_size}")
+    return paths
 
 
-def run_streams(inputs: Sequence[str], model: str | None = None, device: str | None = None, frames: int | None = None,
-                precision: str | None = None, input_size: tuple[int, int] | None = None, *,
+def run_streams(inputs: Sequence[str | os.PathLike[str]], model: str | None = None, device: str | None = None,
+                frames: int | None = None, precision: str | None = None, input_size: tuple[int, int] | None = None, *,
                 pool_size: int | None = None, keep_last: bool = False,
                 on_progress: Callable[[int, int, int | None], None] | None = None,
                 on_result: Callable[[int, FrameResult], None] | None = None,
@@ -421,7 +448,7 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
 
     from .dma import ProtocolError, TransportTimeoutError
 
-    _check(inputs, pool_size, frames)
+    paths = _check(inputs, pool_size, frames)
     if decode is None:
         decode = "threads" if pool_size is None else "processes"
     if decode not in ("threads", "processes"):
@@ -432,10 +459,10 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
                                    "with it (streams decoded in threads need no pool)")
         from .stream_threads import run_in_threads
 
-        return run_in_threads(inputs, model, device, frames, precision, input_size, keep_last=keep_last,
+        return run_in_threads(paths, model, device, frames, precision, input_size, keep_last=keep_last,
                               on_progress=on_progress, on_result=on_result, on_stream_end=on_stream_end,
                               allow_copy=allow_copy)
-    workers = [_Worker(k, v, frames, allow_copy) for k, v in enumerate(inputs)]
+    workers = [_Worker(k, v, frames, allow_copy) for k, v in enumerate(paths)]
     streams: list[StreamResult] = []
     last: dict[int, Any] = {}
     inf: Any = None
@@ -456,6 +483,8 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
             s = StreamResult(w.index, r)
             if "error" in h:
                 s.error, s.error_type = h["error"].get("message"), h["error"].get("type")
+                log.warning("stream %d (%s): %s", w.index, w.video, s.error)
+                s.run.warnings.append(s.error or "")
             streams.append(s)
         live = [w for w in workers if streams[w.index].error is None]
         if not live:
@@ -493,9 +522,14 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
         with copy_meter() as meter, _opencv_single_threaded(model is None):
             while open_streams:
                 _sigint.check()  # a Ctrl-C that a C extension swallowed (interop run's handler remembers it)
-                for key, _ in sel.select(timeout=0.05 if waiting else 1.0):
+                ready = sel.select(timeout=0.05 if waiting else 1.0)
+                # silence is measured up to the select: what a worker sent later (while a frame of this batch was
+                # compiled for, or waited for a request) is in the next one
+                polled = time.monotonic()
+                for key, _ in ready:
                     kind, w = key.data
                     s = streams[w.index]
+                    w.heard = polled
                     if kind == "status":
                         for msg in w.read_status():
                             _on_status(s, msg)
@@ -509,6 +543,9 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
                         except ProtocolError as e:
                             s.error, s.error_type = f"the decode worker sent a bad message: {e}", "ProtocolError"
                             f = None
+                            # a worker we stop reading would wait for ever for the pool buffers its unread frames
+                            # hold, and its stream (the run with it) would never end: it is not trusted any more
+                            w.kill()
                         if f is None:
                             w.eof = True
                             sel.unregister(key.fileobj)
@@ -537,9 +574,13 @@ def run_streams(inputs: Sequence[str], model: str | None = None, device: str | N
                         f = mapped = None
                 results.check()
                 for w in live:
+                    if w.index in open_streams and not w.eof and results.finished(w.index) and \
+                            polled - w.heard > STALL_TIMEOUT:
+                        _stalled(streams[w.index], w)
+                        sel.unregister(w.rx._sock)
                     if w.index in open_streams and w.eof and (w.status_eof or w.proc.poll() is not None):
                         open_streams.discard(w.index)
-                        _end_stream(streams[w.index], w)
+                        _end_stream(streams[w.index], w, frames)
                         waiting.append(streams[w.index])
                 if on_stream_end is not None:
                     results.end_when_finished(waiting, on_stream_end)
@@ -656,8 +697,21 @@ def _died(video: str, code: int, frames: int) -> str:
     return f"the decode worker of {video!r} {how} after {frames} frames: the stream ends here"
 
 
-def _end_stream(s: StreamResult, w: _Worker) -> None:
-    """The worker closed its socket: note how it ended (status line, exit status)."""
+def _stalled(s: StreamResult, w: _Worker) -> None:
+    """The worker sent nothing for STALL_TIMEOUT while it had every buffer of its pool: not back-pressure (inference
+    holds none of its frames) but a decoder that is stuck or a process that was stopped. The run would wait for it
+    for ever: its stream ends here, the others go on."""
+    s.error = (f"the decode worker of {w.video!r} sent nothing for {STALL_TIMEOUT:g} s after {s.run.frames} frames, "
+               f"none of them held by inference (its decoder is stuck, or the process was stopped): the stream ends "
+               f"here")
+    s.error_type = "StreamError"
+    w.kill()
+    w.eof = True
+
+
+def _end_stream(s: StreamResult, w: _Worker, frames: int | None) -> None:
+    """The worker closed its socket: note how it ended (status line, exit status) and, as one stream's run does,
+    the packets it skipped and a stream shorter than its container declares."""
     try:
         code = w.proc.wait(5)
     except subprocess.TimeoutExpired:
@@ -668,6 +722,10 @@ def _end_stream(s: StreamResult, w: _Worker) -> None:
     if s.error is not None:
         log.warning("stream %d (%s): %s", s.index, s.run.video, s.error)
         s.run.warnings.append(s.error)
+    else:
+        from .pipeline import _damage_warnings
+
+        _damage_warnings(s.run, stopped_early=frames is not None and s.run.frames >= frames)
 
 
 def save_path(path: str, k: int, n: int) -> str:
