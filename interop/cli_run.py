@@ -171,13 +171,21 @@ def streams_main(args: Any) -> int:
                           keep_last=bool(save) and ext in _IMAGE_EXT, on_progress=progress, on_stream_end=ended,
                           allow_copy=bool(getattr(args, "allow_copy", False)),
                           decode=getattr(args, "decode", None))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         print("interop run: interrupted (every stream stopped)", file=sys.stderr, flush=True)
+        partial = getattr(e, "result", None)
+        if as_json:  # stdout is one JSON line on every path: the streams so far, "interrupted": true
+            doc = partial.to_json() if partial is not None else \
+                {"error": {"type": "KeyboardInterrupt", "message": "interrupted (every stream stopped)"}}
+            print(json.dumps(doc), file=sys.stdout, flush=True)
         return 130
     streams_report(res, out)
     if save:
         for s in res.streams:
             if s.error is not None or not s.run.frames:
+                # saving re-reads the input, which failed: said, not skipped silently
+                print(f"  not saved     stream {s.index} ({'it ended with an error' if s.error else 'no frame'})",
+                      file=out)
                 continue
             p = save_path(save, s.index, len(res.streams))
             if ext in _VIDEO_EXT:
@@ -218,3 +226,6 @@ def streams_report(res: MultiRunResult, out: Any) -> None:
         if s.error:
             line += f"   ERROR {s.error_type}: {s.error}"
         p(line)
+        for w in r.warnings:  # skipped packets, a stream shorter than declared, a size change (the error is above)
+            if w != s.error:
+                p(f"    warning     {w}")
