@@ -10,6 +10,10 @@ Protocol (SOCK_SEQPACKET, so a message arrives whole or not at all, with its fds
 - FORGET (producer -> consumer): the buffer under (index, generation) is gone on the producer's side; the consumer
   closes its fd (once no frame of it is held).
 - DONE (consumer -> producer): the consumer released frame ``frame_id``; the producer's buffers return to its pool.
+- REFUSED (consumer -> producer): the consumer did not install the buffer a SLOTS message announced under (index,
+  generation) (an unsealed fd, fds cut off because it ran out of them, a bad message): the producer lets that slot go,
+  so the next frame over the buffer sends its fd again. It comes before the refused frame's DONE. A producer of an
+  earlier version ignores it as a message that is not a DONE (logged); a consumer of one never sends it.
 A producer holds every buffer it sent until DONE or until the consumer is gone (EOF, reset): a consumer killed
 mid-frame returns all its buffers to the producer's pool. Pool buffers carry a commit marker (state, sequence)
 after the planes; the consumer checks it on receipt and drops (never delivers) a frame whose writer did not
@@ -18,7 +22,7 @@ Memfds must be sealed against shrinking (``require_sealed``) so a peer cannot SI
 
 Everything a peer sends is untrusted: every field of a FRAME message (sizes, offsets, pitches, shapes, dtype,
 plane and fd counts, the commit-marker offset, width/height against the planes) is checked before any of it is
-used, and a bad message is a ProtocolError. A bad DONE message is logged and ignored.
+used, and a bad message is a ProtocolError. A bad DONE or REFUSED message is logged and ignored.
 
 Every call that can wait takes a timeout (None waits for ever) and raises TransportTimeoutError (an InteropError and a
 TimeoutError) when it runs out; ``timeout=0`` polls. Releasing a received frame never blocks: see FrameReceiver.
@@ -78,7 +82,7 @@ log = logging.getLogger("interop")
 
 MAGIC = b"IDMA"
 VERSION = 1
-MSG_FRAME, MSG_DONE, MSG_SLOTS, MSG_FORGET = 1, 2, 3, 4
+MSG_FRAME, MSG_DONE, MSG_SLOTS, MSG_FORGET, MSG_REFUSED = 1, 2, 3, 4, 5
 MAX_FDS = 8
 MAX_SLOTS = 256  # slot indexes a consumer accepts: it keeps at most this many fds per producer
 DEFAULT_SLOTS = 64  # slots a FrameSender uses (more buffers than that: the least recently sent is reassigned)
@@ -261,16 +265,40 @@ def _forget_message(index: int, generation: int) -> bytes:
     return _HEAD.pack(MAGIC, VERSION, MSG_FORGET, 0, 0, NO_MARKER) + _REF.pack(index, 0, generation)
 
 
-def _parse_forget(msg: bytes) -> tuple[int, int]:
-    """(index, generation) of a valid FORGET message; ProtocolError otherwise."""
+def _refused_message(index: int, generation: int) -> bytes:
+    return _HEAD.pack(MAGIC, VERSION, MSG_REFUSED, 0, 0, NO_MARKER) + _REF.pack(index, 0, generation)
+
+
+def _parse_slot_note(msg: bytes, what: str) -> tuple[int, int]:
+    """(index, generation) of a valid FORGET or REFUSED message (``what``, whose magic, version and type the caller
+    matched); ProtocolError otherwise."""
     if len(msg) != _HEAD.size + _REF.size:
-        raise ProtocolError(f"a FORGET message of {len(msg)} bytes (it has {_HEAD.size + _REF.size})")
+        raise ProtocolError(f"a {what} message of {len(msg)} bytes (it has {_HEAD.size + _REF.size})")
     _, _, _, fid, seq, marker = _HEAD.unpack_from(msg)
     index, flags, gen = _REF.unpack_from(msg, _HEAD.size)
     if fid or seq or marker != NO_MARKER or flags or index >= MAX_SLOTS or gen == 0:
-        raise ProtocolError(f"a FORGET message with bad fields (frame id {fid}, sequence {seq}, slot {index}, flags "
+        raise ProtocolError(f"a {what} message with bad fields (frame id {fid}, sequence {seq}, slot {index}, flags "
                             f"{flags}, generation {gen}; slots are < {MAX_SLOTS}, generations start at 1)")
     return int(index), int(gen)
+
+
+def _parse_forget(msg: bytes) -> tuple[int, int]:
+    """(index, generation) of a valid FORGET message; ProtocolError otherwise."""
+    return _parse_slot_note(msg, "FORGET")
+
+
+def _announced(msg: bytes) -> tuple[tuple[int, int], ...]:
+    """(index, generation) of each install (a reference with REF_FD) a SLOTS message announces, read from the message
+    alone: for one that was refused before or while it was checked (fds cut off, a bad field), whose installs the
+    producer believes made. Nothing when the message does not even have a SLOTS message's shape."""
+    if len(msg) < _HEAD.size + _FRAME.size or msg[:6] != _MAGIC_VER or msg[6:8] != _KIND_SLOTS:
+        return ()
+    n_planes, n_refs = msg[_HEAD.size + 20], msg[_HEAD.size + 21]  # _FRAME's plane and fd counts
+    at = _HEAD.size + _FRAME.size + n_planes * _PLANE.size
+    if len(msg) != at + n_refs * _REF.size:
+        return ()
+    refs = (_REF.unpack_from(msg, at + i * _REF.size) for i in range(n_refs))
+    return tuple((int(i), int(g)) for i, f, g in refs if f & REF_FD and i < MAX_SLOTS and g)
 
 
 def _done_message(frame_id: int) -> bytes:
@@ -421,12 +449,14 @@ _PTS_MIN, _PTS_MAX = -(1 << 63), (1 << 63) - 1
 _PER_FRAME = struct.Struct(f"<{_FID_AT}xQQ{_PTS_AT - _SEQ_AT - 8}xq")  # frame id, sequence, pts: one unpack
 # plain ints: socket's flags are IntFlag members, and combining or testing those runs Python code on every message
 _TRUNCATED = int(socket.MSG_CTRUNC | socket.MSG_TRUNC)
+_MSG_TRUNC = int(socket.MSG_TRUNC)
 _NOWAIT = int(socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT)
 _CLOEXEC = int(socket.MSG_CMSG_CLOEXEC)
 _CLOEXEC_NOWAIT = int(socket.MSG_CMSG_CLOEXEC | socket.MSG_DONTWAIT)
 _MAGIC_VER = MAGIC + struct.pack("<H", VERSION)
 _KIND_SLOTS = struct.pack("<H", MSG_SLOTS)
 _KIND_FORGET = struct.pack("<H", MSG_FORGET)
+_KIND_REFUSED = struct.pack("<H", MSG_REFUSED)
 
 
 def _check_pts(pts: int) -> None:
@@ -626,6 +656,18 @@ class _SlotAssigner:
         if self._gen[i] == gen:
             self._buf[i] = None
 
+    def refused(self, i: int, gen: int) -> bool:
+        """The consumer did not install slot ``i`` under ``gen`` (its REFUSED message, untrusted: any index and
+        generation). If the slot still names that announcement's buffer it lets the buffer go (its close callback
+        taken off: the buffer lives on), so the next frame over it gets a slot anew, fd and all, under a newer
+        generation. False when there is nothing to let go (another slot's index, a generation since replaced)."""
+        if not 0 <= i < self.size or self._gen[i] != gen or self._buf[i] is None:
+            return False
+        _take_off(self._buf[i], self._cbs[i])
+        self._buf[i] = None
+        self._cbs[i] = None
+        return True
+
 
 class _SendPlan:
     """What FrameSender.send() checks a frame against, and the message it sends for it: the layout of the last frame
@@ -701,7 +743,9 @@ class FrameSender:
     Every buffer sent is held (kept out of its pool) until the consumer's DONE, or until the consumer is gone:
     a background thread reads DONE messages and notices a dead consumer, then returns everything it held.
     A DONE message that is not valid (or names a frame not in flight) is logged and ignored; fds a consumer
-    attaches to one are closed.
+    attaches to one are closed. A consumer's REFUSED message (it did not install a buffer's fd) makes the next frame
+    over that buffer send the fd again (``refused`` counts them); one that names no slot's current generation changes
+    nothing.
 
     ``slots`` (default DEFAULT_SLOTS, at most MAX_SLOTS): how many buffers the consumer keeps mapped between frames.
     A buffer sent once is named by its slot (index + generation) afterwards: no fd, no mmap, no layout check on the
@@ -728,7 +772,10 @@ class FrameSender:
         self._closed = threading.Event()
         self.sent = 0
         self.returned = 0
-        self.bad_messages = 0  # messages from the consumer that were not valid DONEs
+        self.bad_messages = 0  # messages from the consumer that were not valid DONEs or REFUSED messages
+        # valid REFUSED messages: slot installs the consumer did not make (those buffers' fds go again with their next
+        # frame; one naming a generation since replaced changes nothing)
+        self.refused = 0
         self.fds_sent = 0  # buffer fds passed (once per buffer and slot with slots, once per buffer and frame without)
         self._slots = _SlotAssigner(int(slots))
         self._send_lock = threading.Lock()  # orders slot assignment with the message that announces it; never waits
@@ -872,19 +919,21 @@ class FrameSender:
                 m, view = bufs[0].marker_view(marker, True)  # m keeps the mapping while the view is written
                 store_marker(view, MARKER_COMMITTED, seq)
                 del m
-        for b in bufs:
-            b.use()
         fid = 0  # no id yet (ids start at 1)
+        used = 0  # uses taken: use() counts exactly when it returns, and nothing can interrupt the count after it
         try:
+            for b in bufs:
+                b.use()
+                used += 1
             with self._send_lock:
                 fid = self._next_id
                 self._next_id += 1
                 self._in_flight[fid] = bufs
-        except BaseException as e:  # interrupted as the lock was taken or let go: nothing went out
+        except BaseException as e:  # a buffer closed meanwhile, or interrupted before the id: nothing went out
             if fid:
                 self._failed(fid, e)
             else:
-                for b in bufs:
+                for b in bufs[:used]:
                     b.unuse()
             raise
         out = [False]  # the message is (or may be) out: see "Ctrl-C inside FrameSender.send()"
@@ -1137,10 +1186,13 @@ class FrameSender:
                     if self._forgets:  # left when the socket was full: the consumer reads again
                         self._after_send()
                     continue
+                if fid is None and not fds and not flags & _TRUNCATED and data[6:8] == _KIND_REFUSED \
+                        and data[:6] == _MAGIC_VER and self._on_refused(data):
+                    continue
                 with self._lock:
                     self.bad_messages += 1
-                log.warning("ignored a message from the consumer that is not a DONE for a frame in flight "
-                            "(%d bytes, %d fds, frame id %s)", len(data), len(fds), fid)
+                log.warning("ignored a message from the consumer that is not a DONE for a frame in flight nor a "
+                            "valid REFUSED (%d bytes, %d fds, frame id %s)", len(data), len(fds), fid)
         except Exception:  # never let the reader die with buffers still held
             log.exception("the frame sender's reader failed; returning every buffer held for the consumer")
         finally:
@@ -1151,6 +1203,34 @@ class FrameSender:
                 self._return(fid)
             with self._returned:
                 self._returned.notify_all()
+
+    def _on_refused(self, msg: bytes) -> bool:
+        """A REFUSED message from the consumer (on the reader thread): the slot it names lets its buffer go, so the
+        buffer's next frame sends the fd again. False when the message is not a valid one (a bad message)."""
+        try:
+            index, gen = _parse_slot_note(msg, "REFUSED")
+        except ProtocolError as e:
+            log.warning("ignored a REFUSED message from the consumer: %s", e)
+            return False
+        if index >= self._slots.size:
+            return False
+        # under the send lock, as every change of the slot table: a try that announced this generation committed it
+        # before letting go, and the planned send compares the slot's buffer under it (no other per-frame check)
+        with self._send_lock:
+            if self._slots.refused(index, gen):
+                for k, plan in list(self._plans.items()):
+                    if plan.index == index and plan.gen == gen:
+                        self._plans.pop(k, None)
+                log.info("the consumer refused the fd of slot %d generation %d: it goes again with the next frame over "
+                         "that buffer", index, gen)
+            else:
+                log.info("the consumer refused the fd of slot %d generation %d, since replaced: nothing to do",
+                         index, gen)
+        with self._lock:
+            self.refused += 1
+        if self._forgets:  # queued while we held the send lock
+            self._after_send()
+        return True
 
     def wait_returned(self, timeout: float | None = None) -> bool:
         """Wait until every frame sent came back (released by the consumer, or reclaimed because it is gone).
@@ -1190,7 +1270,8 @@ class FrameSender:
 
 
 class _DoneChannel:
-    """Sends DONE messages to the producer without ever blocking the caller (release() and GC finalizers call it).
+    """Sends DONE (and REFUSED) messages to the producer without ever blocking the caller (release() and GC
+    finalizers call it), in the order they were given.
 
     A DONE goes out with MSG_DONTWAIT. If the producer's socket is full (it stopped reading), the DONE is queued and a
     flusher thread sends it once the producer reads again. Past MAX_PENDING queued DONEs the producer is treated as
@@ -1203,7 +1284,7 @@ class _DoneChannel:
 
     def __init__(self, sock: socket.socket):
         self._sock = sock
-        self._pending: collections.deque[int] = collections.deque()
+        self._pending: collections.deque[bytes] = collections.deque()
         # made here, not when the flusher starts, so receiving frames opens no fd beyond the frames' own
         self._wake: tuple[socket.socket, socket.socket] | None = socket.socketpair()
         for w in self._wake:
@@ -1224,8 +1305,21 @@ class _DoneChannel:
         """Send DONE for ``fid`` now, or queue it; never blocks."""
         if self.closed or self.gone:
             return
-        if not self._pending and self._try(fid):
+        msg = _done_message(fid)
+        if not self._pending and self._try(msg):
             return
+        self._queue(msg)
+
+    def refuse(self, index: int, gen: int) -> None:
+        """Tell the producer the install of slot ``index`` under ``gen`` was not made (before the frame's DONE)."""
+        if self.closed or self.gone:
+            return
+        msg = _refused_message(index, gen)
+        if not self._pending and self._try(msg):
+            return
+        self._queue(msg)
+
+    def _queue(self, msg: bytes) -> None:
         if len(self._pending) >= self.MAX_PENDING:
             self.gone = True
             self.dropped += len(self._pending) + 1
@@ -1234,13 +1328,13 @@ class _DoneChannel:
                         "(it gets its buffers back when the connection closes)", self.MAX_PENDING)
             self._poke()
             return
-        self._pending.append(fid)
+        self._pending.append(msg)
         self._poke()
 
-    def _try(self, fid: int) -> bool:
-        """True when the DONE needs no more work (sent, or the producer is gone)."""
+    def _try(self, msg: bytes) -> bool:
+        """True when the message needs no more work (sent, or the producer is gone)."""
         try:
-            self._sock.send(_done_message(fid), _NOWAIT)
+            self._sock.send(msg, _NOWAIT)
         except BlockingIOError:
             return False
         except (OSError, ValueError):  # the producer is gone, or our socket closed: nothing to return buffers to
@@ -1328,6 +1422,9 @@ class _SlotTable:
         self.entries: dict[int, _SlotEntry] = {}
         self.forgotten = 0
         self.version = 0  # changes with every install / forget / close: cached references are checked again
+        # slot -> the generation whose install this consumer refused (and told the producer): frames over it that
+        # were sent before the producer heard are refused with that said, not as a disagreement of the tables
+        self.refused: dict[int, int] = {}
 
     def check(self, hdr: _Header) -> None:
         """Refuse references that do not fit this table, before any fd of the message is taken."""
@@ -1338,6 +1435,10 @@ class _SlotTable:
                     raise ProtocolError(f"slot {index} is announced again with generation {gen}, not newer than "
                                         f"{e.gen}: the producer's slot table and ours disagree")
             elif e is None or e.gen != gen:
+                if self.refused.get(index) == gen:
+                    raise ProtocolError(f"slot {index} generation {gen} names a buffer whose fd this consumer refused "
+                                        f"(see the error of an earlier frame): the frame is dropped; the producer was "
+                                        f"told, and sends the fd again with its next frame over that buffer")
                 raise ProtocolError(f"slot {index} generation {gen} is not one this consumer was sent (it has "
                                     f"{'nothing' if e is None else f'generation {e.gen}'} there)")
             elif e.buf.size != hdr.sizes[i]:
@@ -1349,9 +1450,21 @@ class _SlotTable:
         old = self.entries.get(index)
         e = self.entries[index] = _SlotEntry(gen, buf)
         self.version += 1
+        if self.refused:
+            self.refused.pop(index, None)
         if old is not None:
             old.buf.close_when_free()
         return e
+
+    def refuse(self, index: int, gen: int) -> bool:
+        """The install of slot ``index`` under ``gen`` was not made. True when it was not (nor since): the producer is
+        to be told. What the slot holds stays (a bad message changes no slot): the producer's next install replaces
+        it."""
+        e = self.entries.get(index)
+        if e is not None and e.gen == gen:
+            return False
+        self.refused[index] = gen
+        return True
 
     def forget(self, index: int, gen: int) -> bool:
         e = self.entries.get(index)
@@ -1910,31 +2023,49 @@ class FrameReceiver:
         if not self._table.forget(index, gen):
             log.info("FORGET for slot %d generation %d, which this consumer does not hold", index, gen)
 
+    def _refuse(self, installs: tuple[tuple[int, int], ...] | list[tuple[int, int]]) -> None:
+        """Tell the producer which of the installs (index, generation) a SLOTS message announced this consumer did
+        not make, before the frame's DONE: it sends those buffers' fds again with their next frame (else every later
+        frame over them would be refused until their slot was reassigned)."""
+        table = self._table
+        for index, gen in installs:
+            if table.refuse(index, gen):
+                self._done.refuse(index, gen)
+
     def _build(self, msg: bytes, fds: list[int], flags: int) -> Frame | None:
+        rec: _Received | None = None
         try:
             if flags & _TRUNCATED:
-                raise ProtocolError("a frame message was truncated (too many fds or too long): peer and library "
-                                    "versions differ?")
+                if flags & _MSG_TRUNC:
+                    raise ProtocolError("a frame message was truncated (longer than any valid one): peer and "
+                                        "library versions differ?")
+                raise ProtocolError("the fds of a frame message were cut off (MSG_CTRUNC): this process ran out of fds "
+                                    "(see ulimit -n; release frames you hold, close files): the frame is dropped, "
+                                    "and the producer sends the fds again with its next frames")
             if msg[6:8] == _KIND_SLOTS and msg[:6] == _MAGIC_VER:
                 rec, fid, seq, pts = self._slots_header(msg, len(fds))
                 if rec.version != self._table.version:
                     self._table.check(rec.hdr)
-                return self._build_slots(rec, fid, seq, pts, fds)
-            hdr = _parse_frame(msg, len(fds))
+            else:
+                hdr = _parse_frame(msg, len(fds))
         except ProtocolError:
+            if msg[6:8] == _KIND_SLOTS and not self.closed:
+                self._refuse(_announced(msg))
             fid = _frame_id_of(msg)
             if fid:  # an honest producer of another version gets its buffers back
                 self._done.send(fid)
             raise
+        if rec is not None:
+            return self._build_slots(rec, fid, seq, pts, fds)
         fid = hdr.frame_id
-        # ownership of the fds passes to DMABuffers one by one; the caller closes what is left (>= 0) on error
+        # ownership of the fds passes to DMABuffers one by one, each marking its entry -1 as it takes the fd over
+        # (handed=: no gap for a Ctrl-C); the caller closes what is left (>= 0) on error
         bufs: list[DMABuffer] = []
         planes: list[DMATensor] = []
         try:
             for i, fd in enumerate(fds):
                 bufs.append(buffer_from_fd(fd, size=hdr.sizes[i], take_ownership=True,
-                                           require_sealed=self.require_sealed))
-                fds[i] = -1
+                                           require_sealed=self.require_sealed, handed=fds, at=i))
             if hdr.marker != NO_MARKER and not self.writer:
                 mg, state, got = read_marker(bufs[0].mapping(False).address, hdr.marker)
                 if mg != MARKER_MAGIC or state != MARKER_COMMITTED or got != hdr.seq:
@@ -1996,9 +2127,9 @@ class FrameReceiver:
                 k = 0
                 for i, (index, rflags, gen) in enumerate(hdr.refs):
                     if rflags & REF_FD:
+                        # the buffer marks fds[k] -1 as it takes the fd over (handed=: no gap for a Ctrl-C)
                         buf = buffer_from_fd(fds[k], size=hdr.sizes[i], take_ownership=True,
-                                             require_sealed=self.require_sealed)
-                        fds[k] = -1
+                                             require_sealed=self.require_sealed, handed=fds, at=k)
                         k += 1
                         bufs.append(table.install(index, gen, buf).buf)
                     else:
@@ -2025,6 +2156,8 @@ class FrameReceiver:
             # from here on the lease sends this frame's DONE when the frame (or what is left of it) is gone
             lease = BufferLease(rec.bufs, self._done.send, fid)
         except BaseException as e:
+            if fds and not self.closed:  # installs announced and not made (a refused fd): the producer sends them again
+                self._refuse([(index, gen) for index, rflags, gen in hdr.refs if rflags & REF_FD])
             self._done.send(fid)
             if self.closed and isinstance(e, InteropError):  # closed meanwhile (see _message): recv() returns None
                 return None

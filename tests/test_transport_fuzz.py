@@ -11,6 +11,9 @@ SLOTS messages (the same fields, plus each buffer reference's slot index, flags 
 come with them) go to a receiver whose slot table holds the buffers they name: each builds a valid frame over the
 buffers of its slots or raises an InteropError; the receiver's fds change only by the slots it installed or let go.
 FORGET messages (each field, the length, fds attached) forget the slot they name exactly, or raise a ProtocolError.
+REFUSED messages (consumer -> producer; each field, the length, fds attached) make the sender send the fd of the
+buffer they name again only when they are valid and name its slot's current generation; the sender keeps running
+and keeps no fd.
 """
 
 from __future__ import annotations
@@ -54,9 +57,11 @@ from interop.transport import (
     _encode_frame,
     _encode_slots,
     _forget_message,
+    _refused_message,
     commit,
     seqpacket_pair,
 )
+from tests.test_transport_resync import _done, _take
 
 SETTINGS = settings(max_examples=400, deadline=None, database=None, derandomize=True,
                     suppress_health_check=list(HealthCheck))
@@ -481,13 +486,8 @@ def test_mutated_slot_messages_build_valid_frames_or_raise_interop_errors(slot_r
     assert not rx.closed
 
 
-@SETTINGS
-@given(data=st.data())
-def test_mutated_forget_messages_forget_exactly_their_slot_or_raise(slot_rig, data):
-    bases, a, rx = slot_rig
-    _reset_slots(bases, a, rx)
-    index = data.draw(st.sampled_from([0, 1, 2, 3, 7]))
-    msg = bytearray(_forget_message(index, 1))
+def _mutated_note(msg: bytearray, data) -> bytearray:
+    """A FORGET or REFUSED message (a header and one reference) with up to two fields changed, maybe cut or lengthened."""
     for _ in range(data.draw(st.integers(0, 2))):
         if data.draw(st.booleans()):
             name, off, code = data.draw(st.sampled_from(HEAD_FIELDS))
@@ -499,6 +499,16 @@ def test_mutated_forget_messages_forget_exactly_their_slot_or_raise(slot_rig, da
     cut = data.draw(st.one_of(st.none(), st.integers(0, len(msg) - 1), st.integers(len(msg) + 1, len(msg) + 64)))
     if cut is not None:
         msg = msg[:cut] if cut < len(msg) else msg + bytes(cut - len(msg))
+    return msg
+
+
+@SETTINGS
+@given(data=st.data())
+def test_mutated_forget_messages_forget_exactly_their_slot_or_raise(slot_rig, data):
+    bases, a, rx = slot_rig
+    _reset_slots(bases, a, rx)
+    index = data.draw(st.sampled_from([0, 1, 2, 3, 7]))
+    msg = _mutated_note(bytearray(_forget_message(index, 1)), data)
     extra = [nd.memfd_alloc(64) for _ in range(data.draw(st.integers(0, 2)))]
     before = {i: e.gen for i, e in rx._table.entries.items()}
     n = _fd_count()
@@ -522,3 +532,57 @@ def test_mutated_forget_messages_forget_exactly_their_slot_or_raise(slot_rig, da
     assert gone == expect, "a FORGET let go of a slot it does not name, or kept the one it names"
     assert _fd_count() == n - len(extra) - len(gone)
     assert not rx.closed
+
+
+# ---- REFUSED (consumer -> producer) -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def refusing_consumer():
+    a, b = seqpacket_pair()
+    tx = FrameSender(a, slots=8)
+    f = DMAContext().alloc_frame(FrameFormat.GRAY8, 16, 16)
+    yield tx, b, f
+    tx.close()
+    b.close()
+    f.release()
+
+
+def _round_trip(tx: FrameSender, b: socket.socket, f) -> tuple[int, int, bool]:
+    """Send ``f`` and give it back as a consumer would: (slot index, generation, whether its fd came)."""
+    tx.send(f)
+    fid, index, gen, n = _take(b)
+    _done(b, fid)
+    assert tx.wait_returned(5)
+    return index, gen, bool(n)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_mutated_refused_messages_resend_only_the_slot_they_name(refusing_consumer, data):
+    tx, b, f = refusing_consumer
+    i, g, _ = _round_trip(tx, b, f)  # the slot and generation the consumer holds f's buffer under
+    index = data.draw(st.sampled_from([i, (i + 1) % 8, 8, 255, 256]))
+    gen = data.draw(st.sampled_from([g, g + 1, max(g - 1, 1), 0]))
+    msg = _mutated_note(bytearray(_refused_message(index, gen)), data)
+    extra = [nd.memfd_alloc(64) for _ in range(data.draw(st.integers(0, 2)))]
+    n = _fd_count()
+    refused, bad = tx.refused, tx.bad_messages
+    b.sendmsg([bytes(msg)], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", extra))] if extra else [])
+    for fd in extra:
+        os.close(fd)
+    deadline = time.monotonic() + 5
+    while tx.refused + tx.bad_messages == refused + bad and time.monotonic() < deadline:
+        time.sleep(0.0005)
+    assert tx.refused + tx.bad_messages == refused + bad + 1, "the sender did not handle the message"
+    valid = False
+    if not extra and len(msg) == _HEAD.size + _REF.size:
+        ri, _, rg = _REF.unpack_from(msg, _HEAD.size)
+        valid = bytes(msg) == _refused_message(ri, rg) and ri < 8 and rg != 0  # a sender of 8 slots
+    assert tx.refused == refused + valid
+    applied = valid and (ri, rg) == (i, g)
+    i2, g2, fd_again = _round_trip(tx, b, f)
+    assert fd_again == applied, "the fd went again for a REFUSED that does not name its slot, or not for one that does"
+    assert g2 > g if applied else (i2, g2) == (i, g)
+    assert tx.alive
+    assert _fd_count() == n - len(extra), "the sender kept an fd a consumer attached"

@@ -133,15 +133,21 @@ _live_lock = threading.Lock()
 _live_buffers = {"open": 0}
 
 
-def _close_fd(fd: int, live: dict[str, int], on_close: list[Callable[[], None]] | None = None) -> None:
+def _close_fd(cell: list[Any], live: dict[str, int], on_close: list[Callable[[], None]] | None = None) -> None:
+    """A DMABuffer's finaliser. ``cell``: [the fd it owns (-1 before the hand-off), whether it is counted in ``live``];
+    a buffer whose construction was interrupted before it took the fd over closes nothing (its caller does)."""
     if sys.is_finalizing():  # interpreter teardown: daemon threads are frozen, maybe holding our locks; the OS frees it
         return
-    try:
-        os.close(fd)
-    except OSError:
-        pass
-    with _live_lock:
-        live["open"] -= 1
+    fd, cell[0] = cell[0], -1
+    if fd >= 0:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    if cell[1]:
+        cell[1] = False
+        with _live_lock:
+            live["open"] -= 1
     # The on_close callbacks run however the fd closes: close(), a closed pool, or the buffer becoming unreachable.
     callbacks = list(on_close or ())
     if on_close:
@@ -175,7 +181,13 @@ class DMABuffer(UseCounted):
     device_local: bool = False
 
     def __init__(self, fd: int, size: int, *, kind: str, is_dmabuf: bool, writable: bool = True,
-                 sealed: bool = True, persistent: bool = False):
+                 sealed: bool = True, persistent: bool = False, handed: list[int] | None = None, at: int = 0):
+        """Takes ``fd`` over. ``handed`` (with ``at``): ``fd`` is ``handed[at]``, and the buffer sets that entry to -1
+        in the same step as it takes the fd over, a step no Ctrl-C can split: a caller that closes the entries still
+        >= 0 when anything raises never closes an fd a buffer owns (nor leaves one nobody closes)."""
+        if handed is not None and (type(handed) is not list or not -len(handed) <= at < len(handed)
+                                   or handed[at] != fd):
+            raise InvalidTensorError(f"handed[{at}] must be the fd {fd} the buffer takes over")
         self._fd = nd.check_fd(fd)
         self.size = nd.check_int(size, "size", lo=0)
         self.kind = kind
@@ -196,11 +208,20 @@ class DMABuffer(UseCounted):
         self._on_close: list[Callable[[], None]] = []
         self.pool_slot: Any = None  # set by FramePool
         self.syncable: bool | None = None  # whether DMA_BUF_IOCTL_SYNC works on the fd (found on first access)
-        with _live_lock:
-            _live_buffers["open"] += 1
-        self._fin = weakref.finalize(self, _close_fd, self._fd, _live_buffers, self._on_close)
+        # Ctrl-C is raised only as a function starts, at a backward jump or as a call of C code returns, so the
+        # finaliser is registered first, owning nothing, and the fd changes hands after it in one step with none of
+        # those in it: an interrupt anywhere leaves the fd either the caller's (still in ``handed``) or this buffer's
+        # (closed by the finaliser), never both nor neither. The live count goes with the finaliser the same way.
+        cell: list[Any] = [-1, False]
+        self._fin = weakref.finalize(self, _close_fd, cell, _live_buffers, self._on_close)
         # Not at interpreter exit: another thread may still be inside a call on the fd; the OS closes it at exit.
         self._fin.atexit = False
+        with _live_lock:
+            cell[1] = True
+            _live_buffers["open"] += 1
+        if handed is None:
+            handed, at = [self._fd], 0
+        cell[0], handed[at] = handed[at], -1
 
     @classmethod
     def allocate(cls, size: int, *, kind: str | None = None, persistent: bool = False) -> DMABuffer:
@@ -208,10 +229,13 @@ class DMABuffer(UseCounted):
         size = nd.check_size(size)
         fd, got = nd.allocate(size, kind)
         real = got != "memfd"
+        handed = [fd]  # set to -1 as the buffer takes the fd over (see __init__): closed here only before that
         try:
-            return cls(fd, nd.page_align(size) if real else size, kind=got, is_dmabuf=real, persistent=persistent)
+            return cls(fd, nd.page_align(size) if real else size, kind=got, is_dmabuf=real, persistent=persistent,
+                       handed=handed)
         except BaseException:
-            os.close(fd)
+            if handed[0] >= 0:
+                os.close(handed[0])
             raise
 
     @property
@@ -615,8 +639,14 @@ def _check_layout(size: int, offset: int, info: TensorInfo, what: str) -> None:
 
 
 def buffer_from_fd(fd: int, *, size: int | None = None, take_ownership: bool = False,
-                   require_sealed: bool = False) -> DMABuffer:
-    """Check ``fd`` and make a DMABuffer over our own dup of it (or over ``fd`` itself with take_ownership)."""
+                   require_sealed: bool = False, handed: list[int] | None = None, at: int = 0) -> DMABuffer:
+    """Check ``fd`` and make a DMABuffer over our own dup of it (or over ``fd`` itself with take_ownership).
+
+    ``handed`` (with take_ownership): ``fd`` is ``handed[at]``, which the buffer sets to -1 as it takes the fd over
+    (see DMABuffer): a caller that closes the entries left >= 0 on error closes the fd exactly when no buffer owns
+    it, wherever a Ctrl-C lands (setting the entry itself after this returns leaves a gap an interrupt can hit)."""
+    if handed is not None and not take_ownership:
+        raise InvalidTensorError("handed= is for take_ownership=True (the fd whose ownership is handed over)")
     if size is not None:
         size = nd.check_int(size, "size", lo=None)
         if size <= 0:
@@ -634,13 +664,16 @@ def buffer_from_fd(fd: int, *, size: int | None = None, take_ownership: bool = F
     if require_sealed and not fi.sealed:
         raise InvalidTensorError(f"fd {fd} is an unsealed {fi.kind}: a peer could truncate it and crash this process "
                                  f"with SIGBUS; allocate shared frames with interop's allocator (sealed memfds or dma-bufs)")
-    own = fd if take_ownership else nd.dup_fd(fd)
+    if take_ownership:  # on error the fd stays the caller's (``handed[at]`` still >= 0 then)
+        return DMABuffer(fd, size if size is not None else int(fi.size or 0), kind=fi.kind, is_dmabuf=fi.is_dmabuf,
+                         writable=fi.writable, sealed=fi.sealed, handed=handed, at=at)
+    own = [nd.dup_fd(fd)]
     try:
-        return DMABuffer(own, size if size is not None else int(fi.size or 0), kind=fi.kind,
-                         is_dmabuf=fi.is_dmabuf, writable=fi.writable, sealed=fi.sealed)
+        return DMABuffer(own[0], size if size is not None else int(fi.size or 0), kind=fi.kind,
+                         is_dmabuf=fi.is_dmabuf, writable=fi.writable, sealed=fi.sealed, handed=own)
     except BaseException:
-        if not take_ownership:
-            os.close(own)
+        if own[0] >= 0:  # the buffer did not take our dup over
+            os.close(own[0])
         raise
 
 
