@@ -302,6 +302,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="model input size, for a --model whose spatial size is dynamic (the text detector picks its own)")
     r.add_argument("--allow-copy", action="store_true",
                    help="convert a pixel format the model cannot take to yuv420p (one copy per frame, counted in copies)")
+    r.add_argument("--mean", type=float, nargs="+", default=None, metavar="V",
+                   help="--model only: subtracted from each pixel, one value or one per channel (default none)")
+    r.add_argument("--scale", type=float, nargs="+", default=None, metavar="V",
+                   help="--model only: each pixel divided by it after --mean, one value or one per channel (default 1)")
+    r.add_argument("--bgr", action="store_true",
+                   help="--model only: channels in BGR order (default RGB); all three go into the model's own "
+                        "pre-processing, so no copy")
     r.add_argument("--decode", choices=["threads", "processes"], default=None,
                    help="decode each input on a thread of this process (default; no copy) or in a worker process of "
                         "its own (a crashing decoder ends only its stream; one copy per PyAV frame)")

@@ -19,6 +19,7 @@ from .errors import InteropError
 from .pipeline import (
     _IMAGE_EXT,
     _VIDEO_EXT,
+    ModelInput,
     OutputPathError,
     RunArgumentError,
     RunResult,
@@ -92,6 +93,15 @@ class _Bar:
             self._bar.close()
 
 
+def model_input(args: Any) -> ModelInput | None:
+    """--mean, --scale, --bgr as the run's ModelInput (None when none is given)."""
+    mean, scale, bgr = getattr(args, "mean", None), getattr(args, "scale", None), bool(getattr(args, "bgr", False))
+    if mean is None and scale is None and not bgr:
+        return None
+    one = lambda v: None if v is None else (v[0] if len(v) == 1 else tuple(v))  # noqa: E731
+    return ModelInput(mean=one(mean), scale=one(scale), rgb=not bgr)
+
+
 def main(args: argparse.Namespace) -> int:
     """``interop run``: args has video, model, device, frames, save, json, precision, no_progress, allow_copy."""
     as_json = bool(getattr(args, "json", False))
@@ -109,7 +119,7 @@ def main(args: argparse.Namespace) -> int:
         res = run(getattr(args, "video", None), getattr(args, "model", None), getattr(args, "device", None), frames,
                   getattr(args, "precision", None), keep_last=bool(save) and ext in _IMAGE_EXT,
                   input_size=tuple(input_size) if input_size else None,  # type: ignore[arg-type]
-                  allow_copy=bool(getattr(args, "allow_copy", False)), on_progress=bar)
+                  allow_copy=bool(getattr(args, "allow_copy", False)), on_progress=bar, model_input=model_input(args))
     finally:
         if bar is not None:
             bar.close()
@@ -170,7 +180,7 @@ def streams_main(args: Any) -> int:
                           tuple(input_size) if input_size else None,  # type: ignore[arg-type]
                           keep_last=bool(save) and ext in _IMAGE_EXT, on_progress=progress, on_stream_end=ended,
                           allow_copy=bool(getattr(args, "allow_copy", False)),
-                          decode=getattr(args, "decode", None))
+                          decode=getattr(args, "decode", None), model_input=model_input(args))
     except KeyboardInterrupt as e:
         print("interop run: interrupted (every stream stopped)", file=sys.stderr, flush=True)
         partial = getattr(e, "result", None)

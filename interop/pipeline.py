@@ -39,6 +39,17 @@ class OutputPathError(InteropError, OSError):
     """``--save`` names a path that cannot be written (checked before decoding starts)."""
 
 
+@dataclass(frozen=True)
+class ModelInput:
+    """How a ``model`` of the user's gets each frame: Inference's ``mean``, ``scale`` (one value, or one per channel)
+    and ``rgb`` (False: BGR order), folded into the model's pre-processing. The default is RGB 0..255 as decoded. The
+    text detector (no ``model``) has its own, fixed."""
+
+    mean: float | tuple[float, ...] | None = None
+    scale: float | tuple[float, ...] | None = None
+    rgb: bool = True
+
+
 class RunArgumentError(InteropError, ValueError):
     """An option of ``interop run`` out of range (``--frames 0``)."""
 
@@ -538,7 +549,7 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
         precision: str | None = None, keep_last: bool = False, input_size: tuple[int, int] | None = None,
         postprocess: bool = True, allow_copy: bool = False, *,
         on_progress: Callable[[int, int | None], None] | None = None,
-        on_result: Callable[[FrameResult], None] | None = None) -> RunResult:
+        on_result: Callable[[FrameResult], None] | None = None, model_input: ModelInput | None = None) -> RunResult:
     """Decode -> map -> infer over a video; returns the measurements (see RunResult). Writes nothing to
     stdout/stderr: warnings go to the ``interop`` logger (and ``RunResult.warnings``), progress and results to the
     callbacks.
@@ -561,7 +572,8 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
     path = video or _default_clip()
     src = _Input(path)
     try:
-        inf, model_name, size = _make_inference(model, device, precision, input_size, src.width, src.height)
+        inf, model_name, size = _make_inference(model, device, precision, input_size, src.width, src.height,
+                                                model_input)
     except BaseException:
         src.close()
         raise
@@ -605,11 +617,16 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
 
 
 def _make_inference(model: str | None, device: str | None, precision: str | None,
-                    input_size: tuple[int, int] | None, width: int, height: int) -> tuple[Any, str, tuple[int, int] | None]:
-    """The run's Inference: the text detector (``model`` None) or the user's model. Returns it, the model's name
-    for the report, and the input size reported (the first frame's)."""
+                    input_size: tuple[int, int] | None, width: int, height: int,
+                    model_input: ModelInput | None = None) -> tuple[Any, str, tuple[int, int] | None]:
+    """The run's Inference: the text detector (``model`` None) or the user's model, fed as ``model_input`` says.
+    Returns it, the model's name for the report, and the input size reported (the first frame's)."""
     from .inference import Inference
 
+    if model is None and model_input is not None and model_input != ModelInput():
+        raise RunArgumentError("--mean, --scale and --bgr (model_input) set the pre-processing of a --model of yours; "
+                               "the text detector (the default model) has its own: leave them out, or give --model")
+    mi = model_input or ModelInput()
     if model is None:
         from .inference import default_device
 
@@ -623,7 +640,7 @@ def _make_inference(model: str | None, device: str | None, precision: str | None
         return inf, textdet.MODEL_NAME, size
     user_config = {"INFERENCE_PRECISION_HINT": precision} if precision else None
     check_model_file(model)
-    inf = Inference(model, device, input_size=input_size, config=user_config)
+    inf = Inference(model, device, input_size=input_size, mean=mi.mean, scale=mi.scale, rgb=mi.rgb, config=user_config)
     return inf, inf.model_name, input_size
 
 

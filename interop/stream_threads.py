@@ -180,7 +180,8 @@ def run_in_threads(inputs: Sequence[str], model: str | None, device: str | None,
                    precision: str | None, input_size: tuple[int, int] | None, *, keep_last: bool,
                    on_progress: Callable[[int, int, int | None], None] | None,
                    on_result: Callable[[int, FrameResult], None] | None,
-                   on_stream_end: Callable[[StreamResult], None] | None, allow_copy: bool) -> MultiRunResult:
+                   on_stream_end: Callable[[StreamResult], None] | None, allow_copy: bool,
+                   model_input: pipeline.ModelInput | None = None) -> MultiRunResult:
     """run_streams' ``decode="threads"`` (see its docstring and this module's)."""
     streams: list[StreamResult] = []
     out = MultiRunResult(streams, decode="threads")
@@ -210,7 +211,7 @@ def run_in_threads(inputs: Sequence[str], model: str | None, device: str | None,
             raise StreamError("no input could be opened: " + "; ".join(f"{s.run.video}: {s.error}" for s in streams))
         first = srcs[min(srcs)]  # the model's input size, as a single run takes it from its input
         inf, model_name, size = pipeline._make_inference(model, device, precision, input_size, first.width,
-                                                          first.height)
+                                                          first.height, model_input)
         out.model, out.device, out.input_size = model_name, inf.device, size
         for s in streams:
             s.run.model, s.run.device, s.run.input_size = model_name, inf.device, size

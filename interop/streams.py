@@ -47,7 +47,7 @@ import numpy as np
 from . import _sigint, textdet
 from ._spawn import ignoring_ctrl_c
 from .errors import InteropError
-from .pipeline import FrameResult, RunArgumentError, RunResult
+from .pipeline import FrameResult, ModelInput, RunArgumentError, RunResult
 from .stream_results import COPY_PYAV, MultiRunResult, StreamError, StreamResult, _Boxes, _Results
 
 __all__ = ["COPY_GST", "COPY_PYAV", "MultiRunResult", "StreamError", "StreamResult", "run_streams", "save_path"]
@@ -424,7 +424,8 @@ def run_streams(inputs: Sequence[str | os.PathLike[str]], model: str | None = No
                 on_progress: Callable[[int, int, int | None], None] | None = None,
                 on_result: Callable[[int, FrameResult], None] | None = None,
                 on_stream_end: Callable[[StreamResult], None] | None = None,
-                allow_copy: bool = False, decode: str | None = None) -> MultiRunResult:
+                allow_copy: bool = False, decode: str | None = None,
+                model_input: ModelInput | None = None) -> MultiRunResult:
     """Decode each of ``inputs`` and run them all through one ``Inference``; returns a MultiRunResult (one
     StreamResult per input, in the order given). ``frames`` caps each stream. ``allow_copy``: frames of a pixel
     format interop has no planes for are converted to yuv420p (counted in the stream's copies); without it such a
@@ -461,7 +462,7 @@ def run_streams(inputs: Sequence[str | os.PathLike[str]], model: str | None = No
 
         return run_in_threads(paths, model, device, frames, precision, input_size, keep_last=keep_last,
                               on_progress=on_progress, on_result=on_result, on_stream_end=on_stream_end,
-                              allow_copy=allow_copy)
+                              allow_copy=allow_copy, model_input=model_input)
     workers = [_Worker(k, v, frames, allow_copy) for k, v in enumerate(paths)]
     streams: list[StreamResult] = []
     last: dict[int, Any] = {}
@@ -490,7 +491,8 @@ def run_streams(inputs: Sequence[str | os.PathLike[str]], model: str | None = No
         if not live:
             raise StreamError("no input could be opened: " + "; ".join(f"{s.run.video}: {s.error}" for s in streams))
         first = streams[live[0].index].run
-        inf, model_name, size = _make_inference(model, device, precision, input_size, first.width, first.height)
+        inf, model_name, size = _make_inference(model, device, precision, input_size, first.width, first.height,
+                                                model_input)
         out.model, out.device, out.input_size = model_name, inf.device, size
         for s in streams:
             s.run.model, s.run.device, s.run.input_size = model_name, inf.device, size
