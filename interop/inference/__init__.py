@@ -558,8 +558,11 @@ class Inference:
             raise BackendUnavailableError(f"OpenVINO device {device!r} is not available here; devices found: "
                                           f"{', '.join(avail) or 'none'} (leave device=None to pick one)",
                                           backend="openvino", extra="openvino")
-        # OpenVINO's names are upper case ('CPU', 'GPU.1', 'AUTO:NPU,CPU') and it refuses 'cpu' as unregistered
-        return device.upper()
+        # OpenVINO's names are upper case ('CPU', 'GPU.1', 'AUTO:NPU,CPU') and it refuses 'cpu' as unregistered;
+        # what follows a device's ':' is its own (a device id), but for a meta-device's list of devices
+        name, sep, rest = device.partition(":")
+        name = name.upper()
+        return name + sep + (rest.upper() if name in ("AUTO", "MULTI", "HETERO", "BATCH") else rest)
 
     @staticmethod
     def _check_config(config: Any) -> dict[str, Any]:
