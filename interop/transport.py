@@ -146,6 +146,11 @@ def _ready(sock: socket.socket, events: int, timeout: float | None) -> bool:
     (None: no limit). select() refuses an fd from FD_SETSIZE up (ValueError), which a process that keeps many
     buffers' fds soon has: such an fd waits in poll(). A closed socket raises ValueError either way."""
     fd = sock.fileno()
+    # a day at most per wait: poll() refuses a timeout past 2**31 - 1 ms (24.8 days), select() past about 3e9 s
+    while timeout is not None and timeout > _LONGEST_WAIT:
+        if _ready(sock, events, _LONGEST_WAIT):
+            return True
+        timeout -= _LONGEST_WAIT
     if fd < _FD_SETSIZE:  # -1 (closed) included: select() raises ValueError for it
         rd, wr = ([sock], []) if events == select.POLLIN else ([], [sock])
         r, w, _ = select.select(rd, wr, [], timeout)
@@ -153,6 +158,9 @@ def _ready(sock: socket.socket, events: int, timeout: float | None) -> bool:
     p = select.poll()
     p.register(fd, events)
     return bool(p.poll(None if timeout is None else math.ceil(timeout * 1000)))
+
+
+_LONGEST_WAIT = 86400.0
 
 
 # ---- encoding ------------------------------------------------------------------------------------------
@@ -1293,6 +1301,7 @@ class _DoneChannel:
         self.closed = False
         self.gone = False
         self.dropped = 0
+        self._last = 0  # the frame id of the last DONE (0 is never one)
 
     def start(self) -> None:
         """Make the flusher ready; called from recv() (never from a finalizer) before any frame can be released."""
@@ -1302,9 +1311,11 @@ class _DoneChannel:
         self._thread.start()
 
     def send(self, fid: int) -> None:
-        """Send DONE for ``fid`` now, or queue it; never blocks."""
-        if self.closed or self.gone:
+        """Send DONE for ``fid`` now, or queue it; never blocks. A frame has one DONE: the same frame id again right
+        after is dropped (a Ctrl-C as a frame's lease was made answers it twice: the lease as it goes, the handler)."""
+        if self.closed or self.gone or fid == self._last:
             return
+        self._last = fid
         msg = _done_message(fid)
         if not self._pending and self._try(msg):
             return
@@ -1739,6 +1750,7 @@ class FrameReceiver:
         self._table = _SlotTable()
         self._parsed: dict[bytes, _Received] = {}
         self._ctx: Context | None = None
+        self._entered = False  # set by _build_slots as its handler takes over answering a frame (see there)
         self._rbufs: list[bytearray] = [bytearray(_RECV_BYTES)]  # recv_views() receives into one of these
         self._view_layouts: list[_ViewLayout | None] = [None] * MAX_SLOTS  # by the last reference's slot index
         self._layouts_version = 0
@@ -1801,7 +1813,13 @@ class FrameReceiver:
                     except ProtocolError:
                         pass  # the general path below raises it, and answers the frame id
                     else:
-                        frame = self._build_slots(rec, fid, seq, pts, [])
+                        self._entered = False
+                        try:
+                            frame = self._build_slots(rec, fid, seq, pts, [])
+                        except BaseException:
+                            if not self._entered:  # interrupted before its own handler could answer the frame
+                                self._done.send(fid)
+                            raise
                         if frame is not None:
                             self.received += 1
                             return frame
@@ -1831,8 +1849,11 @@ class FrameReceiver:
                     self._layouts_version = self._table.version
                     self._drop_layouts()
                 return _AGAIN
+            self._entered = False
             frame = self._build(msg, fds, flags)
         except BaseException as e:
+            if not self._entered:  # interrupted at _build's entry, before its handlers could answer the frame
+                self._answer_dropped(msg)
             for fd in fds:  # what _build did not hand to a DMABuffer (it marks those -1)
                 _close_quiet(fd)
             if self.closed and isinstance(e, InteropError):
@@ -2032,7 +2053,17 @@ class FrameReceiver:
             if table.refuse(index, gen):
                 self._done.refuse(index, gen)
 
+    def _answer_dropped(self, msg: bytes) -> None:
+        """A frame message dropped before a buffer lease could answer it: its installs not made are REFUSED, then
+        its DONE goes (an honest producer, of another version too, gets its buffers back)."""
+        if msg[6:8] == _KIND_SLOTS and not self.closed:
+            self._refuse(_announced(msg))
+        fid = _frame_id_of(msg)
+        if fid:
+            self._done.send(fid)
+
     def _build(self, msg: bytes, fds: list[int], flags: int) -> Frame | None:
+        self._entered = True  # its handlers answer the frame from here on (see _message)
         rec: _Received | None = None
         try:
             if flags & _TRUNCATED:
@@ -2048,15 +2079,18 @@ class FrameReceiver:
                     self._table.check(rec.hdr)
             else:
                 hdr = _parse_frame(msg, len(fds))
-        except ProtocolError:
-            if msg[6:8] == _KIND_SLOTS and not self.closed:
-                self._refuse(_announced(msg))
-            fid = _frame_id_of(msg)
-            if fid:  # an honest producer of another version gets its buffers back
-                self._done.send(fid)
+        except BaseException:  # a bad message, or a Ctrl-C: the frame is answered either way
+            self._answer_dropped(msg)
             raise
         if rec is not None:
-            return self._build_slots(rec, fid, seq, pts, fds)
+            self._entered = False
+            try:
+                return self._build_slots(rec, fid, seq, pts, fds)
+            except BaseException:
+                if not self._entered:  # interrupted before _build_slots' own handler could answer the frame
+                    self._entered = True  # answered here: not again by _message
+                    self._answer_dropped(msg)
+                raise
         fid = hdr.frame_id
         # ownership of the fds passes to DMABuffers one by one, each marking its entry -1 as it takes the fd over
         # (handed=: no gap for a Ctrl-C); the caller closes what is left (>= 0) on error
@@ -2117,11 +2151,14 @@ class FrameReceiver:
 
     def _build_slots(self, rec: _Received, fid: int, seq: int, pts: int | None, fds: list[int]) -> Frame | None:
         hdr = rec.hdr
-        ctx = self._ctx
-        if ctx is None:
-            ctx = self._ctx = Context.default(MemoryType.DMA)
         table = self._table
+        # From here on the handler below answers the frame (DONE, REFUSED); an interrupt before (at this function's
+        # entry) leaves it to the caller, which reads this flag (a store: no point where CPython raises one).
+        self._entered = True
         try:
+            ctx = self._ctx
+            if ctx is None:
+                ctx = self._ctx = Context.default(MemoryType.DMA)
             if rec.version != table.version:  # new fds, or the table changed since this layout was resolved
                 bufs: list[DMABuffer] = []
                 k = 0
