@@ -6,7 +6,6 @@ With --json, stdout carries exactly one line of JSON (for ``run``, its last line
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import re
@@ -15,7 +14,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import __version__
-from .cli_lines import UsageError, _err, _one_line, at_least_one, error_line  # noqa: F401 - names of this module
+from .cli_lines import (  # noqa: F401 - names of this module
+    UsageError,
+    _err,
+    _one_line,
+    at_least_one,
+    error_line,
+    json_line,
+    json_reset,
+    json_written,
+)
 
 
 def _fail(kind: str, message: str, as_json: bool) -> None:
@@ -23,8 +31,8 @@ def _fail(kind: str, message: str, as_json: bool) -> None:
     stdout (``{"error": {"type": ..., "message": ...}}``), so ``json.loads(stdout)`` works on failure too."""
     message = _one_line(message)
     error_line("interop", kind, message)
-    if as_json:
-        print(json.dumps({"error": {"type": kind, "message": message}}), flush=True)
+    if as_json and not json_written():  # stdout holds one JSON line: the result's, if it went out before the error
+        json_line({"error": {"type": kind, "message": message}})
 
 
 class _Parser(argparse.ArgumentParser):
@@ -60,7 +68,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                           "devices": r.devices, "tier": r.tier, "reason": r.reason, **({"details": r.details} if r.details else {})}
                          for r in reports],
         }
-        print(json.dumps(out, default=str))
+        json_line(out, default=str)
         return 0
     rows = [("backend", "ok", "version", "tier", "devices / why not")]
     for r in reports:
@@ -232,7 +240,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     except bm.UnknownBenchmarkError as e:
         _err(f"interop bench: error: {e}")
         if args.json == "-":
-            print(json.dumps({"error": {"type": type(e).__name__, "message": str(e)}}))
+            json_line({"error": {"type": type(e).__name__, "message": str(e)}})
         return 2
     command = " ".join(["interop bench", *([f"--only {args.only}"] if args.only else []), *(["--quick"] if args.quick else []),
                         *(f"--{k} {v}" for k, v in options.items())])
@@ -387,6 +395,7 @@ def _subcommand(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ar
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    json_reset()
     as_json_argv = "--json" in (sys.argv[1:] if argv is None else list(argv))
     _Parser.as_json = as_json_argv
     parser = build_parser()

@@ -4,7 +4,10 @@ CLI, ``python -m interop.clip``, the examples): they import this, never the CLI'
 from __future__ import annotations
 
 import argparse
+import json
+import signal
 import sys
+import threading
 from typing import Any
 
 
@@ -41,3 +44,34 @@ def at_least_one(text: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
     return n
+
+
+#: whether this process's command line wrote its JSON line on stdout already (the error path then writes none)
+_json_written = [False]
+
+
+def json_line(doc: Any, **dumps: Any) -> None:
+    """``doc`` as one JSON line on stdout. Written in one piece with SIGINT held back (on the main thread): print()
+    writes the text and its newline apart, and a Ctrl-C between them, followed by the error object, left a line
+    json.loads refuses. The Ctrl-C comes right after, and the error path then adds no second line (see
+    json_written)."""
+    text = json.dumps(doc, **dumps) + "\n"
+    _json_written[0] = True
+    main = threading.current_thread() is threading.main_thread()
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if main else None
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    finally:
+        if old is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def json_written() -> bool:
+    """Whether json_line() wrote (or began to write) this process's JSON line."""
+    return _json_written[0]
+
+
+def json_reset() -> None:
+    """A new command line starts (cli.main): no JSON line written yet."""
+    _json_written[0] = False

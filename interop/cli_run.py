@@ -7,7 +7,6 @@ user reads on the terminal is written here.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import threading
 import time
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
+from .cli_lines import json_line
 from .errors import InteropError
 from .pipeline import (
     _IMAGE_EXT,
@@ -136,7 +136,7 @@ def main(args: argparse.Namespace) -> int:
         raise OutputPathError(f"could not write --save {save!r}: {e.strerror or e}") from e
     if as_json:
         out.flush()
-        print(json.dumps(res.to_json()), file=sys.stdout, flush=True)
+        json_line(res.to_json())
     return 0
 
 
@@ -187,7 +187,7 @@ def streams_main(args: Any) -> int:
         if as_json:  # stdout is one JSON line on every path: the streams so far, "interrupted": true
             doc = partial.to_json() if partial is not None else \
                 {"error": {"type": "KeyboardInterrupt", "message": "interrupted (every stream stopped)"}}
-            print(json.dumps(doc), file=sys.stdout, flush=True)
+            json_line(doc)
         return 130
     streams_report(res, out)
     if save:
@@ -204,7 +204,7 @@ def streams_main(args: Any) -> int:
                 print(f"  saved         {save_image(s.run, p)} (stream {s.index}, last frame with its boxes)", file=out)
     if as_json:
         out.flush()
-        print(json.dumps(res.to_json()), file=sys.stdout, flush=True)
+        json_line(res.to_json())
     return 1 if any(s.error for s in res.streams) else 0
 
 

@@ -443,6 +443,13 @@ def _supported_message(e: Exception, fmt: str) -> str:
             f"{fmt} frame to {CONVERT_TO} before the model: one counted copy per frame")
 
 
+def _about_format(e: Exception, fmt: str) -> bool:
+    """Whether refusal ``e`` of a frame in pixel format ``fmt`` is about that format (FFmpeg's wrapper listing what it
+    maps, Inference's 'cannot take ... frames without a copy', or the format named), not about the model."""
+    text = str(e)
+    return bool(_REFUSAL.search(text) or _SUPPORTED.search(text) or fmt in text)
+
+
 def _gst_refusal(fmt: Any) -> UnsupportedFormatError:
     """Inference's refusal of a GStreamer frame of FrameFormat ``fmt``, in GStreamer's names, with the way
     round it: a GStreamer input is converted in its pipeline (allow_copy converts only what PyAV decodes)."""
@@ -655,26 +662,29 @@ _READS = (f"OpenVINO reads {', '.join(MODEL_EXTENSIONS)} files (IR with its .bin
 
 
 def check_model_file(model: Any) -> None:
-    """Refuse a model file whose extension OpenVINO has no reader for (ModelFileError naming the ones it has), before
-    it is read: read_model would hand it to every frontend in turn, and the TensorFlow one writes its parse errors
-    to stderr. A missing path or a directory is left to Inference, which says which; an ov.Model passes."""
+    """Refuse a file that is no model before it is read: read_model hands a file it cannot place to every frontend in
+    turn, and the TensorFlow one writes its parse errors to stderr. OpenVINO places ONNX and IR files by their content,
+    whatever their name, so only these are refused (ModelFileError naming what it reads): an IR's weights (.bin), a
+    text file named like a binary model, and a text file other than XML or a TensorFlow text graph under any other
+    name. A missing path or a directory is left to Inference, which says which; an ov.Model passes."""
     if not isinstance(model, (str, os.PathLike)):
         return
     path = os.fsdecode(os.fspath(model))
     if not os.path.isfile(path):
         return
     ext = os.path.splitext(path)[1].lower()
-    if ext in MODEL_EXTENSIONS and ext not in _BINARY_MODELS:
+    if ext == ".bin":
+        raise ModelFileError(f"model file {path!r} is the weights of an OpenVINO IR: give its .xml (the .bin beside it "
+                             f"is read with it); {_READS}")
+    if ext in (".xml", ".pbtxt"):
         return
-    if ext in _BINARY_MODELS:
-        with open(path, "rb") as f:
-            if not _is_text(f.read(4096)):
-                return
-        raise ModelFileError(f"model file {path!r} is text, not a {ext} model (a binary file): give the model "
-                             f"itself; {_READS}")
-    what = "the weights of an OpenVINO IR: give its .xml (the .bin beside it is read with it)" if ext == ".bin" else \
-        f"not a model file OpenVINO reads ({ext or 'no extension'})"
-    raise ModelFileError(f"model file {path!r} is {what}; {_READS}")
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    if not _is_text(head) or head.lstrip().startswith((b"<?xml", b"<net")):  # binary, or an IR by another name
+        return
+    what = f"text, not a {ext} model (a binary file)" if ext in _BINARY_MODELS else \
+        f"a text file, not a model ({ext or 'no extension'})"
+    raise ModelFileError(f"model file {path!r} is {what}: give the model itself; {_READS}")
 
 
 def _check_detector_size(input_size: tuple[int, int] | None) -> None:
@@ -832,6 +842,8 @@ def _first_of_layout(res: RunResult, inf: Any, vf: Any, allow_copy: bool, i: int
             inf.compile_for(mapped)
             return mapped
         except UnsupportedFormatError as e:
+            if not _about_format(e, fmt):  # the model itself (several inputs, a layout it cannot take): as it is
+                raise
             if not convertible:  # a GStreamer frame: the pipeline converts, where the user can see it
                 from .tensors.gst import CONVERT_CAPS
 
