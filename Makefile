@@ -37,7 +37,7 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check interop tests examples
-	$(VENV)/bin/mypy interop
+	$(VENV)/bin/mypy interop examples
 
 bench: $(STAMP)
 	$(VENV)/bin/interop bench

@@ -55,14 +55,16 @@ def shared_buffer() -> None:
     import torch
 
     from interop.cuda import exportable_empty
+    from interop.tensors.opencl import OpenCLTensor
 
     t = exportable_empty((480, 640), np.uint8)
     view = torch.from_dlpack(t)  # torch's tensor over the exportable memory
     view.copy_(torch.randint(0, 256, (480, 640), device="cuda", dtype=torch.uint8))
     with interop.copy_meter() as meter:
         o = interop.map(t, MemoryType.OPENCL, mode=AccessMode.READ_WRITE, allow_copy=True)  # routing asks; nothing copied
+        assert isinstance(o, OpenCLTensor)  # its queue and its region of the cl.Buffer, below
         reads = np.array_equal(row_sums(o, 640, 480, 640), view.sum(dim=1, dtype=torch.int64).cpu().numpy())
-        cl.enqueue_fill_buffer(o.queue, o.native, np.uint8(7), o.offset, t.info.nbytes)  # OpenCL writes
+        cl.enqueue_fill_buffer(o.queue, o.native, np.uint8(7), o.offset, t.info.nbytes)  # type: ignore[arg-type]  # a one-byte pattern
         o.release()  # OpenCL's queue is finished: CUDA work queued after this sees the writes
     print(f"shared buffer: OpenCL's row sums of torch's bytes match torch's: {reads}; torch sees OpenCL's fill: "
           f"{bool((view == 7).all())}; copies {meter.copies}")

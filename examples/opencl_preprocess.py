@@ -96,8 +96,10 @@ def run(video: str | None = None, frames: int = 5, size: tuple[int, int] = (224,
     import pyopencl as cl
 
     from interop.clip import default_clip
+    from interop.tensors.opencl import OpenCLContext, OpenCLTensor
 
     ocl = interop.Context.default(MemoryType.OPENCL)
+    assert isinstance(ocl, OpenCLContext)  # its queue and program builder below
     kernel = cl.Kernel(ocl.build(KERNEL), "i420_to_rgb_resize")
     ow, oh = size
     out_buf = cl.Buffer(ocl.native, cl.mem_flags.READ_WRITE, oh * ow * 3)
@@ -112,6 +114,7 @@ def run(video: str | None = None, frames: int = 5, size: tuple[int, int] = (224,
             planes = interop.map(interop.wrap(vf), MemoryType.OPENCL, allow_copy=True)  # zero-copy on the CPU device
             args: list[Any] = []
             for p in planes:
+                assert isinstance(p, OpenCLTensor)  # a region of a cl.Buffer: its offset goes to the kernel
                 args += [p.native, np.uint64(p.offset), np.int32(p.info.strides[0])]
             t0 = time.perf_counter()
             kernel(ocl.queue, (ow, oh), None, *args, np.int32(vf.width), np.int32(vf.height), out_buf,

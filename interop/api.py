@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 from .context import Context
 from .errors import BackendUnavailableError, ContextMismatchError, InteropError, UnsupportedTypeError
@@ -14,6 +14,10 @@ from .mapper import MemoryMapper, wrap_native
 from .routing import alternatives, direct_map, map_object, route_object
 from .tensor import Tensor
 from .types import AccessMode, FrameFormat, MemoryType, check_bool, check_memory_type, check_mode
+
+if TYPE_CHECKING:  # what a type checker knows of the frames most users map (PyAV's; numpy's arrays)
+    import numpy as np
+    from av import VideoFrame
 
 log = logging.getLogger("interop")
 
@@ -28,6 +32,26 @@ def register_exact_wrap(cls: type, make: Callable[[Any], Tensor | Frame]) -> Non
     _exact[cls] = make
 
 
+# What comes back, for a type checker: a Frame stays a Frame and a Tensor a Tensor; a PyAV frame, or anything given
+# a ``format``, becomes a Frame; a numpy array, or memory described by an ``info``, a Tensor; anything else one or
+# the other.
+@overload
+def wrap(native: Frame, *, info: None = None, format: None = None, context: Context | None = None) -> Frame: ...
+@overload
+def wrap(native: Tensor, *, info: None = None, format: None = None, context: Context | None = None) -> Tensor: ...
+@overload
+def wrap(native: VideoFrame, *, info: None = None, format: None = None, context: Context | None = None) -> Frame: ...
+@overload
+def wrap(native: np.ndarray, *, info: TensorInfo | None = None, format: None = None,
+         context: Context | None = None) -> Tensor: ...
+@overload
+def wrap(native: Any, *, info: TensorInfo, format: None = None, context: Context | None = None) -> Tensor: ...
+@overload
+def wrap(native: Any, *, info: TensorInfo | None = None, format: FrameFormat,
+         context: Context | None = None) -> Frame: ...
+@overload
+def wrap(native: Any, *, info: TensorInfo | None = None, format: FrameFormat | None = None,
+         context: Context | None = None) -> Tensor | Frame: ...
 def wrap(native: Any, *, info: TensorInfo | None = None, format: FrameFormat | None = None,
          context: Context | None = None) -> Tensor | Frame:
     """Wrap a framework's object as a Tensor (or a Frame, for video frames and for ``format=``), without copying.
@@ -50,6 +74,16 @@ def wrap(native: Any, *, info: TensorInfo | None = None, format: FrameFormat | N
     return wrap_native(native, info=info, format=format, context=context)
 
 
+# As wrap(): a Frame (or a PyAV frame) maps to a Frame, a Tensor (or a numpy array) to a Tensor.
+@overload
+def map(obj: Frame | VideoFrame, to: MemoryType | Context, *, mode: AccessMode = AccessMode.READ,
+        context: Context | None = None, allow_copy: bool = False) -> Frame: ...
+@overload
+def map(obj: Tensor | np.ndarray, to: MemoryType | Context, *, mode: AccessMode = AccessMode.READ,
+        context: Context | None = None, allow_copy: bool = False) -> Tensor: ...
+@overload
+def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.READ, context: Context | None = None,
+        allow_copy: bool = False) -> Tensor | Frame: ...
 def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.READ, context: Context | None = None,
         allow_copy: bool = False) -> Tensor | Frame:
     """Map ``obj`` (a Tensor, Frame, or anything wrap() takes) into memory type or context ``to``.
