@@ -150,8 +150,10 @@ def _av_worker(sock_fd: int, video: str, frames: int | None, allow_copy: bool = 
     import interop
     from interop import MemoryType
     from interop.errors import UnsupportedFormatError
+    from interop.inference._inputs import refusal
+    from interop.inference._preprocess import supported_formats
     from interop.meter import copy_meter
-    from interop.pipeline import WORKER_DECODE_THREADS, _converted, _Input, _supported_message
+    from interop.pipeline import CONVERT_TO, WORKER_DECODE_THREADS, _converted, _Input, _supported_message
 
     from .dma import FrameSender, PeerClosedError
 
@@ -170,6 +172,10 @@ def _av_worker(sock_fd: int, video: str, frames: int | None, allow_copy: bool = 
     sent = 0
     decode_s = 0.0
     perf = time.perf_counter
+    # A format the model cannot take is refused (or converted) here, as threads mode does, not by the inference
+    # process, whose Inference serves every stream: its refusal there ended the whole run
+    takes = set(supported_formats())
+    converted: set[str] = set()
     try:
         with copy_meter() as meter:
             it = iter(src.it)
@@ -180,11 +186,22 @@ def _av_worker(sock_fd: int, video: str, frames: int | None, allow_copy: bool = 
                 except StopIteration:
                     break
                 decode_s += perf() - t0
-                try:
-                    cpu = interop.map(vf, MemoryType.CPU)  # views of the decoder's planes (no copy)
-                except UnsupportedFormatError as e:
-                    if not allow_copy:
-                        raise UnsupportedFormatError(_supported_message(e, vf.format.name)) from None
+                name = vf.format.name
+                cpu = None
+                if name not in converted:
+                    try:
+                        cpu = interop.map(vf, MemoryType.CPU)  # views of the decoder's planes (no copy)
+                        if cpu.format not in takes:
+                            what = cpu.format.name
+                            cpu.release()
+                            cpu = None
+                            raise refusal(what)  # Inference's own words for it
+                    except UnsupportedFormatError as e:
+                        if not allow_copy or name == CONVERT_TO:
+                            raise UnsupportedFormatError(_supported_message(e, name)) from None
+                        converted.add(name)
+                        _say({"converted": {"from": name, "to": CONVERT_TO}})
+                if cpu is None:  # converted (a counted copy), as threads mode converts it
                     vf = _converted(vf)
                     cpu = interop.map(vf, MemoryType.CPU)
                 with cpu:
@@ -206,8 +223,8 @@ def _av_worker(sock_fd: int, video: str, frames: int | None, allow_copy: bool = 
         _say({"error": {"type": type(e).__name__, "message": str(e)}})
         return 1
     finally:
+        copy_in.close()  # before the sender gives back the buffers in flight (see _gst_worker)
         tx.close()
-        copy_in.close()
         src.close()
 
 
@@ -232,7 +249,8 @@ def _gst_worker(sock_fd: int, description: str, frames: int | None) -> int:
     from .elements.appsink import AppSinkSource
     from .elements.base import PipelineError
     from .elements.pool import GstFramePool
-    from .pipeline import VideoInputError
+    from .inference._preprocess import supported_formats
+    from .pipeline import VideoInputError, _gst_input_error, _gst_refusal
 
     tx: Any = None
     copy_in: _CopyIn | None = None
@@ -255,15 +273,18 @@ def _gst_worker(sock_fd: int, description: str, frames: int | None) -> int:
             if time.monotonic() > deadline:
                 raise PipelineError(f"the GStreamer pipeline {description!r} gave no frame within {GST_TIMEOUT:g} s")
         if first is not None:
-            width, height = first.width, first.height
+            width, height, fmt = first.width, first.height, first.format
         else:
             assert pool.layout is not None
-            width, height = pool.layout.width, pool.layout.height
+            width, height, fmt = pool.layout.width, pool.layout.height, pool.layout.format
+        if fmt not in supported_formats():  # refused here, as threads mode does: the inference process's refusal
+            raise _gst_refusal(fmt)  # of one stream's frame would end every stream
     except InteropError as e:
         if src is not None:
             src.close()
         if pool is not None:
             pool.close()
+        e = _gst_input_error(description, e) or e  # worded for a run's pipeline, as threads mode words it
         _say({"error": {"type": type(e).__name__, "message": str(e)}})
         return 1
     _say({"hello": {"width": width, "height": height, "declared": 0}})
@@ -308,15 +329,21 @@ def _gst_worker(sock_fd: int, description: str, frames: int | None) -> int:
     except PeerClosedError:
         return 0
     except InteropError as e:
+        if sent == 0:  # the first frame's failure, as threads mode words it
+            e = _gst_input_error(description, e) or e
         _say({"error": {"type": type(e).__name__, "message": str(e)}})
         return 1
     finally:
-        if tx is not None:
-            tx.close()
+        # Every writer of the pool stops before the sender closes: close() gives back the buffers of the frames still
+        # in flight (the inference process may not have read them yet), and an element waiting in the pool's acquire
+        # would take one and write into it under the consumer's eyes (a torn frame, dropped there). Setting the
+        # pipeline to NULL returns once its streaming threads stopped; the closed FramePools hand out nothing more.
         src.close()
         pool.close()
         if copy_in is not None:
             copy_in.close()
+        if tx is not None:
+            tx.close()
 
 
 # ---- the inference process ------------------------------------------------------------------------------
@@ -448,6 +475,7 @@ def run_streams(inputs: Sequence[str | os.PathLike[str]], model: str | None = No
     from interop.pipeline import _make_inference, _opencv_single_threaded
 
     from .dma import ProtocolError, TransportTimeoutError
+    from .errors import UnsupportedFormatError
 
     paths = _check(inputs, pool_size, frames)
     if decode is None:
@@ -560,13 +588,22 @@ def run_streams(inputs: Sequence[str | os.PathLike[str]], model: str | None = No
                             s.run.sizes.append((i, f.width, f.height))
                         s.run.frames = i + 1
                         t1 = perf()
-                        mapped = interop.map(f, inf.memory_type)
                         lay = (f.format, f.width, f.height, tuple(t.info.strides for t in f.tensors))
-                        if lay not in layouts:
-                            t2 = perf()
-                            inf.compile_for(mapped)
-                            layouts.add(lay)
-                            out.compile += perf() - t2
+                        try:
+                            mapped = interop.map(f, inf.memory_type)
+                            if lay not in layouts:
+                                t2 = perf()
+                                inf.compile_for(mapped)
+                                layouts.add(lay)
+                                out.compile += perf() - t2
+                        except UnsupportedFormatError as e:  # the workers refuse what they can tell: a safety net
+                            s.run.frames = i
+                            s.run.frame_info.pop(i, None)
+                            _refused(s, w, f, e)
+                            sel.unregister(key.fileobj)
+                            f.release()
+                            f = mapped = None
+                            continue
                         t2 = perf()
                         inf.infer_async(mapped, results.put, (w.index, i), copy_outputs=not results.views)
                         out.map += t2 - t1
@@ -576,10 +613,13 @@ def run_streams(inputs: Sequence[str | os.PathLike[str]], model: str | None = No
                         f = mapped = None
                 results.check()
                 for w in live:
-                    if w.index in open_streams and not w.eof and results.finished(w.index) and \
-                            polled - w.heard > STALL_TIMEOUT:
-                        _stalled(streams[w.index], w)
-                        sel.unregister(w.rx._sock)
+                    if w.index in open_streams and not w.eof:
+                        if not results.finished(w.index):
+                            # inference holds frames of it (back-pressure): silence counts from when they came back
+                            w.heard = polled
+                        elif polled - w.heard > STALL_TIMEOUT:
+                            _stalled(streams[w.index], w)
+                            sel.unregister(w.rx._sock)
                     if w.index in open_streams and w.eof and (w.status_eof or w.proc.poll() is not None):
                         open_streams.discard(w.index)
                         _end_stream(streams[w.index], w, frames)
@@ -682,7 +722,15 @@ def _await_hello(workers: list[_Worker]) -> dict[int, dict[str, Any]]:
 
 
 def _on_status(s: StreamResult, msg: dict[str, Any]) -> None:
-    if "done" in msg:
+    if "converted" in msg:  # the worker converts this pixel format (allow_copy), as a stream's thread would
+        c = msg["converted"]
+        fmt, to = str(c.get("from")), str(c.get("to"))
+        if fmt not in s.run.converted:
+            s.run.converted[fmt] = to
+            text = f"pixel format {fmt} is converted to {to} before the model (allow_copy): a counted copy per frame"
+            log.warning("stream %d (%s): %s", s.index, s.run.video, text)
+            s.run.warnings.append(text)
+    elif "done" in msg:
         d = msg["done"]
         s.worker_copies, s.worker_bytes = int(d.get("copies", 0)), int(d.get("bytes", 0))
         s.worker_zero_copy = int(d.get("zero_copy_frames", 0))
@@ -711,6 +759,21 @@ def _stalled(s: StreamResult, w: _Worker) -> None:
     w.eof = True
 
 
+def _refused(s: StreamResult, w: _Worker, f: Any, e: Exception) -> None:
+    """The model refused a frame of this stream (its pixel format, its layout): as in threads mode, the stream ends
+    with the refusal, worded for a run, and the others go on. Its worker is not read any more: it is killed."""
+    from .inference._preprocess import supported_formats
+    from .pipeline import _gst_refusal, _supported_message, is_gst_input
+
+    if is_gst_input(w.video):
+        msg = str(_gst_refusal(f.format)) if f.format not in supported_formats() else str(e)
+    else:
+        msg = _supported_message(e, f.format.name)
+    s.error, s.error_type = msg, type(e).__name__
+    w.kill()
+    w.eof = True
+
+
 def _end_stream(s: StreamResult, w: _Worker, frames: int | None) -> None:
     """The worker closed its socket: note how it ended (status line, exit status) and, as one stream's run does,
     the packets it skipped and a stream shorter than its container declares."""
@@ -719,6 +782,13 @@ def _end_stream(s: StreamResult, w: _Worker, frames: int | None) -> None:
     except subprocess.TimeoutExpired:
         code = None
     s.exit_status = code
+    torn = w.rx.torn
+    if torn:  # never an honest worker's (it commits each frame before sending it), but never silent either
+        msg = (f"{torn} frame{'s' if torn != 1 else ''} of {w.video!r} {'were' if torn != 1 else 'was'} dropped on "
+               f"arrival: the decode worker was still writing {'them' if torn != 1 else 'it'} (torn); the stream "
+               f"has {s.run.frames} frames")
+        log.warning("stream %d (%s): %s", s.index, s.run.video, msg)
+        s.run.warnings.append(msg)
     if s.error is None and code not in (0, None):
         s.error, s.error_type = _died(w.video, code, s.run.frames), "StreamError"
     if s.error is not None:

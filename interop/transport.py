@@ -1255,7 +1255,10 @@ class FrameSender:
         return self.in_flight == 0
 
     def close(self) -> None:
-        """Disconnect; every buffer still held for the consumer goes back to its pool."""
+        """Disconnect; every buffer still held for the consumer goes back to its pool. Frames sent and not yet read
+        stay in the socket, and the consumer may still read them: stop every writer of those buffers (close the
+        pool, stop the element writing into it) before closing the sender, or a buffer handed out again is written
+        under the consumer's eyes (it drops such a frame as torn)."""
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
         except (OSError, ValueError):

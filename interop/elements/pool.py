@@ -33,8 +33,17 @@ from typing import Any
 
 from ..errors import InteropError
 from ..frame import Frame
+from ..info import plane_infos
 from ..native import gst as ng
-from ..tensors.dma import FramePool, PoolClosedError, PoolTimeoutError, aligned_pitches, buffers_of
+from ..tensors.dma import (
+    DMATensor,
+    FramePool,
+    PoolClosedError,
+    PoolTimeoutError,
+    aligned_pitches,
+    buffers_of,
+    trusted_plane,
+)
 from ..tensors.gst import GST_FORMATS, gst, gst_video
 from ..types import FrameFormat
 
@@ -69,9 +78,10 @@ def _qlib() -> Any:
 class _Lease:
     """A pool frame lent to GStreamer: kept by the GstFdMemory over its buffer, released when GStreamer frees it.
 
-    It counts a use of the frame's buffers of its own: the frame that claim() hands the worker shares the lease
-    frame's tensors, and the worker releases it once sent, which must not give the slot back while GStreamer (a
-    decoder's reference picture, a tee, a sink's last sample) still holds the memory."""
+    It counts a use of the frame's buffers of its own, so that a frame sharing the lease frame's planes, released by
+    its holder, never gives the slot back while GStreamer (a decoder's reference picture, a tee, a sink's last sample)
+    still holds the memory. ``claim()`` gives the worker a frame with planes of its own (``_own_frame``), so the
+    other way round holds too: GStreamer freeing the memory first, on any thread, never ends the worker's frame."""
 
     __slots__ = ("frame", "_buffers", "__weakref__")
 
@@ -321,11 +331,31 @@ class GstFramePool:
         lease = ref() if ref is not None else None
         if lease is None:
             return None
-        f = lease.frame
-        lay = self.layout
-        if lay is not None and (f.width, f.height) != (lay.width, lay.height):
-            return f.crop(0, 0, lay.width, lay.height)
-        return f.derive(list(f.tensors))
+        return _own_frame(lease.frame, self.layout)
+
+
+def _own_frame(f: Frame, lay: _Layout | None) -> Frame:
+    """A frame over ``f``'s planes (cropped to the layout's visible size when the pool is padded) whose planes each
+    hold the buffer of their own. Made while the caller holds the sample (so GStreamer's hold, ``f``, is alive): the
+    slot then comes back only once GStreamer freed the memory *and* this frame (the sender's hold on it once sent)
+    let go. Sharing ``f``'s planes instead, GStreamer freeing the memory before the frame was sent released it under
+    the worker, and the slot could be handed out again while the frame was on its way."""
+    w, h = f.width, f.height
+    src = list(f.tensors)
+    infos = [t.info for t in src]
+    if lay is not None and (w, h) != (lay.width, lay.height):
+        w, h = lay.width, lay.height
+        infos = plane_infos(f.format, w, h, [i.strides[0] for i in infos])  # same offsets and pitches: a crop at 0, 0
+    planes: list[Any] = []
+    try:
+        for t, info in zip(src, infos):
+            assert isinstance(t, DMATensor)
+            planes.append(trusted_plane(t.buffer, info, t.offset, t.drm_fourcc, t.drm_modifier, t.context))
+        return Frame(planes, f.format, w, h, context=f.context, metadata=dict(f.metadata))
+    except BaseException:
+        for p in planes:
+            p.release()
+        raise
 
 
 def _forget(table: dict[int, Any], key: int) -> Any:
