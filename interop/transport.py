@@ -1222,18 +1222,23 @@ class FrameSender:
             return False
         if index >= self._slots.size:
             return False
-        # under the send lock, as every change of the slot table: a try that announced this generation committed it
-        # before letting go, and the planned send compares the slot's buffer under it (no other per-frame check)
-        with self._send_lock:
-            if self._slots.refused(index, gen):
-                for k, plan in list(self._plans.items()):
-                    if plan.index == index and plan.gen == gen:
-                        self._plans.pop(k, None)
-                log.info("the consumer refused the fd of slot %d generation %d: it goes again with the next frame over "
-                         "that buffer", index, gen)
-            else:
-                log.info("the consumer refused the fd of slot %d generation %d, since replaced: nothing to do",
-                         index, gen)
+        hit = False
+        # A generation other than the slot's own is stale (generations only grow) and changes nothing: answered
+        # without the send lock, so a consumer sending such messages in a loop never holds the sends back.
+        if self._slots._gen[index] == gen:
+            # under the send lock, as every change of the slot table: a try that announced this generation committed
+            # it before letting go, and the planned send compares the slot's buffer under it (no other per-frame check)
+            with self._send_lock:
+                hit = self._slots.refused(index, gen)
+                if hit:
+                    for k, plan in list(self._plans.items()):
+                        if plan.index == index and plan.gen == gen:
+                            self._plans.pop(k, None)
+        if hit:
+            log.info("the consumer refused the fd of slot %d generation %d: it goes again with the next frame over that "
+                     "buffer", index, gen)
+        else:
+            log.debug("the consumer refused the fd of slot %d generation %d, since replaced: nothing to do", index, gen)
         with self._lock:
             self.refused += 1
         if self._forgets:  # queued while we held the send lock

@@ -21,6 +21,7 @@ import resource
 import socket
 import struct
 import sys
+import threading
 import weakref
 
 import pytest
@@ -253,6 +254,54 @@ def test_a_refused_message_that_names_no_current_slot_changes_nothing(bad):
         assert n == 1 and gen3 > gen
         _done(b, fid)
         assert tx.wait_returned(5)
+    finally:
+        f.release()
+        tx.close()
+        b.close()
+
+
+class _CountingLock:
+    """A lock that counts how often it was taken (FrameSender's send lock, watched)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.taken = 0
+
+    def __enter__(self) -> bool:
+        self._lock.acquire()
+        self.taken += 1
+        return True
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+    def acquire(self, *a: object, **kw: object) -> bool:
+        got = self._lock.acquire(*a, **kw)  # type: ignore[arg-type]
+        self.taken += got
+        return got
+
+    def release(self) -> None:
+        self._lock.release()
+
+
+def test_stale_refused_messages_in_a_loop_never_take_the_send_lock():
+    """A consumer sending REFUSED messages for a generation since replaced, in a loop: each changes nothing, and the
+    reader thread answered each under the send lock (logging there), holding the sends back (a FrameFanout's sends
+    serve every consumer). Stale ones are answered without it."""
+    a, b = seqpacket_pair()
+    tx = FrameSender(a, slots=8)
+    f = DMAContext().alloc_frame(FrameFormat.GRAY8, 16, 16)
+    try:
+        tx.send(f)
+        fid, index, gen, n = _take(b)
+        _done(b, fid)
+        assert tx.wait_returned(5)
+        watched = _CountingLock()
+        tx._send_lock = watched  # type: ignore[assignment]
+        for _ in range(200):
+            b.send(_refused_message(index, gen + 1))  # a generation the slot does not hold
+        assert _settle(lambda: tx.refused == 200)
+        assert watched.taken == 0, f"the send lock was taken {watched.taken} times for stale REFUSED messages"
     finally:
         f.release()
         tx.close()
