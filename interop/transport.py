@@ -1849,8 +1849,8 @@ class FrameReceiver:
             self._drop_layouts()  # their mappings go now, not when this receiver is closed or collected
             self._parsed.clear()
             return None
-        self.fds_received += len(fds)
         try:
+            self.fds_received += len(fds)  # inside: a Ctrl-C as len() returns must not skip the fds' close below
             if msg[6:8] == _KIND_FORGET and msg[:6] == _MAGIC_VER:
                 self._forget(msg, fds)
                 if self._table.version != self._layouts_version:  # the forgotten buffer's layouts go now, not later
