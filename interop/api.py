@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from .context import Context
 from .errors import BackendUnavailableError, ContextMismatchError, InteropError, UnsupportedTypeError
@@ -15,9 +15,19 @@ from .routing import alternatives, direct_map, map_object, route_object
 from .tensor import Tensor
 from .types import AccessMode, FrameFormat, MemoryType, check_bool, check_memory_type, check_mode
 
-if TYPE_CHECKING:  # what a type checker knows of the frames most users map (PyAV's; numpy's arrays)
+if TYPE_CHECKING:
     import numpy as np
-    from av import VideoFrame
+
+
+class _VideoFrame(Protocol):
+    """What a type checker knows of a decoded video frame (PyAV's VideoFrame): its planes and picture type. A
+    structural type, not PyAV's own, so that the overloads below hold where PyAV or its types are missing (an import
+    of its class would then be Any, and match every argument)."""
+
+    @property
+    def planes(self) -> Any: ...
+    @property
+    def pict_type(self) -> Any: ...
 
 log = logging.getLogger("interop")
 
@@ -40,10 +50,10 @@ def wrap(native: Frame, *, info: None = None, format: None = None, context: Cont
 @overload
 def wrap(native: Tensor, *, info: None = None, format: None = None, context: Context | None = None) -> Tensor: ...
 @overload
-def wrap(native: VideoFrame, *, info: None = None, format: None = None, context: Context | None = None) -> Frame: ...
-@overload
 def wrap(native: np.ndarray, *, info: TensorInfo | None = None, format: None = None,
          context: Context | None = None) -> Tensor: ...
+@overload
+def wrap(native: _VideoFrame, *, info: None = None, format: None = None, context: Context | None = None) -> Frame: ...
 @overload
 def wrap(native: Any, *, info: TensorInfo, format: None = None, context: Context | None = None) -> Tensor: ...
 @overload
@@ -76,11 +86,11 @@ def wrap(native: Any, *, info: TensorInfo | None = None, format: FrameFormat | N
 
 # As wrap(): a Frame (or a PyAV frame) maps to a Frame, a Tensor (or a numpy array) to a Tensor.
 @overload
-def map(obj: Frame | VideoFrame, to: MemoryType | Context, *, mode: AccessMode = AccessMode.READ,
-        context: Context | None = None, allow_copy: bool = False) -> Frame: ...
-@overload
 def map(obj: Tensor | np.ndarray, to: MemoryType | Context, *, mode: AccessMode = AccessMode.READ,
         context: Context | None = None, allow_copy: bool = False) -> Tensor: ...
+@overload
+def map(obj: Frame | _VideoFrame, to: MemoryType | Context, *, mode: AccessMode = AccessMode.READ,
+        context: Context | None = None, allow_copy: bool = False) -> Frame: ...
 @overload
 def map(obj: Any, to: MemoryType | Context, *, mode: AccessMode = AccessMode.READ, context: Context | None = None,
         allow_copy: bool = False) -> Tensor | Frame: ...

@@ -338,12 +338,20 @@ def _gst_worker(sock_fd: int, description: str, frames: int | None) -> int:
         # in flight (the inference process may not have read them yet), and an element waiting in the pool's acquire
         # would take one and write into it under the consumer's eyes (a torn frame, dropped there). Setting the
         # pipeline to NULL returns once its streaming threads stopped; the closed FramePools hand out nothing more.
-        src.close()
-        pool.close()
-        if copy_in is not None:
-            copy_in.close()
-        if tx is not None:
-            tx.close()
+        # Each step runs even when one before it fails (a pipeline that will not stop: the pools still close, and
+        # then nothing can be handed out again), and the sender closes last.
+        try:
+            src.close()
+        finally:
+            try:
+                pool.close()
+            finally:
+                try:
+                    if copy_in is not None:
+                        copy_in.close()
+                finally:
+                    if tx is not None:
+                        tx.close()
 
 
 # ---- the inference process ------------------------------------------------------------------------------
@@ -763,12 +771,14 @@ def _refused(s: StreamResult, w: _Worker, f: Any, e: Exception) -> None:
     """The model refused a frame of this stream (its pixel format, its layout): as in threads mode, the stream ends
     with the refusal, worded for a run, and the others go on. Its worker is not read any more: it is killed."""
     from .inference._preprocess import supported_formats
-    from .pipeline import _gst_refusal, _supported_message, is_gst_input
+    from .pipeline import _about_format, _gst_refusal, _supported_message, is_gst_input
 
     if is_gst_input(w.video):
         msg = str(_gst_refusal(f.format)) if f.format not in supported_formats() else str(e)
-    else:
+    elif _about_format(e, f.format.name):
         msg = _supported_message(e, f.format.name)
+    else:  # about the model itself (several inputs, a layout it cannot take): as it is, as threads mode says it
+        msg = str(e)
     s.error, s.error_type = msg, type(e).__name__
     w.kill()
     w.eof = True

@@ -1812,27 +1812,27 @@ class FrameReceiver:
                 raise
             if msg is None:
                 raise TransportTimeoutError(f"no frame within {timeout} s: the producer sent nothing")
-            if not anc and not flags & _TRUNCATED:
-                # a frame over buffers this receiver holds, in a layout checked before: one lookup, one unpack
-                rec = self._parsed.get(msg[:_FID_AT] + msg[_SEQ_AT + 8:_PTS_AT] + msg[_PTS_AT + 8:])
-                if rec is not None and rec.version == self._table.version:
-                    try:
-                        fid, seq, pts = _per_frame(rec, msg)
-                    except ProtocolError:
-                        pass  # the general path below raises it, and answers the frame id
-                    else:
-                        self._entered = False
+            self._entered = False  # no callee has taken the answer to this message over yet (see _build_slots)
+            try:
+                if not anc and not flags & _TRUNCATED:
+                    # a frame over buffers this receiver holds, in a layout checked before: one lookup, one unpack
+                    rec = self._parsed.get(msg[:_FID_AT] + msg[_SEQ_AT + 8:_PTS_AT] + msg[_PTS_AT + 8:])
+                    if rec is not None and rec.version == self._table.version:
                         try:
+                            fid, seq, pts = _per_frame(rec, msg)
+                        except ProtocolError:
+                            rec = None  # the general path below raises it, and answers the frame id
+                        if rec is not None:
                             frame = self._build_slots(rec, fid, seq, pts, [])
-                        except BaseException:
-                            if not self._entered:  # interrupted before its own handler could answer the frame
-                                self._done.send(fid)
-                            raise
-                        if frame is not None:
-                            self.received += 1
-                            return frame
-                        continue
-            got = self._message(msg, anc, flags)
+                            if frame is not None:
+                                self.received += 1
+                                return frame
+                            continue
+                got = self._message(msg, anc, flags)
+            except BaseException:
+                if not self._entered:  # a Ctrl-C before a callee's handler could answer the frame (DONE, REFUSED)
+                    self._answer_dropped(msg)
+                raise
             if got is not _AGAIN:
                 return got  # type: ignore[return-value]
 
@@ -1861,6 +1861,7 @@ class FrameReceiver:
             frame = self._build(msg, fds, flags)
         except BaseException as e:
             if not self._entered:  # interrupted at _build's entry, before its handlers could answer the frame
+                self._entered = True  # answered here: not again by recv()
                 self._answer_dropped(msg)
             for fd in fds:  # what _build did not hand to a DMABuffer (it marks those -1)
                 _close_quiet(fd)
@@ -1942,33 +1943,46 @@ class FrameReceiver:
                         return None
                     raise
                 if not anc and not flags & _TRUNCATED and n > _MIN_SLOTS:
-                    # Everything but frame id, sequence and pts must equal a layout checked before, over the slot's
-                    # buffer this receiver still holds under that generation (the references are part of the
-                    # compared bytes): then only those three fields and the commit marker are left to check.
-                    lay = cache[buf[n - _REF_SIZE]]
-                    if lay is not None and lay.size == n and lay.version == table.version:
-                        head, fid, seq, mid, pts, tail = lay.unpack(buf)
-                        if head == lay.head and mid == lay.mid and tail == lay.tail and fid \
-                                and (pts == 0 or lay.has_pts):
-                            marker = lay.check
-                            if marker is not None:
-                                word, wrote = marker[0], marker[1]  # the state word first (store_marker)
-                                if word != MARKER_COMMITTED_WORD or wrote != seq:
-                                    self._torn(fid, word >> 32, wrote, seq)
-                                    continue
-                            # this layout's spare, taken in one step (no other thread gets it), else made now
-                            views = spares.pop(lay, None)
-                            if views is None:
-                                views = _spare_views(lay)
-                            hold: _ViewHold = views._hold  # type: ignore[assignment]
-                            hold.token = fid  # before done: the hold sends no DONE until both are this frame's
-                            hold.done = lay.done  # the views' bases keep the mappings
-                            views.frame_id, views.sequence, views.pts = fid, seq, pts if lay.has_pts else None
-                            self.received += 1
-                            self._spare_next = lay
-                            return views
+                    answered = False  # the views' hold answers the frame once it is armed (hold.done)
+                    try:
+                        # Everything but frame id, sequence and pts must equal a layout checked before, over the slot's
+                        # buffer this receiver still holds under that generation (the references are part of the
+                        # compared bytes): then only those three fields and the commit marker are left to check.
+                        lay = cache[buf[n - _REF_SIZE]]
+                        if lay is not None and lay.size == n and lay.version == table.version:
+                            head, fid, seq, mid, pts, tail = lay.unpack(buf)
+                            if head == lay.head and mid == lay.mid and tail == lay.tail and fid \
+                                    and (pts == 0 or lay.has_pts):
+                                marker = lay.check
+                                if marker is not None:
+                                    word, wrote = marker[0], marker[1]  # the state word first (store_marker)
+                                    if word != MARKER_COMMITTED_WORD or wrote != seq:
+                                        self._torn(fid, word >> 32, wrote, seq)
+                                        continue
+                                # this layout's spare, taken in one step (no other thread gets it), else made now
+                                views = spares.pop(lay, None)
+                                if views is None:
+                                    views = _spare_views(lay)
+                                hold: _ViewHold = views._hold  # type: ignore[assignment]
+                                hold.token = fid  # before done: the hold sends no DONE until both are this frame's
+                                hold.done = lay.done  # the views' bases keep the mappings
+                                answered = True
+                                views.frame_id, views.sequence, views.pts = fid, seq, pts if lay.has_pts else None
+                                self.received += 1
+                                self._spare_next = lay
+                                return views
+                    except BaseException:
+                        if not answered:  # a Ctrl-C before the hold was armed: the frame is answered here
+                            self._answer_dropped(bytes(memoryview(buf)[:n]))
+                        raise
                 msg = bytes(memoryview(buf)[:n])
-                got = self._message(msg, anc, flags)
+                self._entered = False
+                try:
+                    got = self._message(msg, anc, flags)
+                except BaseException:
+                    if not self._entered:  # a Ctrl-C before _build's handlers could answer the frame
+                        self._answer_dropped(msg)
+                    raise
                 if got is _AGAIN:
                     continue
                 if got is None:

@@ -178,3 +178,28 @@ def test_a_claimed_frame_outlives_gstreamer_freeing_its_memory() -> None:
     finally:
         src.close()
         pool.close()
+
+
+def test_processes_mode_does_not_advise_allow_copy_for_a_refusal_about_the_model(tmp_path: Path) -> None:
+    """9a4b194 gated the --allow-copy advice on _about_format in threads mode; d9a4cc8's _refused (processes mode)
+    rewords every UnsupportedFormatError with _supported_message: a --model of two inputs gets 'Run with --allow-copy
+    ... to convert each I420 frame to yuv420p' with allow_copy already on (I420 is yuv420p)."""
+    from tests.support.requirements import need_module
+
+    need_module("av")
+    need_module("openvino")
+    import openvino as ov
+    import openvino.opset11 as ops
+
+    from interop.clip import default_clip
+    from interop.streams import run_streams
+
+    x = ops.parameter([1, 3, 64, 64], np.float32, name="a")
+    y = ops.parameter([1, 3, 64, 64], np.float32, name="b")
+    ov.save_model(ov.Model([ops.add(x, y)], [x, y], "two_inputs"), str(tmp_path / "two.xml"))
+    clip = default_clip()
+    res = run_streams([clip, clip], model=str(tmp_path / "two.xml"), device="CPU", frames=2, decode="processes",
+                      allow_copy=True)
+    for s in res.streams:
+        assert s.error is not None and "2 inputs" in s.error, s.error
+        assert "allow-copy" not in s.error and "I420 frame to yuv420p" not in s.error, s.error

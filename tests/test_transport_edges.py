@@ -156,3 +156,69 @@ def test_a_ctrl_c_anywhere_in_the_receive_of_an_install_answers_the_frame_and_th
         rx.close()
         a.close()
         f.release()
+
+
+def _dones(a: socket.socket) -> list[int]:
+    """The frame ids of the DONE messages the consumer sent, read off the producer's end."""
+    out: list[int] = []
+    while True:
+        try:
+            msg = a.recv(64, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return out
+        kind, fid = struct.unpack_from("<HQ", msg, 6)
+        if kind == MSG_DONE:
+            out.append(fid)
+
+
+@pytest.mark.parametrize("call, step", [("recv", "_per_frame"), ("recv_views", "_spare_views")])
+def test_a_ctrl_c_on_the_fast_path_before_the_frame_is_held_still_answers_it(monkeypatch: pytest.MonkeyPatch,
+                                                                            call: str, step: str) -> None:
+    """The fast path of a frame over buffers the receiver holds, in a layout it checked: a Ctrl-C before the frame's
+    lease or the views' hold takes the answer over (in the per-frame check, as recv_views() makes its views) left
+    the frame unanswered, its buffer held until the connection closed. It is answered once."""
+    import gc
+    import time
+
+    import interop.transport as tr
+
+    f = DMAContext().alloc_frame(FrameFormat.GRAY8, 16, 16)
+    buf = buffers_of(f)[0]
+    a, b = seqpacket_pair()
+    rx = FrameReceiver(b)
+    receive = getattr(rx, call)
+    try:
+        # frame 1 installs slot 0 (its fd); frame 2 refers to it (its layout checked and cached); frame 3 takes the
+        # fast path
+        a.sendmsg([_encode_slots(1, f, [buf], 1, NO_MARKER, [(0, REF_FD, 1)])],
+                  [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [buf.fd]))])
+        for fid in (1, 2, 3):
+            if fid > 1:
+                a.send(_encode_slots(fid, f, [buf], fid, NO_MARKER, [(0, 0, 1)]))
+            if fid < 3:
+                got = receive(timeout=5)
+                assert got is not None
+                got.release()
+                del got
+                continue
+            rx._spares.clear()  # recv_views() makes its views after the receive, not before the wait
+            rx._spare_next = None
+            real = getattr(tr, step)
+
+            def interrupted(*args: object, real: object = real) -> object:
+                monkeypatch.setattr(tr, step, real)
+                raise KeyboardInterrupt
+
+            monkeypatch.setattr(tr, step, interrupted)
+            with pytest.raises(KeyboardInterrupt):
+                receive(timeout=5)
+        gc.collect()
+        time.sleep(0.2)  # the DONE channel's flusher
+        done = _dones(a)
+        assert done.count(3) == 1, f"frame 3 answered {done.count(3)} times (DONEs: {done})"
+    finally:
+        rx.close()
+        a.close()
+        f.release()
+
+
