@@ -1225,7 +1225,9 @@ class FrameSender:
         hit = False
         # A generation other than the slot's own is stale (generations only grow) and changes nothing: answered
         # without the send lock, so a consumer sending such messages in a loop never holds the sends back.
-        if self._slots._gen[index] == gen:
+        if self._slots._gen[index] <= gen <= self._slots._staged[index]:
+            # a generation staged and not yet committed (the consumer refused it before the send's commit ran) is
+            # settled under the lock too: the commit comes first there
             # under the send lock, as every change of the slot table: a try that announced this generation committed
             # it before letting go, and the planned send compares the slot's buffer under it (no other per-frame check)
             with self._send_lock:
@@ -1323,11 +1325,14 @@ class _DoneChannel:
         after is dropped (a Ctrl-C as a frame's lease was made answers it twice: the lease as it goes, the handler)."""
         if self.closed or self.gone or fid == self._last:
             return
-        self._last = fid
         msg = _done_message(fid)
+        # _last only once the DONE went out or was queued: a Ctrl-C before that leaves the retry free to send it
+        # (no interrupt point between a Python method's return and the store)
         if not self._pending and self._try(msg):
+            self._last = fid
             return
         self._queue(msg)
+        self._last = fid
 
     def refuse(self, index: int, gen: int) -> None:
         """Tell the producer the install of slot ``index`` under ``gen`` was not made (before the frame's DONE)."""
@@ -1759,6 +1764,7 @@ class FrameReceiver:
         self._parsed: dict[bytes, _Received] = {}
         self._ctx: Context | None = None
         self._entered = False  # set by _build_slots as its handler takes over answering a frame (see there)
+        self._fds_taken = False  # set by _message as its handler takes over closing a message's fds
         self._rbufs: list[bytearray] = [bytearray(_RECV_BYTES)]  # recv_views() receives into one of these
         self._view_layouts: list[_ViewLayout | None] = [None] * MAX_SLOTS  # by the last reference's slot index
         self._layouts_version = 0
@@ -1813,6 +1819,7 @@ class FrameReceiver:
             if msg is None:
                 raise TransportTimeoutError(f"no frame within {timeout} s: the producer sent nothing")
             self._entered = False  # no callee has taken the answer to this message over yet (see _build_slots)
+            self._fds_taken = False  # nor its fds (see _message)
             try:
                 if not anc and not flags & _TRUNCATED:
                     # a frame over buffers this receiver holds, in a layout checked before: one lookup, one unpack
@@ -1830,15 +1837,25 @@ class FrameReceiver:
                             continue
                 got = self._message(msg, anc, flags)
             except BaseException:
-                if not self._entered:  # a Ctrl-C before a callee's handler could answer the frame (DONE, REFUSED)
-                    self._answer_dropped(msg)
+                self._drop_unanswered(msg, anc)
                 raise
             if got is not _AGAIN:
                 return got  # type: ignore[return-value]
 
+    def _drop_unanswered(self, msg: bytes, anc: list[tuple[int, int, bytes]]) -> None:
+        """A receive cut short (a Ctrl-C, an error) before a callee took the message over: its fds are closed and
+        the frame is answered (DONE, REFUSED) here."""
+        if anc and not self._fds_taken:
+            for fd in _fds_of(anc):
+                _close_quiet(fd)
+        if not self._entered:
+            self._answer_dropped(msg)
+            self._entered = True
+
     def _message(self, msg: bytes, anc: list[tuple[int, int, bytes]], flags: int) -> Frame | None | object:
         """Handle one message by the general path: a Frame, None at EOF, or _AGAIN (a FORGET, a torn frame)."""
         fds = _fds_of(anc) if anc else []
+        self._fds_taken = True  # closed by the handler below from here on (no interrupt point since the call)
         if not msg and not fds and not _hung_up(self._sock):
             raise ProtocolError("an empty message from the producer (a SEQPACKET EOF looks the same; the "
                                 "producer is still connected, so it is not one)")
@@ -1861,8 +1878,8 @@ class FrameReceiver:
             frame = self._build(msg, fds, flags)
         except BaseException as e:
             if not self._entered:  # interrupted at _build's entry, before its handlers could answer the frame
-                self._entered = True  # answered here: not again by recv()
                 self._answer_dropped(msg)
+                self._entered = True  # answered here: not again by recv() (set once it is: a Ctrl-C meanwhile)
             for fd in fds:  # what _build did not hand to a DMABuffer (it marks those -1)
                 _close_quiet(fd)
             if self.closed and isinstance(e, InteropError):
@@ -1975,13 +1992,13 @@ class FrameReceiver:
                         if not answered:  # a Ctrl-C before the hold was armed: the frame is answered here
                             self._answer_dropped(bytes(memoryview(buf)[:n]))
                         raise
-                msg = bytes(memoryview(buf)[:n])
                 self._entered = False
+                self._fds_taken = False
                 try:
+                    msg = bytes(memoryview(buf)[:n])
                     got = self._message(msg, anc, flags)
                 except BaseException:
-                    if not self._entered:  # a Ctrl-C before _build's handlers could answer the frame
-                        self._answer_dropped(msg)
+                    self._drop_unanswered(bytes(memoryview(buf)[:n]), anc)
                     raise
                 if got is _AGAIN:
                     continue
@@ -2102,7 +2119,9 @@ class FrameReceiver:
             else:
                 hdr = _parse_frame(msg, len(fds))
         except BaseException:  # a bad message, or a Ctrl-C: the frame is answered either way
+            self._entered = False  # a Ctrl-C in the answer leaves it to the callers
             self._answer_dropped(msg)
+            self._entered = True
             raise
         if rec is not None:
             self._entered = False
@@ -2110,8 +2129,8 @@ class FrameReceiver:
                 return self._build_slots(rec, fid, seq, pts, fds)
             except BaseException:
                 if not self._entered:  # interrupted before _build_slots' own handler could answer the frame
-                    self._entered = True  # answered here: not again by _message
                     self._answer_dropped(msg)
+                    self._entered = True  # answered here: not again by _message
                 raise
         fid = hdr.frame_id
         # ownership of the fds passes to DMABuffers one by one, each marking its entry -1 as it takes the fd over
@@ -2138,11 +2157,13 @@ class FrameReceiver:
             frame = dma_frame(planes, hdr.format, hdr.width, hdr.height, colorspace=hdr.colorspace,
                               color_range=hdr.color_range, pts=hdr.pts, time_base=hdr.time_base)
         except BaseException:
+            self._entered = False  # a Ctrl-C before the DONE below leaves the answer to the callers
             for t in planes:
                 t.release()
             for b in bufs:
                 b.close()
             self._done.send(fid)
+            self._entered = True
             raise
         done = _DoneOnce(self._done, fid, len(bufs))
         for b in bufs:
@@ -2215,9 +2236,11 @@ class FrameReceiver:
             # from here on the lease sends this frame's DONE when the frame (or what is left of it) is gone
             lease = BufferLease(rec.bufs, self._done.send, fid)
         except BaseException as e:
+            self._entered = False  # a Ctrl-C before the DONE below leaves the answer to the callers
             if fds and not self.closed:  # installs announced and not made (a refused fd): the producer sends them again
                 self._refuse([(index, gen) for index, rflags, gen in hdr.refs if rflags & REF_FD])
             self._done.send(fid)
+            self._entered = True
             if self.closed and isinstance(e, InteropError):  # closed meanwhile (see _message): recv() returns None
                 return None
             raise
