@@ -48,6 +48,31 @@ _WATCH: tuple[Callable[..., Any], ...] = (
 )
 
 
+def _settle_run(state: dict[str, Any], receive: Callable[..., Any], injectors: list[Any]) -> None:
+    """After one swept run: let go of what it received, receive (untraced) what a Ctrl-C before the receive left
+    queued, forget the injectors' frames, collect."""
+    got = state["got"]
+    state["got"] = None
+    if got is not None:
+        got.release()
+        del got
+    while True:
+        try:
+            left = receive(timeout=0)
+        except ProtocolError:
+            continue
+        except TransportTimeoutError:
+            break
+        if left is not None:
+            left.release()
+        del left
+    for inj in injectors:
+        inj.last.clear()
+        inj.checks_after_call.clear()
+    injectors.clear()
+    gc.collect()
+
+
 def _send_lines() -> set[int]:
     """Lines of transport.py holding the DONE channel's send call (see the module's doc)."""
     with open(tr.__file__) as fh:
@@ -132,26 +157,7 @@ def test_every_frame_is_answered_once_whatever_single_ctrl_c(monkeypatch: pytest
         failures: list[str] = []
 
         def check(interrupted: bool, where: str | None) -> None:
-            got = state["got"]
-            state["got"] = None
-            if got is not None:
-                got.release()
-                del got
-            while True:  # a Ctrl-C before the receive left the message queued: it is received now, untraced
-                try:
-                    left = receive(timeout=0)
-                except ProtocolError:
-                    continue
-                except TransportTimeoutError:
-                    break
-                assert left is not None
-                left.release()
-                del left
-            for inj in injectors:
-                inj.last.clear()
-                inj.checks_after_call.clear()
-            injectors.clear()
-            gc.collect()
+            _settle_run(state, receive, injectors)
             fid = state["fid"]
             done = _dones(a)
             if where is not None and any(f" line {n}:" in where for n in skip):
@@ -265,23 +271,7 @@ def test_a_ctrl_c_before_the_general_path_takes_the_fds_closes_them(monkeypatch:
     failures: list[str] = []
 
     def check(interrupted: bool, where: str | None) -> None:
-        got = state["got"]
-        state["got"] = None
-        if got is not None:
-            got.release()
-            del got
-        while True:  # a Ctrl-C before the receive left the message queued
-            try:
-                left = receive(timeout=0)
-            except TransportTimeoutError:
-                break
-            left.release()
-            del left
-        for inj in injectors:
-            inj.last.clear()
-            inj.checks_after_call.clear()
-        injectors.clear()
-        gc.collect()
+        _settle_run(state, receive, injectors)
         rx._drop_layouts()
         rx._table.close()
         rx._table.refused.clear()
