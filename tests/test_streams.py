@@ -151,7 +151,8 @@ def test_an_on_result_error_stops_decoding_in_threads(clip, monkeypatch):
     monkeypatch.setattr(pipeline, "_Input", Counted)
     with pytest.raises(RuntimeError, match="the caller's bug"):
         run_streams([clip, clip], device="CPU", on_result=on_result)
-    assert len(decoded) == 2 and 0 < max(decoded) < 60, decoded
+    # frames already in the request pool when the error came still finish (a pool of two requests per core)
+    assert len(decoded) == 2 and 0 < max(decoded) < 150, decoded
 
 
 def test_the_first_layout_is_compiled_before_the_run_time_even_when_it_needs_a_conversion(tmp_path):
@@ -455,8 +456,9 @@ def test_sigint_stops_every_worker_and_leaks_no_fd(clip):
     p = _start_child(clip)
     workers = _children(p.pid)
     assert len(workers) == 2
-    workers += _children(p.pid, "interop.postpool")
-    assert len(workers) == 3  # and the text boxes' process
+    post = _children(p.pid, "interop.postpool")
+    assert post  # and the text boxes' processes (one per few cores)
+    workers += post
     p.send_signal(signal.SIGINT)
     out, _ = p.communicate(timeout=60)
     assert p.returncode == 130
@@ -485,8 +487,9 @@ def test_inference_process_killed_every_worker_exits(clip):
     p = _start_child(clip)
     workers = _children(p.pid)
     assert len(workers) == 2
-    workers += _children(p.pid, "interop.postpool")
-    assert len(workers) == 3  # and the text boxes' process
+    post = _children(p.pid, "interop.postpool")
+    assert post  # and the text boxes' processes (one per few cores)
+    workers += post
     p.kill()
     p.wait(10)
     deadline = time.monotonic() + 15

@@ -125,7 +125,9 @@ _STOPPED = textwrap.dedent("""
             stopped.append(children(os.getpid())[0])
             os.kill(stopped[0], signal.SIGSTOP)
 
-    res = st.run_streams([sys.argv[1], sys.argv[1]], device="CPU", frames=30, decode="processes",
+    # a small pool: the workers cannot decode every frame ahead and end before the fifth result (a 16-core
+    # machine's default pool holds more than the 30 frames)
+    res = st.run_streams([sys.argv[1], sys.argv[1]], device="CPU", frames=30, decode="processes", pool_size=4,
                          on_progress=progress)
     print(json.dumps({"streams": [[s.run.frames, s.error_type, s.error] for s in res.streams],
                       "left": children(os.getpid())}), flush=True)
