@@ -54,6 +54,19 @@ def test_frames_from_a_pipeline_string():
     assert f.pts == 33333333 and f.time_base == interop.tensors.gst.NANOSECONDS
 
 
+def test_the_appsink_keeps_no_sample_a_frame_came_from():
+    """GStreamer's sinks keep the last sample by default: one more buffer held (a GstFramePool's, out of the pool)
+    until the next sample, and the last until the sink went. The source's appsink keeps none."""
+    src = AppSinkSource("videotestsrc num-buffers=3 ! video/x-raw,format=GRAY8,width=8,height=8 ! appsink")
+    try:
+        f = src.read()
+        assert f is not None
+        assert src.sink.get_property("last-sample") is None
+        f.release()
+    finally:
+        src.close()
+
+
 def test_a_string_without_appsink_gets_one():
     assert len(list(frames("videotestsrc num-buffers=2 ! video/x-raw,format=GRAY8,width=8,height=8"))) == 2
 

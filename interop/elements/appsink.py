@@ -150,6 +150,10 @@ class AppSinkSource(Source):
             sink.set_property("sync", bool(sync))
         sink.set_property("max-buffers", int(max_buffers))
         sink.set_property("emit-signals", False)
+        # GStreamer's sinks keep the last sample by default (for its "last-sample" property, which nothing here
+        # reads): that held one more buffer - one of a GstFramePool's, out of the pool - until the next sample came,
+        # and the last one until the sink itself went
+        sink.set_property("enable-last-sample", False)
         if pool is not None:
             pool.offer(sink)  # GstVideoMeta support and the pool
         elif offer_video_meta:
