@@ -14,7 +14,6 @@ from __future__ import annotations
 import array
 import gc
 import socket
-import struct
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -27,7 +26,6 @@ from interop import FrameFormat
 from interop.tensors.dma import MARKER_COMMITTED, FramePool, buffers_of, write_marker
 from interop.transport import (
     _PTS_AT,
-    MSG_DONE,
     REF_FD,
     FrameReceiver,
     ProtocolError,
@@ -37,6 +35,7 @@ from interop.transport import (
     seqpacket_pair,
 )
 from tests.test_locks_sigint import _sweep
+from tests.test_transport_edges import _drain
 
 pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the interrupt points are CPython 3.11's")
 
@@ -85,18 +84,6 @@ def _receive_lines() -> set[int]:
         return {i for i, line in enumerate(fh, 1) if "sock.recvmsg" in line}
 
 
-def _dones(a: socket.socket) -> list[int]:
-    out: list[int] = []
-    while True:
-        try:
-            msg = a.recv(64, socket.MSG_DONTWAIT)
-        except BlockingIOError:
-            return out
-        kind, fid = struct.unpack_from("<HQ", msg, 6)
-        if kind == MSG_DONE:
-            out.append(fid)
-
-
 def _with_pts(msg: bytes, pts: int) -> bytes:
     bad = bytearray(msg)
     bad[_PTS_AT:_PTS_AT + 8] = pts.to_bytes(8, "little")
@@ -138,7 +125,7 @@ def test_every_frame_is_answered_once_whatever_single_ctrl_c(monkeypatch: pytest
         a.send(message(2, 2, [(0, 0, 1)]))
         receive(timeout=5).release()
         gc.collect()
-        _dones(a)
+        _drain(a)[0]
 
         def op() -> None:
             state["fid"] = fid = state["fid"] + 1
@@ -159,7 +146,7 @@ def test_every_frame_is_answered_once_whatever_single_ctrl_c(monkeypatch: pytest
         def check(interrupted: bool, where: str | None) -> None:
             _settle_run(state, receive, injectors)
             fid = state["fid"]
-            done = _dones(a)
+            done = _drain(a)[0]
             if where is not None and any(f" line {n}:" in where for n in skip):
                 return
             sent_unseen = where is not None and any(f" line {n}:" in where for n in _send_lines())
@@ -276,7 +263,7 @@ def test_a_ctrl_c_before_the_general_path_takes_the_fds_closes_them(monkeypatch:
         rx._table.close()
         rx._table.refused.clear()
         gc.collect()
-        _dones(a)
+        _drain(a)[0]
         leaked = _open_fds() - state["before"]
         if leaked and not (where is not None and any(f" line {n}:" in where for n in skip)):
             failures.append(f"{where}: {len(leaked)} fd(s) left open")
