@@ -23,6 +23,7 @@ import struct
 import sys
 import threading
 import weakref
+from typing import Any
 
 import pytest
 
@@ -212,18 +213,25 @@ def _done(b: socket.socket, fid: int) -> None:
     b.send(_HEAD.pack(MAGIC, VERSION, MSG_DONE, fid, 0, NO_MARKER))
 
 
-@pytest.mark.parametrize("bad", ["other slot", "newer generation", "slot beyond the sender's",
-                                 "slot out of range", "generation 0", "fds attached", "short", "long"])
-def test_a_refused_message_that_names_no_current_slot_changes_nothing(bad):
+def _announced_once() -> tuple[socket.socket, socket.socket, FrameSender, Any, int, int]:
+    """A sender of 8 slots that has sent one frame (its buffer's fd announced) and had it back: the pair, the
+    sender, the frame, and the slot and generation it was announced under."""
     a, b = seqpacket_pair()
     tx = FrameSender(a, slots=8)
     f = DMAContext().alloc_frame(FrameFormat.GRAY8, 16, 16)
+    tx.send(f)
+    fid, index, gen, n = _take(b)
+    assert n == 1
+    _done(b, fid)
+    assert tx.wait_returned(5)
+    return a, b, tx, f, index, gen
+
+
+@pytest.mark.parametrize("bad", ["other slot", "newer generation", "slot beyond the sender's",
+                                 "slot out of range", "generation 0", "fds attached", "short", "long"])
+def test_a_refused_message_that_names_no_current_slot_changes_nothing(bad):
+    a, b, tx, f, index, gen = _announced_once()
     try:
-        tx.send(f)
-        fid, index, gen, n = _take(b)
-        assert n == 1
-        _done(b, fid)
-        assert tx.wait_returned(5)
         msg, fds = {
             "other slot": (_refused_message(index + 1, gen), []),
             "newer generation": (_refused_message(index, gen + 1), []),
@@ -288,14 +296,8 @@ def test_stale_refused_messages_in_a_loop_never_take_the_send_lock():
     """A consumer sending REFUSED messages for a generation since replaced, in a loop: each changes nothing, and the
     reader thread answered each under the send lock (logging there), holding the sends back (a FrameFanout's sends
     serve every consumer). Stale ones are answered without it."""
-    a, b = seqpacket_pair()
-    tx = FrameSender(a, slots=8)
-    f = DMAContext().alloc_frame(FrameFormat.GRAY8, 16, 16)
+    a, b, tx, f, index, gen = _announced_once()
     try:
-        tx.send(f)
-        fid, index, gen, n = _take(b)
-        _done(b, fid)
-        assert tx.wait_returned(5)
         watched = _CountingLock()
         tx._send_lock = watched  # type: ignore[assignment]
         for _ in range(200):
