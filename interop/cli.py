@@ -218,6 +218,12 @@ def _cmd_run(args: argparse.Namespace, run_main: Any) -> int:
     if len(videos) > 1 or getattr(args, "decode", None) == "processes":
         from .cli_run import streams_main as cli_main
 
+        if getattr(args, "nvdec", False):
+            from .pipeline import RunArgumentError
+
+            raise RunArgumentError("--nvdec runs one input in this process; several inputs or --decode processes "
+                                   "decode on the CPU: leave --nvdec out, or give one input")
+
         if not videos:  # the bundled clip, in a decode worker as asked
             from .clip import default_clip
 
@@ -320,6 +326,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--decode", choices=["threads", "processes"], default=None,
                    help="decode each input on a thread of this process (default; no copy) or in a worker process of "
                         "its own (a crashing decoder ends only its stream; one copy per PyAV frame)")
+    r.add_argument("--nvdec", action="store_true",
+                   help="decode on NVDEC and pre-process each frame on the GPU (CUDA, CuPy), straight into the host "
+                        "memory the model reads: the CPU runs the network (one input; docs/cuda.md)")
     r.set_defaults(fn=cmd_run)
 
     b = sub.add_parser("bench", help="benchmarks: ratios measured side by side in one run", add_help=False,

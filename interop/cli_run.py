@@ -119,7 +119,8 @@ def main(args: argparse.Namespace) -> int:
         res = run(getattr(args, "video", None), getattr(args, "model", None), getattr(args, "device", None), frames,
                   getattr(args, "precision", None), keep_last=bool(save) and ext in _IMAGE_EXT,
                   input_size=tuple(input_size) if input_size else None,  # type: ignore[arg-type]
-                  allow_copy=bool(getattr(args, "allow_copy", False)), on_progress=bar, model_input=model_input(args))
+                  allow_copy=bool(getattr(args, "allow_copy", False)), on_progress=bar, model_input=model_input(args),
+                  nvdec=bool(getattr(args, "nvdec", False)))
     finally:
         if bar is not None:
             bar.close()

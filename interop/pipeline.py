@@ -24,8 +24,15 @@ from typing import Any
 import numpy as np
 
 from . import _sigint, textdet
-from .errors import InteropError, InvalidTensorError, ModelFileError, UnsupportedFormatError
+from .errors import (
+    BackendUnavailableError,
+    InteropError,
+    InvalidTensorError,
+    ModelFileError,
+    UnsupportedFormatError,
+)
 from .meter import copy_meter, record_copy
+from .types import MemoryType
 
 log = logging.getLogger(__name__)
 
@@ -208,8 +215,9 @@ def _sniff(path: str) -> str:
     return "is not a media file FFmpeg recognises (or is damaged at its start): give a video file"
 
 
-def open_video(path: str) -> Any:
-    """Open a video with PyAV: (container, stream). Every unreadable input is one VideoInputError saying why."""
+def open_video(path: str, nvdec: bool = False) -> Any:
+    """Open a video with PyAV: (container, stream). Every unreadable input is one VideoInputError saying why.
+    ``nvdec``: decode on NVDEC, frames kept on the GPU (``interop.cuda.open_nvdec``)."""
     from .backends import require
 
     av = require("av", "FFmpeg", "ffmpeg")
@@ -228,7 +236,7 @@ def open_video(path: str) -> Any:
             raise VideoInputError(f"video {path!r} is a text file, not a video: give a video file (mp4, mkv, ts, "
                                   f"webm...)")
     try:
-        container = av.open(path)
+        container = _open_nvdec(path) if nvdec else av.open(path)
     except av.error.FFmpegError as e:  # type: ignore[attr-defined]
         raise VideoInputError(f"video {path!r} {_sniff(path)} (FFmpeg: {getattr(e, 'strerror', None) or e})") from e
     if not container.streams.video:
@@ -237,28 +245,64 @@ def open_video(path: str) -> Any:
         raise VideoInputError(f"{path!r} has no video stream (it has {', '.join(kinds) or 'no streams'}): "
                               f"give a file with video in it")
     stream = container.streams.video[0]
-    stream.thread_type = "AUTO"  # frame + slice threads: the decoder's own fastest mode for long clips
+    if nvdec:
+        if getattr(stream.codec_context, "is_hwaccel", True) is False:  # PyAV fell back to software decoding
+            name = stream.codec_context.name
+            container.close()
+            raise UnsupportedFormatError(f"NVDEC cannot decode {path!r} ({name}): leave --nvdec out to decode it on "
+                                         f"the CPU")
+    else:  # NVDEC decodes the pictures: FFmpeg's threads would only parse ahead
+        stream.thread_type = "AUTO"  # frame + slice threads: the decoder's own fastest mode for long clips
     return container, stream
+
+
+def _open_nvdec(path: str) -> Any:
+    """``av.open`` on NVDEC; a file NVDEC cannot take (its codec, profile or size) is refused with advice."""
+    import av
+
+    from .cuda import open_nvdec
+
+    try:
+        return open_nvdec(path)
+    except BackendUnavailableError as e:
+        raise BackendUnavailableError(f"{e}: --nvdec decodes on an NVIDIA GPU; leave it out to decode on the CPU",
+                                      backend="cuda") from e
+    except av.error.FFmpegError as e:  # type: ignore[attr-defined]
+        try:
+            av.open(path).close()  # the file itself opens: NVDEC is what refused it
+        except av.error.FFmpegError:  # type: ignore[attr-defined]
+            raise e from None
+        raise UnsupportedFormatError(f"NVDEC cannot decode {path!r} (FFmpeg: {getattr(e, 'strerror', None) or e}): "
+                                     f"run without --nvdec to decode it on the CPU") from e
 
 
 class _Decoded:
     """Frames of ``stream``, decoded packet by packet so that a damaged packet is counted and skipped (FFmpeg's own
-    iterator stops the whole video at the first one)."""
+    iterator stops the whole video at the first one). ``nvdec``: a packet refused before any frame came means NVDEC
+    cannot decode the stream (its profile, bit depth or chroma format), not a damaged file: that is raised."""
 
-    def __init__(self, container: Any, stream: Any):
+    def __init__(self, container: Any, stream: Any, nvdec: bool = False):
         self.errors = 0
+        self._nvdec = nvdec
         self._it = self._frames(container, stream)
 
     def _frames(self, container: Any, stream: Any) -> Iterator[Any]:
         import av
 
+        first = True
         for packet in container.demux(stream):  # the last packet is empty: it flushes the decoder's delayed frames
             try:
                 frames = packet.decode()
             except av.error.FFmpegError as e:  # type: ignore[attr-defined]
+                if self._nvdec and first:
+                    raise UnsupportedFormatError(
+                        f"NVDEC cannot decode this {stream.codec_context.name} stream (FFmpeg: "
+                        f"{getattr(e, 'strerror', None) or e}): leave --nvdec out to decode it on the CPU") from e
                 self.errors += 1
                 log.debug("packet at pts %s failed to decode: %s", packet.pts, e)
                 continue
+            if frames:
+                first = False
             yield from frames
 
     def __iter__(self) -> Iterator[Any]:
@@ -301,19 +345,27 @@ class _Input:
     width = height = declared = 0
     time_base: Any = None
     convertible = True  # pixel formats the model cannot take may be converted (allow_copy) by PyAV
+    memory_type: MemoryType | None = None  # where the decoder leaves frames: CUDA for NVDEC (None: host memory)
 
-    def __init__(self, video: str, decode_threads: int | None = None):
+    def __init__(self, video: str, decode_threads: int | None = None, nvdec: bool = False):
         self.video = video
         self._gst: Any = None
         if is_gst_input(video):
+            if nvdec:
+                raise RunArgumentError("--nvdec decodes files with PyAV; a gst: pipeline decodes in GStreamer: "
+                                       "leave one out")
             self._open_gst(video[len(GST_PREFIX):])
         else:
-            self.container, self.stream = open_video(video)
-            run_decoder_threads(self.stream, decode_threads)
+            self.container, self.stream = open_video(video, nvdec)
+            if nvdec:  # CUDA frames, pre-processed on the GPU by the Inference (no conversion by PyAV)
+                self.memory_type, self.convertible = MemoryType.CUDA, False
+            else:
+                run_decoder_threads(self.stream, decode_threads)
             cc = self.stream.codec_context
             self.width, self.height, self.declared = cc.width, cc.height, int(self.stream.frames or 0)
             self.time_base = self.stream.time_base
-            self._decoded = _Decoded(self.container, self.stream)
+            self._decoded = _Decoded(self.container, self.stream, nvdec)
+            self._ahead: _Ahead | None = None
             self.it: Iterator[Any] = iter(self._decoded)
 
     def _open_gst(self, description: str) -> None:
@@ -338,6 +390,14 @@ class _Input:
         self.width, self.height = first.width, first.height
         self.it = itertools.chain([first], self._gst)
 
+    def prepare_ahead(self, prepare: Callable[[Any], Any], limit: int | None = None) -> None:
+        """Decode and ``prepare`` each frame (at most ``limit``) on a thread of their own, ahead of the loop, which then
+        gets (frame, its model input) pairs (``--nvdec``: the Inference's GPU pre-processing). Returns once the first
+        pair is made: its one-off start-up (the GPU's context, the kernel's compile, the decoder) is not the run's."""
+        self._ahead = _Ahead(self._decoded, prepare, limit)
+        self._ahead.first()
+        self.it = self._ahead
+
     @property
     def is_gst(self) -> bool:
         return self._gst is not None
@@ -348,18 +408,124 @@ class _Input:
 
     def bgr(self, frame: Any) -> np.ndarray:
         """The frame as a BGR image (for --save: a copy, made after the timed run)."""
-        if self._gst is None:
-            return frame.to_ndarray(format="bgr24")  # type: ignore[no-any-return]
-        return gst_bgr(frame)
+        if self._gst is not None:
+            return gst_bgr(frame)
+        if self.memory_type is MemoryType.CUDA:
+            return cuda_bgr(frame)
+        return frame.to_ndarray(format="bgr24")  # type: ignore[no-any-return]
 
     def close(self) -> None:
         if self._gst is not None:
             self._gst.close()
         else:
+            if self._ahead is not None:
+                self._ahead.close()
             self.container.close()
 
 
+class _Ahead:
+    """(frame, prepare(frame)) pairs made on a thread of their own, up to DEPTH ahead of the loop. NVDEC decoding and
+    the GPU pre-processing wait for the GPU on every frame, and on a machine whose cores all run the network a thread
+    that waited gets the GIL and a core back late: doing them ahead takes those waits off the loop that keeps the
+    requests busy (FFmpeg's own threads do this for software decoding)."""
+
+    DEPTH = 8  # Inference.GPU_INPUTS_AHEAD keeps host buffers for these
+    _END = object()
+
+    def __init__(self, frames: Iterator[Any], prepare: Callable[[Any], Any], limit: int | None = None):
+        self._prepare = prepare
+        self._limit = limit
+        self._peeked: list[Any] = []
+        self._q: queue.Queue[Any] = queue.Queue(self.DEPTH)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._work, args=(frames,), name="interop-decode-ahead", daemon=True)
+        self._thread.start()
+
+    def _put(self, item: Any) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _work(self, frames: Iterator[Any]) -> None:
+        n = 0
+        try:
+            for vf in frames:
+                if self._limit is not None and n >= self._limit:
+                    break
+                n += 1
+                if not self._put((vf, self._prepare(vf))):
+                    return
+        except BaseException as e:  # noqa: BLE001 - handed to the loop, which raises it
+            self._put(e)
+            return
+        self._put(self._END)
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def first(self) -> None:
+        """Wait for the first item (kept for the loop's first next()): raises the worker's error if there is one."""
+        try:
+            self._peeked.append(next(self))
+        except StopIteration:  # no frame at all: the loop's first next() says so
+            pass
+
+    def __next__(self) -> Any:
+        if self._peeked:
+            return self._peeked.pop()
+        if self._stop.is_set():
+            raise StopIteration
+        item = self._q.get()
+        if item is self._END:
+            self._stop.set()
+            raise StopIteration
+        if isinstance(item, BaseException):
+            self._stop.set()
+            raise item
+        return item
+
+    def close(self) -> None:
+        """Stop the thread and drop what it made (before the container closes under it), each model input once the
+        GPU is done with it (its kernel may still read the frame and write the buffer)."""
+        self._stop.set()
+        self._peeked.clear()
+        while self._thread.is_alive():
+            self._drain()
+            self._thread.join(0.05)
+        self._drain()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                item = self._q.get_nowait()
+            except queue.Empty:
+                return
+            wait = getattr(item[1], "wait", None) if type(item) is tuple else None
+            if wait is not None:
+                wait()
+
+
 _SINK_LINK = re.compile(r"could not link (\S+) to appsink\d*")
+
+
+def cuda_bgr(vf: Any) -> np.ndarray:
+    """An NVDEC frame (NV12 or P010 on the GPU) as a BGR image: downloaded (a copy, counted) and converted by
+    OpenCV. For --save, after the timed run."""
+    import cv2
+
+    import interop
+
+    f = interop.map(vf, MemoryType.CPU, allow_copy=True)
+    y, uv = (np.asarray(t) for t in f.tensors[:2])
+    w, h = f.width - f.width % 2, f.height - f.height % 2  # OpenCV's NV12 is even-sized: an odd edge is left out
+    if y.dtype != np.uint8:  # P010: 10 bits in the high bits of 16
+        y, uv = (y >> 8).astype(np.uint8), (uv >> 8).astype(np.uint8)
+    nv12 = np.concatenate([y[:h, :w], uv[: h // 2, : w // 2].reshape(h // 2, w)])
+    return cv2.cvtColor(np.ascontiguousarray(nv12), cv2.COLOR_YUV2BGR_NV12)  # type: ignore[no-any-return]
 
 
 def _gst_input_error(description: str, e: InteropError) -> InteropError | None:
@@ -556,7 +722,8 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
         precision: str | None = None, keep_last: bool = False, input_size: tuple[int, int] | None = None,
         postprocess: bool = True, allow_copy: bool = False, *,
         on_progress: Callable[[int, int | None], None] | None = None,
-        on_result: Callable[[FrameResult], None] | None = None, model_input: ModelInput | None = None) -> RunResult:
+        on_result: Callable[[FrameResult], None] | None = None, model_input: ModelInput | None = None,
+        nvdec: bool = False) -> RunResult:
     """Decode -> map -> infer over a video; returns the measurements (see RunResult). Writes nothing to
     stdout/stderr: warnings go to the ``interop`` logger (and ``RunResult.warnings``), progress and results to the
     callbacks.
@@ -568,7 +735,8 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
     conversion counted in the copy meter (``copies``). Damaged packets are skipped and counted; a stream that ends
     before the frame count its container declares is logged (warnings also in ``RunResult.warnings``).
     ``postprocess=False`` skips turning outputs into results (text boxes; done on a thread of their own, see
-    _ResultWorker) (benchmarks).
+    _ResultWorker) (benchmarks). ``nvdec=True`` decodes on NVDEC and pre-processes each frame on the GPU, straight
+    into the host memory the model reads (docs/cuda.md): the host's CPU runs the network and little else.
 
     ``on_progress(done, total)`` is called once with ``done=0`` before the first frame, then after each frame's
     result is made; ``total`` is the number of frames expected (the container's count, capped by ``frames``) or None
@@ -577,10 +745,20 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
     holds the inference back), and an exception in one fails the run.
     """
     path = video or _default_clip()
-    src = _Input(path)
+    src = _Input(path, nvdec=nvdec)
     try:
         inf, model_name, size = _make_inference(model, device, precision, input_size, src.width, src.height,
                                                 model_input)
+        if nvdec and inf.memory_type is not MemoryType.OPENVINO:
+            inf.close()
+            raise RunArgumentError(f"--nvdec writes the model's input into host memory, which {inf.device} does not "
+                                   f"read as it is: run on the CPU (--device CPU) or GPU, or without --nvdec")
+        if nvdec:
+            try:
+                src.prepare_ahead(inf.gpu_preprocess, frames)
+            except BaseException:
+                inf.close()
+                raise
     except BaseException:
         src.close()
         raise
@@ -781,6 +959,9 @@ def _frame_loop(src: _Input, inf: Any, res: RunResult, callback: Callable[[Any, 
         except StopIteration:
             break
         t1 = perf()
+        ready = None
+        if type(vf) is tuple:  # (frame, its model input) from a thread that prepares ahead (--nvdec)
+            vf, ready = vf
         fmt = vf.format.name
         key = (fmt, vf.width, vf.height)
         if gst_input is not None:
@@ -788,12 +969,13 @@ def _frame_loop(src: _Input, inf: Any, res: RunResult, callback: Callable[[Any, 
         if key in layouts:
             if res.sizes[-1][1:] != key[1:]:  # back to a size seen before (its model variant is compiled)
                 res.sizes.append((i, vf.width, vf.height))
-            mapped = interop.map(_converted(vf, res) if fmt in res.converted else vf, inf.memory_type)
+            mapped = ready if ready is not None else interop.map(_converted(vf, res) if fmt in res.converted else vf,
+                                                                 inf.memory_type)
             t2 = t2b = perf()
         else:  # a new layout: compile for it, excluded from fps and stage times
             t2 = perf()
             m0 = time.monotonic()
-            mapped = _first_of_layout(res, inf, vf, allow_copy and src.convertible, i, src.convertible)
+            mapped = _first_of_layout(res, inf, vf, allow_copy and src.convertible, i, src.convertible, ready)
             layouts.add(key)
             timer.compile_spans.append((m0, time.monotonic()))
             t2b = perf()
@@ -820,9 +1002,11 @@ def _frame_loop(src: _Input, inf: Any, res: RunResult, callback: Callable[[Any, 
     return timer, last_vf
 
 
-def _first_of_layout(res: RunResult, inf: Any, vf: Any, allow_copy: bool, i: int, convertible: bool = True) -> Any:
+def _first_of_layout(res: RunResult, inf: Any, vf: Any, allow_copy: bool, i: int, convertible: bool = True,
+                     ready: Any = None) -> Any:
     """First frame of a (pixel format, size): note a size change, convert the format when the model cannot take it
-    and ``allow_copy``, compile the model for the layout. Returns the frame mapped for the model."""
+    and ``allow_copy``, compile the model for the layout. Returns the frame mapped for the model (``ready``: the
+    model input already made from it, e.g. on the GPU)."""
     import interop
 
     size = (vf.width, vf.height)
@@ -836,6 +1020,9 @@ def _first_of_layout(res: RunResult, inf: Any, vf: Any, allow_copy: bool, i: int
     if not res.sizes or res.sizes[-1][1:] != size:
         res.sizes.append((i, *size))
     fmt = vf.format.name
+    if ready is not None:
+        inf.compile_for(ready)
+        return ready
     if fmt not in res.converted:
         try:
             mapped = interop.map(vf, inf.memory_type)

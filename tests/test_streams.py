@@ -357,7 +357,7 @@ def test_a_stream_that_fails_mid_run_ends_alone_in_threads(clip, monkeypatch):
                 self.it = failing()
 
     real_open = pipeline.open_video
-    monkeypatch.setattr(pipeline, "open_video", lambda p: real_open(p.removesuffix("#broken")))
+    monkeypatch.setattr(pipeline, "open_video", lambda p, *a: real_open(p.removesuffix("#broken"), *a))
     monkeypatch.setattr(pipeline, "_Input", Broken)
     res = run_streams([clip + "#broken", clip], device="CPU", frames=10)
     bad, good = res.streams

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 #: the groups a thread falls in, by its OS name or its Python thread name
-DECODE = "decode (FFmpeg threads)"
+DECODE = "decode (FFmpeg threads; with --nvdec, the thread that decodes and pre-processes ahead)"
 RUNTIME = "native threads (OpenVINO's inference threads, and any other native library's)"
 RESULTS = "results (the boxes, on the result thread)"
 LOOP = "loop (decode calls, map, requests: the main thread)"
@@ -37,6 +37,8 @@ def group_of(os_name: str, py_name: str | None) -> str:
         return RUNTIME
     if py_name == "MainThread":
         return LOOP
+    if py_name.startswith("interop-decode"):  # interop run --nvdec's thread that decodes and pre-processes ahead
+        return DECODE
     if py_name.startswith("interop-run-results"):
         return RESULTS
     return OTHER

@@ -11,6 +11,9 @@ input (PP-OCRv4 text detection at 960x544):
   20), which the bound above hides when the pre-processing inside the model is expensive;
 - ``interop run`` fps: decode -> map -> infer_async, as the CLI runs it (text boxes made from every output on
   OpenVINO's threads), and the same without that post-processing (the same work as the naive loop);
+- ``interop run --nvdec`` fps where CUDA, NVDEC and CuPy are there: decoding on NVDEC and the pre-processing on
+  the GPU, written straight into the host memory the network reads (no copy), against the same plain network: the
+  host's CPU then runs the network and little else;
 - naive fps: decode -> ``to_ndarray('rgb24')`` -> ``cv2.resize`` -> normalise -> the same network with the same
   precision and async pool, differing only in pre-processing;
 - CPU per frame over the timed windows of the plain network and of ``interop run``, the run's by thread group (the
@@ -224,6 +227,26 @@ def frame_pool_size(inf: Any, path: str) -> int:
     return int(inf.pool_size(first))
 
 
+def nvdec_missing() -> str | None:
+    """Why ``interop run --nvdec`` cannot run here (None: it can)."""
+    from ..backends import module_available
+
+    if not module_available("cupy"):
+        return "needs CuPy (GPU pre-processing) and an NVIDIA GPU with NVDEC"
+    try:
+        from ..native.cuda_driver import driver
+
+        if not driver().devices():
+            return "needs an NVIDIA GPU (the CUDA driver sees none)"
+        from av.codec.hwaccel import hwdevices_available
+
+        if "cuda" not in hwdevices_available():
+            return "needs a PyAV built with CUDA (NVDEC)"
+    except Exception as e:  # noqa: BLE001 - any failure to find the GPU is the reason it is skipped
+        return f"needs an NVIDIA GPU with NVDEC ({type(e).__name__}: {e})"
+    return None
+
+
 def run(quick: bool = False, precision: str | None = None, reps: int | None = None) -> list[Result]:
     """All cases, ``reps`` interleaved repetitions (default 3; 1 when ``quick``): more on a noisy machine."""
     from ..pipeline import run as run_pipeline
@@ -244,7 +267,9 @@ def run(quick: bool = False, precision: str | None = None, reps: int | None = No
     runs: list[Any] = []
     bare: list[Any] = []
     naives: list[dict[str, float]] = []
-    cpu: dict[str, list[float]] = {k: [] for k in ("decode", "infer", "plain", "run", "bare", "naive")}
+    cpu: dict[str, list[float]] = {k: [] for k in ("decode", "infer", "plain", "run", "bare", "naive", "nvdec")}
+    no_nvdec = nvdec_missing()
+    nvdecs: list[Any] = []
 
     def timed(case: str, fn: Any) -> Any:
         # process CPU time per frame (all threads): the work a case costs, less sensitive to other processes' load
@@ -254,7 +279,7 @@ def run(quick: bool = False, precision: str | None = None, reps: int | None = No
         return out
 
     threads = threadcpu.ThreadCPU()
-    by_thread: dict[str, list[dict[str, float]]] = {"plain": [], "run": []}
+    by_thread: dict[str, list[dict[str, float]]] = {"plain": [], "run": [], "nvdec": []}
 
     def per_frame(window: dict[str, float], n: int) -> dict[str, float]:
         return {g: 1000 * v / max(1, n) for g, v in window.items()}
@@ -271,6 +296,16 @@ def run(quick: bool = False, precision: str | None = None, reps: int | None = No
             bare.append(timed("bare", lambda: run_pipeline(path, None, "CPU", frames, precision,
                                                            input_size=INPUT_SIZE, postprocess=False)))
             naives.append(timed("naive", lambda: naive(inf, path, frames)))
+            if no_nvdec is None:
+                try:
+                    r = timed("nvdec", lambda: run_pipeline(path, None, "CPU", frames, precision,
+                                                            input_size=INPUT_SIZE, nvdec=True))
+                except Exception as e:  # noqa: BLE001 - a GPU set-up that cannot run it: the case is skipped, said why
+                    log.warning("interop run --nvdec failed: %s: %s", type(e).__name__, e)
+                    no_nvdec = f"interop run --nvdec failed here ({type(e).__name__}: {e})"
+                else:
+                    nvdecs.append(r)
+                    by_thread["nvdec"].append(per_frame(_run_window(threads, r), r.frames))
     inf.close()
     d, i, p = median(dec), median(inf_only), median(plain_only)
     bound = 1.0 / (1.0 / d + 1.0 / i)
@@ -312,7 +347,30 @@ def run(quick: bool = False, precision: str | None = None, reps: int | None = No
         Result(NAME, "run without post-processing / bound", bf / bound, "x", common),
         Result(NAME, "run without post-processing / naive (same work)", bf / nf, "x", common),
         *_thread_results(by_thread, common, threads.available),
+        *_nvdec_results(nvdecs, by_thread["nvdec"], cpu["nvdec"], p, common, no_nvdec),
     ]
+
+
+def _nvdec_results(runs: list[Any], by_thread: list[dict[str, float]], cpu: list[float], plain: float,
+                   common: dict[str, Any], missing: str | None) -> list[Result]:
+    """``interop run --nvdec`` (NVDEC decoding, GPU pre-processing into host memory) against the plain network."""
+    cases = ("interop run --nvdec fps (NVDEC, pre-processing on the GPU)",
+             "run --nvdec / plain network infer-only (target >= 0.9)",
+             "CPU ms per frame over the timed window: interop run --nvdec")
+    if missing is not None or not runs:
+        return [skipped(NAME, c, missing or "not run") for c in cases]
+    med = sorted(runs, key=lambda r: r.fps)[len(runs) // 2]
+    fps = median([r.fps for r in runs])
+    out = [Result(NAME, cases[0], fps, "fps", {**common, "all": [r.fps for r in runs], "copies": med.copies,
+                                                "cpu_ms_per_frame_process": round(median(cpu), 3)}),
+           Result(NAME, cases[1], fps / plain, "x", {**common, "copies": med.copies})]
+    if all(by_thread):
+        seen = sorted({g for w in by_thread for g in w})
+        out.append(Result(NAME, cases[2], median([sum(w.values()) for w in by_thread]), "ms",
+                          {**common, "groups": {g: round(median([w.get(g, 0.0) for w in by_thread]), 3) for g in seen}}))
+    else:
+        out.append(skipped(NAME, cases[2], "needs per-thread CPU clocks and /proc/self/task (Linux)"))
+    return out
 
 
 def _run_window(threads: threadcpu.ThreadCPU, r: Any) -> dict[str, float]:

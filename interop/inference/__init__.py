@@ -6,7 +6,8 @@ packed RGB/BGR) go through pre-processing compiled into the model (a plane graph
 inside the model, so the CPU never converts or copies a pixel. The planes arrive as OpenVINO
 tensors over the producer's memory at full pitch (``interop.map(frame, MemoryType.OPENVINO)``), shaped
 (1, rows, pitch, C); one model is compiled per plane layout (format, pitches, rows, visible size) and cached.
-A Tensor (or numpy array) is fed as the raw model input.
+A Tensor (or numpy array) is fed as the raw model input. A CUDA frame (NVDEC) for a device fed host tensors is
+pre-processed on the GPU into page-locked host memory the model reads as it is (``gpu_preprocess``, docs/cuda.md).
 
 Requests run in a pool sized by the device's OPTIMAL_NUMBER_OF_INFER_REQUESTS. Results are numpy arrays copied
 out of the requests; ``output_bytes`` counts those bytes (this is not a mapper copy: ``copy_meter()`` does not see it).
@@ -49,6 +50,7 @@ from ..errors import (
 from ..frame import Frame
 from ..types import ColorRange, ColorSpace, FrameFormat, MemoryType, check_bool
 from . import _preprocess
+from ._cuda_preprocess import GPUInput, cuda_frame
 from ._inputs import (
     SHAPES_CHECKED_LIMIT,
     PlaneInputs,
@@ -456,6 +458,9 @@ class Inference:
 
     VARIANTS_LIMIT = 8  # compiled layouts kept; past it the least recently used one is dropped
     HOST_FRAMES_IN_FLIGHT = 3  # NPU frames over imported host pages (FFmpeg buffers) in flight at once
+    # GPU-pre-processed inputs a caller may hold besides the requests' (host buffers kept): interop run's thread
+    # that prepares ahead (pipeline._Ahead.DEPTH), the one it is making and the loop's
+    GPU_INPUTS_AHEAD = 12
     POLL_S = 0.05  # how often waiting paths look for requests that failed inside OpenVINO (they never call back)
     READY_TICK_S = 0.001  # how often infer_async(timeout=) looks for a free request
 
@@ -500,6 +505,8 @@ class Inference:
         self._layout_change_logged = False
         self._host_frames = 0
         self._plane_inputs = PlaneInputs(ov)
+        self._gpu: Any = None  # _cuda_preprocess.GPUPreprocess, made for the first CUDA frame
+        self._gpu_token = object()  # marks the GPUInputs this Inference made
         self._variants_lock = threading.Lock()
         self._cond = threading.Condition()
         self._inside = 0  # threads inside OpenVINO through this Inference (compile, map, start, infer, wait)
@@ -778,6 +785,12 @@ class Inference:
             return self._raw_inputs(mapped, x)
         if isinstance(x, Mapping):
             raise UnsupportedTypeError("give several inputs as a list in the model's input order, not a dict")
+        if isinstance(x, GPUInput):
+            return self._gpu_inputs(x)
+        if self._memory_type is MemoryType.OPENVINO:
+            g = cuda_frame(x)
+            if g is not None:
+                return self._gpu_inputs(self._gpu_make(g))
         try:
             m = self._map_one(x)  # interop.map wraps a framework's object (a decoded av.VideoFrame: in one step)
         except UnsupportedFormatError as e:  # a pixel format interop has no planes for (yuv410p...)
@@ -792,6 +805,68 @@ class Inference:
                 return self._prepare(self._convert(x, e))
             return v, planes, (x, m, planes)
         return self._raw_inputs([m], x)
+
+    def gpu_preprocess(self, x: Any) -> GPUInput:
+        """The model input for CUDA frame ``x`` (an NVDEC-decoded av.VideoFrame, or a CUDA Frame of NV12 or P010
+        planes), made now: resized, colour converted and normalised on the GPU by one kernel that writes it into
+        page-locked host memory, where the model (on a device fed host tensors: CPU, GPU) reads it as it is
+        (``_cuda_preprocess``: computed where the model reads it, not copied). Returns a GPUInput to give to
+        ``infer``/``infer_async``/``compile_for``; the frame itself may go back to its decoder at once.
+        ``infer_async(frame)`` does the same in one step; this lets a thread of the caller's pre-process frames
+        ahead of the thread that starts requests (``interop run --nvdec`` does)."""
+        self._check_open()
+        f = cuda_frame(x)
+        if f is None:
+            raise UnsupportedTypeError(f"gpu_preprocess takes a CUDA frame (an NVDEC av.VideoFrame or a CUDA Frame), "
+                                       f"not {type(x).__name__}")
+        return self._gpu_make(f)
+
+    _ON_CPU = "map the frame to the CPU instead (allow_copy: a counted copy; interop run: leave --nvdec out)"
+
+    def _gpu_make(self, f: Frame) -> GPUInput:
+        from ._cuda_preprocess import GPUPreprocess, Target
+
+        if self._memory_type is not MemoryType.OPENVINO:
+            raise UnsupportedFormatError(f"GPU pre-processing writes the model's input into host memory, which "
+                                         f"{self._device} does not read as it is: use the CPU or GPU device")
+        with self._cond:
+            if self._gpu is None:
+                self._gpu = GPUPreprocess()
+            gpu = self._gpu
+        gpu.check(f)
+        params = self._model.get_parameters()
+        if len(params) != 1:
+            raise UnsupportedFormatError(f"{self.model_name} has {len(params)} inputs: a frame feeds a model of one "
+                                         f"image input")
+        et = params[0].get_element_type()
+        if et != self._ov.Type.f32:
+            raise UnsupportedFormatError(f"GPU pre-processing writes f32 model inputs; {self.model_name} takes "
+                                         f"{et}: {self._ON_CPU}")
+        lay = self._layout(params[0])
+        c = params[0].get_partial_shape()[1 if lay == "NCHW" else 3]
+        if c.is_static and c.get_length() != 3:
+            raise UnsupportedFormatError(f"GPU pre-processing writes 3 colour channels; {self.model_name} takes "
+                                         f"{c.get_length()}: {self._ON_CPU}")
+        th, tw = _preprocess._target_size(params[0], lay, self._size_for(f.width, f.height), f.width, f.height)
+        mean = None if self._mean is None else tuple(self._mean)
+        scale = None if self._scale is None else tuple(self._scale)
+        target = Target(th, tw, lay == "NHWC", mean, scale, self._rgb)
+        return gpu.run(f, target, self._gpu_token)
+
+    def _gpu_inputs(self, x: GPUInput) -> tuple[_Variant, list[Any], Any]:
+        """A GPUInput: the network as it is (no pre-processing in its graph) at the input's size."""
+        from ._cuda_preprocess import host_buffers
+
+        x.wait()  # the kernel has written it (and the frame it read goes back to its decoder)
+        if x.owner is not self._gpu_token:
+            raise InvalidTensorError("this GPUInput was made by another Inference (its size, mean, scale and colour "
+                                     "order): make it with this one's gpu_preprocess")
+        th, tw = x.target.height, x.target.width
+        v = self._variant(("cuda", th, tw), lambda: self._static_model((th, tw)))
+        # a buffer per request that may hold one, per input a thread pre-processing ahead may hold, and the loop's
+        host_buffers(x.device, x.array.nbytes).reserve(v.nreq + self.GPU_INPUTS_AHEAD)
+        mapped = self._map(x.array)
+        return v, raw_inputs(self._ov, [mapped], v.inputs, self.model_name), (x, mapped)
 
     def _convert(self, x: Any, err: UnsupportedFormatError) -> Any:
         """``x`` converted to a format the model takes (allow_copy; counted in copy_meter), or the one-line refusal

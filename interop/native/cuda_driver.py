@@ -44,7 +44,11 @@ class Driver:
                      "cuDeviceGetCount", "cuDeviceGetName", "cuDriverGetVersion", "cuPointerGetAttribute",
                      "cuDevicePrimaryCtxGetState"):
             getattr(lib, name).restype = c_int
-        self._check(lib.cuInit(0), "cuInit")
+        rc = lib.cuInit(0)
+        if rc != 0:  # the library is there but no GPU answers (100: none visible, e.g. a container without its GPUs)
+            raise BackendUnavailableError(f"the NVIDIA driver sees no usable GPU (cuInit returned CUresult {rc}; 100 "
+                                          f"is no device: is the GPU visible to this process or container?)",
+                                          backend="cuda")
         self._ctx: dict[int, c_void_p] = {}
         self._local = threading.local()
         self._lock = threading.Lock()
