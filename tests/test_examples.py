@@ -13,7 +13,7 @@ from tests.support.requirements import need_module
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-TIER_B = ("cuda_infer.py", "cuda_opencl.py")
+TIER_B = ("cuda_infer.py", "cuda_opencl.py", "nvdec_cpu_infer.py")
 
 
 def _example(name: str, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:

@@ -361,8 +361,13 @@ def _nvdec_results(runs: list[Any], by_thread: list[dict[str, float]], cpu: list
         return [skipped(NAME, c, missing or "not run") for c in cases]
     med = sorted(runs, key=lambda r: r.fps)[len(runs) // 2]
     fps = median([r.fps for r in runs])
+    per = lambda s: round(1000 * s / max(1, med.frames), 3)  # noqa: E731  ms per frame
     out = [Result(NAME, cases[0], fps, "fps", {**common, "all": [r.fps for r in runs], "copies": med.copies,
-                                                "cpu_ms_per_frame_process": round(median(cpu), 3)}),
+                                                "cpu_ms_per_frame_process": round(median(cpu), 3),
+                                                # the loop's wall per frame: waiting for the thread ahead, and for
+                                                # a free request (where the network is the bottleneck)
+                                                "ms_per_frame": {"waiting for frames": per(med.decode),
+                                                                 "map": per(med.map), "infer_wait": per(med.infer)}}),
            Result(NAME, cases[1], fps / plain, "x", {**common, "copies": med.copies})]
     if all(by_thread):
         seen = sorted({g for w in by_thread for g in w})
