@@ -259,9 +259,13 @@ def open_video(path: str, nvdec: bool = False) -> Any:
 def _open_nvdec(path: str) -> Any:
     """``av.open`` on NVDEC; a file NVDEC cannot take (its codec, profile or size) is refused with advice."""
     import av
+    from av.codec.hwaccel import hwdevices_available
 
     from .cuda import open_nvdec
 
+    if "cuda" not in hwdevices_available():
+        raise BackendUnavailableError("this PyAV's FFmpeg has no CUDA (NVDEC) hardware decoding: install a PyAV built "
+                                      "with CUDA (the PyPI wheels are), or leave --nvdec out", backend="cuda")
     try:
         return open_nvdec(path)
     except BackendUnavailableError as e:
@@ -278,8 +282,11 @@ def _open_nvdec(path: str) -> Any:
 
 class _Decoded:
     """Frames of ``stream``, decoded packet by packet so that a damaged packet is counted and skipped (FFmpeg's own
-    iterator stops the whole video at the first one). ``nvdec``: a packet refused before any frame came means NVDEC
-    cannot decode the stream (its profile, bit depth or chroma format), not a damaged file: that is raised."""
+    iterator stops the whole video at the first one). ``nvdec``: NVDEC refusing a stream (its profile, bit depth or
+    chroma format) refuses every packet: NVDEC_REFUSED packets refused in a row before any frame (or a stream that
+    ends so) are raised as that, not counted as damage."""
+
+    NVDEC_REFUSED = 16
 
     def __init__(self, container: Any, stream: Any, nvdec: bool = False):
         self.errors = 0
@@ -289,21 +296,25 @@ class _Decoded:
     def _frames(self, container: Any, stream: Any) -> Iterator[Any]:
         import av
 
-        first = True
+        first = self._nvdec
+        refused: Exception | None = None
         for packet in container.demux(stream):  # the last packet is empty: it flushes the decoder's delayed frames
             try:
                 frames = packet.decode()
             except av.error.FFmpegError as e:  # type: ignore[attr-defined]
-                if self._nvdec and first:
-                    raise UnsupportedFormatError(
-                        f"NVDEC cannot decode this {stream.codec_context.name} stream (FFmpeg: "
-                        f"{getattr(e, 'strerror', None) or e}): leave --nvdec out to decode it on the CPU") from e
                 self.errors += 1
                 log.debug("packet at pts %s failed to decode: %s", packet.pts, e)
+                refused = e
+                if first and self.errors >= self.NVDEC_REFUSED:
+                    break
                 continue
             if frames:
                 first = False
             yield from frames
+        if first and refused is not None:
+            raise UnsupportedFormatError(
+                f"NVDEC cannot decode this {stream.codec_context.name} stream (FFmpeg, on every packet: "
+                f"{getattr(refused, 'strerror', None) or refused}): leave --nvdec out to decode it on the CPU")
 
     def __iter__(self) -> Iterator[Any]:
         return self._it
@@ -350,6 +361,8 @@ class _Input:
     def __init__(self, video: str, decode_threads: int | None = None, nvdec: bool = False):
         self.video = video
         self._gst: Any = None
+        self._ahead: _Ahead | None = None
+        self._closed = False
         if is_gst_input(video):
             if nvdec:
                 raise RunArgumentError("--nvdec decodes files with PyAV; a gst: pipeline decodes in GStreamer: "
@@ -365,7 +378,6 @@ class _Input:
             self.width, self.height, self.declared = cc.width, cc.height, int(self.stream.frames or 0)
             self.time_base = self.stream.time_base
             self._decoded = _Decoded(self.container, self.stream, nvdec)
-            self._ahead: _Ahead | None = None
             self.it: Iterator[Any] = iter(self._decoded)
 
     def _open_gst(self, description: str) -> None:
@@ -390,11 +402,17 @@ class _Input:
         self.width, self.height = first.width, first.height
         self.it = itertools.chain([first], self._gst)
 
+    def stop_ahead(self) -> None:
+        """Stop the thread that prepares frames ahead, if there is one (close() does it too)."""
+        if self._ahead is not None:
+            self._ahead.close()
+
     def prepare_ahead(self, prepare: Callable[[Any], Any], limit: int | None = None) -> None:
         """Decode and ``prepare`` each frame (at most ``limit``) on a thread of their own, ahead of the loop, which then
         gets (frame, its model input) pairs (``--nvdec``: the Inference's GPU pre-processing). Returns once the first
         pair is made: its one-off start-up (the GPU's context, the kernel's compile, the decoder) is not the run's."""
-        self._ahead = _Ahead(self._decoded, prepare, limit)
+        self._ahead = _Ahead(iter(self._decoded), prepare, limit)
+        self._ahead.start()
         self._ahead.first()
         self.it = self._ahead
 
@@ -417,28 +435,42 @@ class _Input:
     def close(self) -> None:
         if self._gst is not None:
             self._gst.close()
-        else:
-            if self._ahead is not None:
-                self._ahead.close()
-            self.container.close()
+        elif not self._closed:
+            try:
+                if self._ahead is not None:
+                    self._ahead.close()  # returns once its thread ended, even past a Ctrl-C (raised after)
+            finally:
+                self._closed = True
+                self.container.close()
 
 
 class _Ahead:
     """(frame, prepare(frame)) pairs made on a thread of their own, up to DEPTH ahead of the loop. NVDEC decoding and
     the GPU pre-processing wait for the GPU on every frame, and on a machine whose cores all run the network a thread
     that waited gets the GIL and a core back late: doing them ahead takes those waits off the loop that keeps the
-    requests busy (FFmpeg's own threads do this for software decoding)."""
+    requests busy (FFmpeg's own threads do this for software decoding).
+
+    Whoever holds it must ``close()`` it before the container closes: close returns only once the thread has ended
+    (a Ctrl-C meanwhile is raised after), so the decoder is never used after the container is gone."""
 
     DEPTH = 8  # Inference.GPU_INPUTS_AHEAD keeps host buffers for these
     _END = object()
+    NEVER_STARTED_S = 1.0  # a thread with no id this long after start() was called never ran (start was interrupted)
 
     def __init__(self, frames: Iterator[Any], prepare: Callable[[Any], Any], limit: int | None = None):
+        self._frames = frames
         self._prepare = prepare
         self._limit = limit
         self._peeked: list[Any] = []
         self._q: queue.Queue[Any] = queue.Queue(self.DEPTH)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._work, args=(frames,), name="interop-decode-ahead", daemon=True)
+        self._finished = threading.Event()
+        self._launched: float | None = None
+        self._thread = threading.Thread(target=self._work, name="interop-decode-ahead", daemon=True)
+
+    def start(self) -> None:
+        """Start the thread (held by its owner first, so that an interrupted start is still closed)."""
+        self._launched = time.monotonic()
         self._thread.start()
 
     def _put(self, item: Any) -> bool:
@@ -450,19 +482,22 @@ class _Ahead:
                 continue
         return False
 
-    def _work(self, frames: Iterator[Any]) -> None:
+    def _work(self) -> None:
         n = 0
         try:
-            for vf in frames:
-                if self._limit is not None and n >= self._limit:
+            while not self._stop.is_set() and (self._limit is None or n < self._limit):
+                try:
+                    vf = next(self._frames)
+                except StopIteration:
                     break
                 n += 1
                 if not self._put((vf, self._prepare(vf))):
                     return
+            self._put(self._END)
         except BaseException as e:  # noqa: BLE001 - handed to the loop, which raises it
             self._put(e)
-            return
-        self._put(self._END)
+        finally:
+            self._finished.set()
 
     def __iter__(self) -> Iterator[Any]:
         return self
@@ -489,24 +524,48 @@ class _Ahead:
         return item
 
     def close(self) -> None:
-        """Stop the thread and drop what it made (before the container closes under it), each model input once the
-        GPU is done with it (its kernel may still read the frame and write the buffer)."""
+        """Stop the thread, wait for it to end, and drop what it made, each model input once the GPU is done with it
+        (its kernel may still read the frame and write the buffer). A Ctrl-C while waiting is raised once it ended."""
         self._stop.set()
-        self._peeked.clear()
-        while self._thread.is_alive():
-            self._drain()
-            self._thread.join(0.05)
-        self._drain()
-
-    def _drain(self) -> None:
+        interrupted: BaseException | None = None
         while True:
             try:
-                item = self._q.get_nowait()
+                self._drop(self._peeked)
+                self._drain()
+                if self._launched is None or self._finished.is_set() or self._never_ran():
+                    break
+                self._finished.wait(0.05)
+            except KeyboardInterrupt as e:  # the thread still decodes: the container must outlive it
+                interrupted = e
+        try:
+            self._drain()
+        finally:
+            if interrupted is not None:
+                raise interrupted
+
+    def _never_ran(self) -> bool:
+        return (self._thread.ident is None and self._launched is not None
+                and time.monotonic() - self._launched > self.NEVER_STARTED_S)
+
+    def _drain(self) -> None:
+        items = []
+        while True:
+            try:
+                items.append(self._q.get_nowait())
             except queue.Empty:
-                return
+                break
+        self._drop(items)
+
+    @staticmethod
+    def _drop(items: list[Any]) -> None:
+        while items:
+            item = items.pop()
             wait = getattr(item[1], "wait", None) if type(item) is tuple else None
             if wait is not None:
-                wait()
+                try:
+                    wait()
+                except InteropError as e:  # a failed kernel: the run's own error says more; this one is logged
+                    log.warning("a pre-processed frame dropped at the end of the run: %s", e)
 
 
 _SINK_LINK = re.compile(r"could not link (\S+) to appsink\d*")
@@ -745,46 +804,47 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
     holds the inference back), and an exception in one fails the run.
     """
     path = video or _default_clip()
+    if nvdec:
+        device = _nvdec_device(device)
     src = _Input(path, nvdec=nvdec)
+    inf: Any = None
+    worker: _ResultWorker | None = None
+    last_vf = None
+    ok = False
     try:
         inf, model_name, size = _make_inference(model, device, precision, input_size, src.width, src.height,
                                                 model_input)
         if nvdec and inf.memory_type is not MemoryType.OPENVINO:
-            inf.close()
-            raise RunArgumentError(f"--nvdec writes the model's input into host memory, which {inf.device} does not "
-                                   f"read as it is: run on the CPU (--device CPU) or GPU, or without --nvdec")
+            raise RunArgumentError(_NVDEC_HOST.format(inf.device))
         if nvdec:
-            try:
-                src.prepare_ahead(inf.gpu_preprocess, frames)
-            except BaseException:
-                inf.close()
-                raise
-    except BaseException:
-        src.close()
-        raise
-    res = RunResult(path, model_name, inf.device, src.width, src.height, size, declared_frames=src.declared)
-    total = src.declared or None
-    if frames is not None:
-        total = min(total, frames) if total else frames
-    handle = _result_handler(res, model is None, postprocess, on_progress, on_result, total)
-    worker = _ResultWorker(handle) if handle is not None else None
-    callback = worker.put if worker is not None else None  # on OpenVINO's thread: queue the outputs, nothing more
-    last_vf = None
-    try:
+            src.prepare_ahead(inf.gpu_preprocess, frames)
+        res = RunResult(path, model_name, inf.device, src.width, src.height, size, declared_frames=src.declared)
+        total = src.declared or None
+        if frames is not None:
+            total = min(total, frames) if total else frames
+        handle = _result_handler(res, model is None, postprocess, on_progress, on_result, total)
+        worker = _ResultWorker(handle) if handle is not None else None
+        callback = worker.put if worker is not None else None  # on OpenVINO's thread: queue the outputs, nothing more
         if on_progress is not None:
             on_progress(0, total)
         with copy_meter() as meter, _opencv_single_threaded(postprocess and model is None):
             timer, last_vf = _frame_loop(src, inf, res, callback, frames, allow_copy,
                                          drain=worker.close if worker is not None else None)
+        ok = True
     except BaseException:
-        # A run stopped by an error or Ctrl-C leaves requests running: they end here (their results going to the
-        # worker, before it stops), and OpenVINO's request threads stop now, as after a run that finished
-        inf.close()
+        # A run stopped by an error or Ctrl-C: the thread making frames ahead stops first; requests still running
+        # end here (their results going to the worker, before it stops), and OpenVINO's request threads stop now,
+        # as after a run that finished
+        try:
+            src.stop_ahead()
+        finally:
+            if inf is not None:
+                inf.close()
         raise
     finally:
         if worker is not None:
             worker.close(raise_error=False)  # stopped on every path (after an error of the run's own, quietly)
-        if not keep_last or last_vf is None:
+        if not ok or not keep_last or last_vf is None:
             src.close()
     res.decode, res.map, res.infer, res.compile, res.wall = timer.decode, timer.map, timer.infer, timer.compile, timer.wall
     res.started, res.ended, res.compile_spans = timer.started, timer.ended, timer.compile_spans
@@ -799,6 +859,20 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
         finally:
             src.close()
     return res
+
+
+_NVDEC_HOST = ("--nvdec writes the model's input into host memory, which {} does not read as it is: run on the CPU "
+               "(--device CPU) or GPU, or without --nvdec")
+
+
+def _nvdec_device(device: str | None) -> str:
+    """The device a --nvdec run infers on: the CPU unless told (the NPU, the default where there is one, imports
+    host memory page by page), refused before anything is opened or compiled where it cannot read host tensors."""
+    if device is None:
+        return "CPU"
+    if device.split(".")[0].split(":")[-1].upper() == "NPU":
+        raise RunArgumentError(_NVDEC_HOST.format(device))
+    return device
 
 
 def _make_inference(model: str | None, device: str | None, precision: str | None,

@@ -396,6 +396,8 @@ def test_ahead_hands_over_pairs_in_order_then_ends() -> None:
     from interop.pipeline import _Ahead
 
     a = _Ahead(iter(range(20)), lambda x: x * 10)
+    a.start()
+
     assert list(a) == [(i, i * 10) for i in range(20)]
     a.close()
 
@@ -408,6 +410,8 @@ def test_ahead_raises_the_workers_error_in_the_loop() -> None:
         raise UnsupportedFormatError("yuv444 cannot")
 
     a = _Ahead(frames(), lambda x: x)
+    a.start()
+
     assert next(a) == (1, 1)
     with pytest.raises(UnsupportedFormatError, match="yuv444"):
         next(a)
@@ -421,6 +425,7 @@ def test_ahead_stops_at_its_limit_and_first_waits_for_the_first_pair() -> None:
 
     made: list[int] = []
     a = _Ahead(iter(range(100)), lambda x: made.append(x) or x, limit=5)
+    a.start()
     a.first()
     assert made[:1] == [0]
     assert [x for x, _ in a] == [0, 1, 2, 3, 4]
@@ -428,6 +433,7 @@ def test_ahead_stops_at_its_limit_and_first_waits_for_the_first_pair() -> None:
     assert made == [0, 1, 2, 3, 4] and not a._thread.is_alive()  # nothing prepared past the run's frames
     a.close()
     empty = _Ahead(iter(()), lambda x: x)
+    empty.start()
     empty.first()  # no frame at all: the loop's first next() ends it
     assert list(empty) == []
     empty.close()
@@ -443,10 +449,12 @@ def test_ahead_close_waits_for_the_gpu_on_what_it_drops() -> None:
             Input.waited += 1
 
     a = _Ahead(iter(range(3)), lambda x: Input())
+    a.start()
+
     a.first()
     a._thread.join(5)
     a.close()
-    assert Input.waited == 2  # the two still queued (the first was handed out: its taker waits)
+    assert Input.waited == 3  # the first, kept for the loop's first next(), and the two still queued
 
 
 def test_nvdec_decoding_refused_before_any_frame_is_not_called_damage() -> None:
@@ -480,6 +488,8 @@ def test_ahead_close_stops_a_worker_that_waits_on_a_full_queue() -> None:
             i += 1
 
     a = _Ahead(frames(), lambda x: x)
+    a.start()
+
     next(a)
     while made.qsize() < _Ahead.DEPTH + 1:  # the queue is full: the worker waits to put
         threading.Event().wait(0.01)
@@ -622,3 +632,142 @@ def test_a_driver_that_sees_no_gpu_is_an_unavailable_backend(monkeypatch: pytest
     monkeypatch.setattr(cd.ctypes, "CDLL", lambda name: Lib())
     with pytest.raises(BackendUnavailableError, match="no usable GPU.*CUresult 100"):
         cd.Driver()
+
+
+# ---- a second review's findings --------------------------------------------------------------------------------
+
+
+def test_ahead_closes_when_its_thread_never_ran(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from interop.pipeline import _Ahead
+
+    a = _Ahead(iter(range(3)), lambda x: x)
+    a.close()  # never started: nothing to wait for
+    b = _Ahead(iter(range(3)), lambda x: x)
+    monkeypatch.setattr(_Ahead, "NEVER_STARTED_S", 0.1)
+    b._launched = time.monotonic()  # start() was called and interrupted before the thread ran
+    t0 = time.monotonic()
+    b.close()
+    assert time.monotonic() - t0 < 5
+
+
+def test_ahead_close_goes_on_past_a_failed_kernel_and_waits_for_every_input(caplog: pytest.LogCaptureFixture) -> None:
+    from interop.pipeline import _Ahead
+
+    class Input:
+        waited = 0
+
+        def wait(self) -> None:
+            Input.waited += 1
+            raise BackendUnavailableError("the GPU pre-processing kernel failed", backend="cuda")
+
+    a = _Ahead(iter(range(3)), lambda x: Input())
+    a.start()
+    a.first()
+    a._thread.join(5)
+    a.close()
+    assert Input.waited == 3 and "kernel failed" in caplog.text
+
+
+def test_a_run_that_fails_while_it_sets_up_closes_its_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    need_module("av")
+    need_module("openvino")
+    from interop import pipeline
+    from interop.clip import default_clip
+
+    closed: list[int] = []
+    real_close = pipeline._Input.close
+
+    def close(self: Any) -> None:
+        closed.append(1)
+        real_close(self)
+
+    def no_worker(*a: Any, **k: Any) -> Any:
+        raise RuntimeError("no result thread")
+
+    monkeypatch.setattr(pipeline._Input, "close", close)
+    monkeypatch.setattr(pipeline, "_ResultWorker", no_worker)
+    _detector((64, 64)).close()  # skips without the model
+    with pytest.raises(RuntimeError, match="no result thread"):
+        pipeline.run(default_clip(), frames=2)
+    assert closed
+
+
+def test_an_unwaited_gpu_input_waits_for_its_kernel_when_dropped(fake_gpu: Any) -> None:
+    f, _ = _cuda_nv12(32, 16, 32)
+    inf = interop.Inference(_tiny_model(), "CPU", input_size=(16, 8))
+    try:
+        gi = inf.gpu_preprocess(f)
+        done = gi._done
+        del gi  # a run stopped early: the buffer and the frame go back only once the kernel ended
+        assert done.waits == 1
+    finally:
+        inf.close()
+
+
+def test_a_kernel_that_fails_after_its_launch_is_a_typed_error(fake_gpu: Any) -> None:
+    f, _ = _cuda_nv12(32, 16, 32)
+    inf = interop.Inference(_tiny_model(), "CPU", input_size=(16, 8))
+    try:
+        gi = inf.gpu_preprocess(f)
+
+        def lost() -> None:
+            raise RuntimeError("cudaErrorIllegalAddress")
+
+        gi._done.synchronize = lost
+        with pytest.raises(BackendUnavailableError, match="IllegalAddress.*without --nvdec"):
+            inf.infer(gi)
+        gi._done = None
+    finally:
+        inf.close()
+
+
+def test_host_buffer_sizes_are_kept_by_last_use_and_a_retired_pool_reserves_nothing(fake_gpu: Any) -> None:
+    pools = [cp.host_buffers(0, 100 * (n + 1)) for n in range(cp.SIZES_KEPT)]
+    assert cp.host_buffers(0, 100) is pools[0]  # used again: now the most recent
+    cp.host_buffers(0, 9999)
+    assert not pools[0].retired and pools[1].retired
+    pools[1].reserve(5)
+    assert pools[1].allocated == 0 and fake_gpu.count("host_alloc") == 0
+
+
+def test_a_damaged_first_packet_is_damage_and_a_stream_nvdec_refuses_is_not() -> None:
+    av = need_module("av")
+    from types import SimpleNamespace
+
+    from interop.pipeline import _Decoded
+
+    def refused() -> Any:
+        raise av.error.InvalidDataError(1094995529, "Invalid data found when processing input")
+
+    stream = SimpleNamespace(codec_context=SimpleNamespace(name="h264"))
+    damaged_first = [SimpleNamespace(pts=0, decode=refused)] + [SimpleNamespace(pts=i, decode=lambda: ["frame"])
+                                                               for i in range(1, 4)]
+    d = _Decoded(SimpleNamespace(demux=lambda s: iter(damaged_first)), stream, nvdec=True)
+    assert list(d) == ["frame"] * 3 and d.errors == 1
+    endless = (SimpleNamespace(pts=i, decode=refused) for i in range(10_000))
+    with pytest.raises(UnsupportedFormatError, match="every packet"):
+        list(_Decoded(SimpleNamespace(demux=lambda s: endless), stream, nvdec=True))
+    assert next(endless).pts == _Decoded.NVDEC_REFUSED  # gave up after that many, not at the end of the file
+
+
+def test_nvdec_runs_on_the_cpu_unless_told_and_never_on_the_npu() -> None:
+    from interop.pipeline import RunArgumentError, _nvdec_device
+
+    assert _nvdec_device(None) == "CPU" and _nvdec_device("GPU.0") == "GPU.0"
+    for npu in ("NPU", "npu.0"):
+        with pytest.raises(RunArgumentError, match="host memory.*--device CPU"):
+            _nvdec_device(npu)
+
+
+def test_a_pyav_without_cuda_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    need_module("av")
+    from av.codec import hwaccel
+
+    from interop.clip import default_clip
+    from interop.pipeline import _open_nvdec
+
+    monkeypatch.setattr(hwaccel, "hwdevices_available", lambda: ["vaapi"])
+    with pytest.raises(BackendUnavailableError, match="no CUDA.*leave --nvdec out"):
+        _open_nvdec(default_clip())

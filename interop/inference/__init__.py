@@ -507,6 +507,7 @@ class Inference:
         self._plane_inputs = PlaneInputs(ov)
         self._gpu: Any = None  # _cuda_preprocess.GPUPreprocess, made for the first CUDA frame
         self._gpu_token = object()  # marks the GPUInputs this Inference made
+        self._gpu_targets: dict[tuple[int, int], Any] = {}  # frame (width, height) -> what the kernel writes for it
         self._variants_lock = threading.Lock()
         self._cond = threading.Condition()
         self._inside = 0  # threads inside OpenVINO through this Inference (compile, map, start, infer, wait)
@@ -824,7 +825,7 @@ class Inference:
     _ON_CPU = "map the frame to the CPU instead (allow_copy: a counted copy; interop run: leave --nvdec out)"
 
     def _gpu_make(self, f: Frame) -> GPUInput:
-        from ._cuda_preprocess import GPUPreprocess, Target
+        from ._cuda_preprocess import GPUPreprocess
 
         if self._memory_type is not MemoryType.OPENVINO:
             raise UnsupportedFormatError(f"GPU pre-processing writes the model's input into host memory, which "
@@ -834,10 +835,21 @@ class Inference:
                 self._gpu = GPUPreprocess()
             gpu = self._gpu
         gpu.check(f)
+        target = self._gpu_targets.get((f.width, f.height))
+        if target is None:  # once per frame size: no OpenVINO call, nor the caller's input_size, per frame
+            with self._inside_openvino():
+                target = self._gpu_targets[(f.width, f.height)] = self._gpu_target(f.width, f.height)
+        return gpu.run(f, target, self._gpu_token)
+
+    def _gpu_target(self, width: int, height: int) -> Any:
+        """What the kernel writes for frames of ``width`` x ``height``: the model's input size, layout, mean, scale."""
+        from ._cuda_preprocess import Target
+
         params = self._model.get_parameters()
         if len(params) != 1:
-            raise UnsupportedFormatError(f"{self.model_name} has {len(params)} inputs: a frame feeds a model of one "
-                                         f"image input")
+            raise UnsupportedFormatError(f"{self.model_name} has {len(params)} inputs: GPU pre-processing feeds a "
+                                         f"model of one image input; give such a model its inputs as tensors "
+                                         f"(interop run: leave --nvdec out)")
         et = params[0].get_element_type()
         if et != self._ov.Type.f32:
             raise UnsupportedFormatError(f"GPU pre-processing writes f32 model inputs; {self.model_name} takes "
@@ -847,11 +859,10 @@ class Inference:
         if c.is_static and c.get_length() != 3:
             raise UnsupportedFormatError(f"GPU pre-processing writes 3 colour channels; {self.model_name} takes "
                                          f"{c.get_length()}: {self._ON_CPU}")
-        th, tw = _preprocess._target_size(params[0], lay, self._size_for(f.width, f.height), f.width, f.height)
+        th, tw = _preprocess._target_size(params[0], lay, self._size_for(width, height), width, height)
         mean = None if self._mean is None else tuple(self._mean)
         scale = None if self._scale is None else tuple(self._scale)
-        target = Target(th, tw, lay == "NHWC", mean, scale, self._rgb)
-        return gpu.run(f, target, self._gpu_token)
+        return Target(th, tw, lay == "NHWC", mean, scale, self._rgb)
 
     def _gpu_inputs(self, x: GPUInput) -> tuple[_Variant, list[Any], Any]:
         """A GPUInput: the network as it is (no pre-processing in its graph) at the input's size."""

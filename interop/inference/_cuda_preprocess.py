@@ -121,9 +121,22 @@ class GPUInput:
     def wait(self) -> None:
         done = self._done
         if done is not None:
-            if not done.done:
-                done.synchronize()  # a blocking-sync event: the thread sleeps until the kernel ends
+            try:
+                if not done.done:
+                    done.synchronize()  # a blocking-sync event: the thread sleeps until the kernel ends
+            except Exception as e:  # noqa: BLE001 - a kernel that failed: CUDA reports it here, as CuPy's error
+                raise BackendUnavailableError(
+                    f"the GPU pre-processing kernel failed ({type(e).__name__}: {e}); the GPU's context is lost for "
+                    f"this process: restart it, or decode on the CPU (interop run without --nvdec)",
+                    backend="cuda") from e
             self._done = self._frame = None
+
+    def __del__(self) -> None:
+        # dropped unwaited (a run stopped early): the buffer and the frame go back only once the kernel has ended
+        try:
+            self.wait()
+        except Exception:  # noqa: BLE001,S110 - nothing to report to in a finaliser; a failed kernel was reported
+            pass
 
     def __repr__(self) -> str:
         return f"<GPUInput {self.target.shape} f32 for a {self.width}x{self.height} frame on cuda:{self.device}>"
@@ -219,28 +232,36 @@ class HostBuffers:
         self.allocated += 1
         return ptr
 
-    def _back(self, ptr: int) -> None:
-        if not self.retired:
-            self._free.append(ptr)
-            return
+    def _release(self, ptr: int) -> None:
         from ..native.cuda_driver import driver
 
         self.allocated -= 1
         driver().host_free(ptr)
 
-    def retire(self) -> None:
-        self.retired = True
+    def _back(self, ptr: int) -> None:
+        if self.retired:
+            self._release(ptr)
+            return
+        self._free.append(ptr)
+        if self.retired:  # retired by another thread meanwhile: its drain may have run before this append
+            self._drain()
+
+    def _drain(self) -> None:
         while True:
             try:
                 ptr = self._free.pop()
             except IndexError:
                 return
-            self._back(ptr)
+            self._release(ptr)
+
+    def retire(self) -> None:
+        self.retired = True
+        self._drain()
 
     def reserve(self, n: int) -> None:
-        """Make sure ``n`` buffers exist (allocated now, outside any timed frame)."""
-        while self.allocated < n:
-            self._free.append(self._alloc())
+        """Make sure ``n`` buffers exist (allocated now, outside any timed frame); none for a retired pool."""
+        while self.allocated < n and not self.retired:
+            self._back(self._alloc())
 
     def take(self) -> np.ndarray:
         try:
@@ -260,15 +281,13 @@ _buffers_lock = threading.Lock()
 
 
 def host_buffers(device: int, nbytes: int) -> HostBuffers:
-    """The process's reused buffers of one size on one device (the SIZES_KEPT sizes made last are kept)."""
-    b = _buffers.get((device, nbytes))
-    if b is None:
-        with _buffers_lock:
-            b = _buffers.get((device, nbytes))
-            if b is None:
-                b = _buffers[(device, nbytes)] = HostBuffers(device, nbytes)
-                while len(_buffers) > SIZES_KEPT:  # dicts keep their order of insertion: the oldest first
-                    _buffers.pop(next(iter(_buffers))).retire()
+    """The process's reused buffers of one size on one device (those of the SIZES_KEPT sizes used last are kept)."""
+    key = (device, nbytes)
+    with _buffers_lock:
+        b = _buffers.pop(key, None) or HostBuffers(device, nbytes)
+        _buffers[key] = b  # the most recently used last: dicts keep their order of insertion
+        while len(_buffers) > SIZES_KEPT:
+            _buffers.pop(next(iter(_buffers))).retire()
     return b
 
 
@@ -288,8 +307,8 @@ class GPUPreprocess:
             import cupy
         except ImportError as e:
             raise BackendUnavailableError("pre-processing NVDEC frames on the GPU needs CuPy (it compiles the kernel): "
-                                          "pip install cupy-cuda12x (or cupy-cuda13x, matching the driver)",
-                                          backend="cuda") from e
+                                          "pip install cupy-cuda12x (or cupy-cuda13x, matching the driver), or "
+                                          "decode on the CPU (interop run without --nvdec)", backend="cuda") from e
         return cupy
 
     def _kernel(self, fmt: FrameFormat) -> Any:
