@@ -12,8 +12,9 @@ GPU with its driver, CuPy and PyAV with NVDEC. Without VIDEO the clip bundled wi
 from __future__ import annotations
 
 import argparse
-import ctypes
+import queue
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -25,10 +26,19 @@ import interop  # noqa: E402
 
 def missing() -> str | None:
     """What this machine lacks to run the example (None: nothing)."""
+    from interop.errors import BackendUnavailableError
+    from interop.native.cuda_driver import driver
+
     try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return "an NVIDIA GPU and its driver (libcuda.so.1 was not found)"
+        driver()  # libcuda.so.1 and a GPU it sees
+    except BackendUnavailableError as e:
+        return f"an NVIDIA GPU and its driver ({e})"
+    try:
+        from av.codec.hwaccel import hwdevices_available
+    except ImportError:
+        return "PyAV (pip install av)"
+    if "cuda" not in hwdevices_available():
+        return "a PyAV built with CUDA (NVDEC) hardware decoding (the PyPI wheels are)"
     try:
         import cupy  # noqa: F401
     except ImportError:
@@ -45,16 +55,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if need:
         print("nvdec_cpu_infer: cannot run here: needs " + need, file=sys.stderr)
         raise SystemExit(2)
+    import cv2
+
     from interop import textdet
     from interop.clip import default_clip
     from interop.cuda import open_nvdec
 
     video = a.video or default_clip()
-    boxes: dict[int, int] = {}
+    maps: queue.Queue[Any] = queue.Queue(maxsize=64)
+    boxes: list[int] = []
 
-    def done(outputs: dict[Any, Any], i: int) -> None:  # on OpenVINO's thread (interop run uses a thread of its own)
-        heat = next(iter(outputs.values()))
-        boxes[i] = len(textdet.boxes_from_map(heat, width, height))
+    def done(outputs: dict[Any, Any], i: int) -> None:
+        # on OpenVINO's thread, which holds the request until it returns: hand the map on, nothing more
+        maps.put(next(iter(outputs.values())))
+
+    def results() -> None:  # the boxes, on a thread of their own
+        cv2.setNumThreads(1)  # the network has the cores; OpenCV's own thread pool would compete with it
+        while (heat := maps.get()) is not None:
+            boxes.append(len(textdet.boxes_from_map(heat, width, height)))
 
     with interop.copy_meter() as meter, open_nvdec(video) as c:
         frames = c.decode(video=0)
@@ -62,28 +80,32 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         width, height = first.width, first.height
         inf = interop.Inference(textdet.model_path(), "CPU", input_size=textdet.input_size_for(width, height),
                                 mean=textdet.MEAN, scale=textdet.SCALE, rgb=textdet.RGB)
-        with inf:
-            inf.compile_for(inf.gpu_preprocess(first))  # compiled before the clock starts
-            t0 = time.perf_counter()
-            n = 0
-            for vf in _chain(first, frames):
-                # the kernel is queued here; the request that reads its output starts once it has ended
-                inf.infer_async(inf.gpu_preprocess(vf), done, n)
+        worker = threading.Thread(target=results)
+        worker.start()
+        try:
+            with inf:
+                ready = inf.gpu_preprocess(first)  # the kernel is queued; the frame goes back to NVDEC once it ends
+                inf.compile_for(ready)  # compiled before the clock starts
+                t0 = time.perf_counter()
+                n = 0
+                for vf in frames:
+                    if a.frames and n + 1 >= a.frames:
+                        break
+                    nxt = inf.gpu_preprocess(vf)  # queue this frame's kernel before the last one's request starts:
+                    inf.infer_async(ready, done, n)  # by then the last kernel has ended: nothing waits for the GPU
+                    ready, n = nxt, n + 1
+                inf.infer_async(ready, done, n)
                 n += 1
-                if a.frames and n >= a.frames:
-                    break
-            inf.wait_all()
-            fps = n / (time.perf_counter() - t0)
+                inf.wait_all()
+                fps = n / (time.perf_counter() - t0)
+        finally:
+            maps.put(None)
+            worker.join()
     out = {"frames": n, "fps": round(fps, 1), "copies": meter.copies, "bytes_copied": meter.bytes,
-           "boxes_per_frame": round(sum(boxes.values()) / max(1, len(boxes)), 2)}
+           "boxes_per_frame": round(sum(boxes) / max(1, len(boxes)), 2)}
     print(f"{n} frames at {fps:.1f} fps (NVDEC, pre-processing on the GPU, PP-OCRv4 on the CPU), copies "
           f"{meter.copies}, {out['boxes_per_frame']} text boxes per frame")
     return out
-
-
-def _chain(first: Any, rest: Any) -> Any:
-    yield first
-    yield from rest
 
 
 if __name__ == "__main__":

@@ -42,7 +42,8 @@ def report(res: RunResult, out: TextIO) -> None:
     """The human-readable report."""
     p = lambda *a: print(*a, file=out)  # noqa: E731
     p(f"interop run: {res.video} ({res.width}x{res.height}) -> {res.model} on {res.device}"
-      + (f", model input {res.input_size[0]}x{res.input_size[1]}" if res.input_size else ""))
+      + (f", model input {res.input_size[0]}x{res.input_size[1]}" if res.input_size else "")
+      + (" (decoded on NVDEC, pre-processed on the GPU)" if res.nvdec else ""))
     p(f"  frames        {res.frames}" + (f" of {res.declared_frames} declared" if res.declared_frames > res.frames
                                             else "") + (f"   ({res.decode_errors} damaged packets skipped)"
                                                         if res.decode_errors else ""))

@@ -124,6 +124,9 @@ class RunResult:
     ended: float = 0.0
     # CLOCK_MONOTONIC (start, end) of each compile inside that span (a new layout's), which fps and stage times leave out
     compile_spans: list[tuple[float, float]] = field(default_factory=list)
+    # decoded on NVDEC and pre-processed on the GPU (--nvdec): ``decode`` is then the loop's wait for the thread that
+    # does both ahead, and ``infer`` includes waiting for a frame's kernel to end
+    nvdec: bool = False
 
     def result(self, i: int) -> FrameResult:
         """Frame ``i``'s results (the text boxes or the output summary, in the frame's coordinates)."""
@@ -151,7 +154,7 @@ class RunResult:
             "wall_s": round(self.wall, 6), "compile_s": round(self.compile, 6),
             "monotonic_s": [round(self.started, 6), round(self.ended, 6)], "video": self.video,
             "size": [self.width, self.height], "input_size": list(self.input_size) if self.input_size else None,
-            "warnings": list(self.warnings),
+            "warnings": list(self.warnings), "nvdec": self.nvdec,
         }
         # One entry per input stream (one today; the schema is ready for several): docs/run.md documents it.
         d["streams"] = [{
@@ -818,7 +821,8 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
             raise RunArgumentError(_NVDEC_HOST.format(inf.device))
         if nvdec:
             src.prepare_ahead(inf.gpu_preprocess, frames)
-        res = RunResult(path, model_name, inf.device, src.width, src.height, size, declared_frames=src.declared)
+        res = RunResult(path, model_name, inf.device, src.width, src.height, size, declared_frames=src.declared,
+                        nvdec=nvdec)
         total = src.declared or None
         if frames is not None:
             total = min(total, frames) if total else frames
@@ -870,7 +874,7 @@ def _nvdec_device(device: str | None) -> str:
     host memory page by page), refused before anything is opened or compiled where it cannot read host tensors."""
     if device is None:
         return "CPU"
-    if device.split(".")[0].split(":")[-1].upper() == "NPU":
+    if "NPU" in device.upper():  # NPU, NPU.0, and the AUTO/HETERO/MULTI lists that may pick it
         raise RunArgumentError(_NVDEC_HOST.format(device))
     return device
 

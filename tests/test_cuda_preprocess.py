@@ -13,6 +13,8 @@ import queue
 import sys
 import threading
 import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -244,18 +246,24 @@ def test_a_cuda_frame_goes_through_the_kernel_into_the_network_without_a_copy(fa
         inf.close()
 
 
-def test_gpu_inputs_wait_for_the_kernel_before_a_request_reads_them_and_only_then_free_the_frame(fake_gpu: Any) -> None:
+@contextmanager
+def _one_input() -> Iterator[tuple[Any, GPUInput, Any]]:
+    """An Inference of the tiny model, a GPUInput it made from a 32x16 CUDA frame, and the frame."""
     f, _ = _cuda_nv12(32, 16, 32)
     inf = interop.Inference(_tiny_model(), "CPU", input_size=(16, 8))
     try:
-        gi = inf.gpu_preprocess(f)
+        yield inf, inf.gpu_preprocess(f), f
+    finally:
+        inf.close()
+
+
+def test_gpu_inputs_wait_for_the_kernel_before_a_request_reads_them_and_only_then_free_the_frame(fake_gpu: Any) -> None:
+    with _one_input() as (inf, gi, f):
         done = gi._done
         assert done is not None and done.waits == 0 and gi._frame is f  # the kernel may still read the frame
         inf.infer_async(gi)
         inf.wait_all()
         assert done.waits == 1 and gi._done is None and gi._frame is None
-    finally:
-        inf.close()
 
 
 def test_an_nhwc_model_gets_an_nhwc_input(fake_gpu: Any) -> None:
@@ -342,14 +350,6 @@ def test_cupy_errors_become_one_typed_error_with_advice(fake_gpu: Any) -> None:
         inf.close()
 
 
-def _gray_model() -> Any:
-    ov = need_module("openvino")
-    import openvino.opset13 as ops
-
-    p = ops.parameter(ov.PartialShape([1, 1, -1, -1]), ov.Type.f32, name="image")
-    return ov.Model([ops.multiply(p, np.float32(2.0))], [p], "gray")
-
-
 def test_refusals_say_what_to_do(fake_gpu: Any) -> None:
     inf = interop.Inference(_tiny_model(), "CPU", input_size=(16, 8))
     try:
@@ -369,7 +369,7 @@ def test_refusals_say_what_to_do(fake_gpu: Any) -> None:
         u8.close()
     with pytest.raises(StateError):
         inf.gpu_preprocess(f)
-    gray = interop.Inference(_gray_model(), "CPU", input_size=(16, 8))
+    gray = interop.Inference(_model_of([1, 1, -1, -1]), "CPU", input_size=(16, 8))
     try:
         with pytest.raises(UnsupportedFormatError, match="3 colour channels.*leave --nvdec out"):
             gray.gpu_preprocess(f)
@@ -695,32 +695,21 @@ def test_a_run_that_fails_while_it_sets_up_closes_its_input(monkeypatch: pytest.
 
 
 def test_an_unwaited_gpu_input_waits_for_its_kernel_when_dropped(fake_gpu: Any) -> None:
-    f, _ = _cuda_nv12(32, 16, 32)
-    inf = interop.Inference(_tiny_model(), "CPU", input_size=(16, 8))
-    try:
-        gi = inf.gpu_preprocess(f)
+    with _one_input() as (inf, gi, f):
         done = gi._done
         del gi  # a run stopped early: the buffer and the frame go back only once the kernel ended
         assert done.waits == 1
-    finally:
-        inf.close()
 
 
 def test_a_kernel_that_fails_after_its_launch_is_a_typed_error(fake_gpu: Any) -> None:
-    f, _ = _cuda_nv12(32, 16, 32)
-    inf = interop.Inference(_tiny_model(), "CPU", input_size=(16, 8))
-    try:
-        gi = inf.gpu_preprocess(f)
+    def lost() -> None:
+        raise RuntimeError("cudaErrorIllegalAddress")
 
-        def lost() -> None:
-            raise RuntimeError("cudaErrorIllegalAddress")
-
+    with _one_input() as (inf, gi, f):
         gi._done.synchronize = lost
         with pytest.raises(BackendUnavailableError, match="IllegalAddress.*without --nvdec"):
             inf.infer(gi)
         gi._done = None
-    finally:
-        inf.close()
 
 
 def test_host_buffer_sizes_are_kept_by_last_use_and_a_retired_pool_reserves_nothing(fake_gpu: Any) -> None:
@@ -771,3 +760,52 @@ def test_a_pyav_without_cuda_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hwaccel, "hwdevices_available", lambda: ["vaapi"])
     with pytest.raises(BackendUnavailableError, match="no CUDA.*leave --nvdec out"):
         _open_nvdec(default_clip())
+
+
+# ---- a third review's findings ---------------------------------------------------------------------------------
+
+
+def _model_of(shape: list[int]) -> Any:
+    ov = need_module("openvino")
+    import openvino.opset13 as ops
+
+    p = ops.parameter(ov.PartialShape(shape), ov.Type.f32, name="image")
+    return ov.Model([ops.multiply(p, np.float32(2.0))], [p], "shaped")
+
+
+def test_reading_a_gpu_inputs_array_waits_for_its_kernel(fake_gpu: Any) -> None:
+    with _one_input() as (inf, gi, f):
+        done = gi._done
+        assert done.waits == 0
+        inf.infer(np.ascontiguousarray(gi.array))  # handed on as a plain array: written first
+        assert done.waits == 1 and gi._frame is None
+
+
+def test_a_model_of_a_fixed_batch_above_one_is_refused_before_the_kernel(fake_gpu: Any) -> None:
+    f, _ = _cuda_nv12(32, 16, 32)
+    inf = interop.Inference(_model_of([2, 3, 8, 16]), "CPU")
+    try:
+        with pytest.raises(UnsupportedFormatError, match="batch 1.*batches of 2.*leave --nvdec out"):
+            inf.gpu_preprocess(f)
+        assert not _Kernel.launches
+    finally:
+        inf.close()
+
+
+def test_a_model_input_that_is_no_image_is_a_typed_refusal_on_both_paths(fake_gpu: Any) -> None:
+    f, _ = _cuda_nv12(32, 16, 32)
+    host = interop.wrap(np.zeros((24, 32), np.uint8), format=FrameFormat.NV12)
+    inf = interop.Inference(_model_of([3, -1, -1]), "CPU", input_size=(16, 8))
+    try:
+        for frame in (f, host):
+            with pytest.raises(UnsupportedFormatError, match="rank 4"):
+                inf.infer(frame)
+    finally:
+        inf.close()
+
+
+def test_the_json_says_whether_the_run_decoded_on_nvdec() -> None:
+    from interop.pipeline import RunResult
+
+    assert RunResult("v", "m", "CPU", 8, 8, None).to_json()["nvdec"] is False
+    assert RunResult("v", "m", "CPU", 8, 8, None, nvdec=True).to_json()["nvdec"] is True

@@ -50,7 +50,7 @@ from ..errors import (
 from ..frame import Frame
 from ..types import ColorRange, ColorSpace, FrameFormat, MemoryType, check_bool
 from . import _preprocess
-from ._cuda_preprocess import GPUInput, cuda_frame
+from ._cuda_preprocess import GPUInput, Target, cuda_frame
 from ._inputs import (
     SHAPES_CHECKED_LIMIT,
     PlaneInputs,
@@ -65,7 +65,7 @@ from ._model import get_core as _get_core
 from ._model import layout, load, static_model
 from ._model import ov_message as _ov_message
 
-__all__ = ["Inference", "CompileError", "CallbackReentryError", "MAX_INPUT_SIDE", "Outputs", "Callback"]
+__all__ = ["Inference", "CompileError", "CallbackReentryError", "MAX_INPUT_SIDE", "Outputs", "Callback", "GPUInput"]
 
 log = logging.getLogger("interop.inference")
 
@@ -841,10 +841,8 @@ class Inference:
                 target = self._gpu_targets[(f.width, f.height)] = self._gpu_target(f.width, f.height)
         return gpu.run(f, target, self._gpu_token)
 
-    def _gpu_target(self, width: int, height: int) -> Any:
+    def _gpu_target(self, width: int, height: int) -> Target:
         """What the kernel writes for frames of ``width`` x ``height``: the model's input size, layout, mean, scale."""
-        from ._cuda_preprocess import Target
-
         params = self._model.get_parameters()
         if len(params) != 1:
             raise UnsupportedFormatError(f"{self.model_name} has {len(params)} inputs: GPU pre-processing feeds a "
@@ -855,7 +853,11 @@ class Inference:
             raise UnsupportedFormatError(f"GPU pre-processing writes f32 model inputs; {self.model_name} takes "
                                          f"{et}: {self._ON_CPU}")
         lay = self._layout(params[0])
-        c = params[0].get_partial_shape()[1 if lay == "NCHW" else 3]
+        ps = params[0].get_partial_shape()
+        if ps[0].is_static and ps[0].get_length() != 1:
+            raise UnsupportedFormatError(f"GPU pre-processing writes one frame per request (batch 1); {self.model_name} "
+                                         f"takes batches of {ps[0].get_length()}: {self._ON_CPU}")
+        c = ps[1 if lay == "NCHW" else 3]
         if c.is_static and c.get_length() != 3:
             raise UnsupportedFormatError(f"GPU pre-processing writes 3 colour channels; {self.model_name} takes "
                                          f"{c.get_length()}: {self._ON_CPU}")
@@ -869,7 +871,7 @@ class Inference:
         from ._cuda_preprocess import host_buffers
 
         x.wait()  # the kernel has written it (and the frame it read goes back to its decoder)
-        if x.owner is not self._gpu_token:
+        if x._owner is not self._gpu_token:
             raise InvalidTensorError("this GPUInput was made by another Inference (its size, mean, scale and colour "
                                      "order): make it with this one's gpu_preprocess")
         th, tw = x.target.height, x.target.width

@@ -110,15 +110,22 @@ class GPUInput:
     ahead, it is long done by then, and nobody sleeps on the GPU: on a host whose cores all run the network, a
     thread that sleeps gets its core back late."""
 
-    __slots__ = ("array", "target", "width", "height", "device", "_done", "_frame", "owner")
+    __slots__ = ("_array", "target", "width", "height", "device", "_done", "_frame", "_owner")
 
     def __init__(self, array: np.ndarray, target: Target, width: int, height: int, device: int = 0,
                  done: Any = None, frame: Any = None, owner: object = None):
-        self.array, self.target, self.width, self.height, self.device = array, target, width, height, device
+        self._array, self.target, self.width, self.height, self.device = array, target, width, height, device
         self._done, self._frame = done, frame
-        self.owner = owner  # what made it (an Inference's token): its size, mean, scale and colour order
+        self._owner = owner  # what made it (an Inference's token): its size, mean, scale and colour order
+
+    @property
+    def array(self) -> np.ndarray:
+        """The model input, once the kernel has written it (this waits for that)."""
+        self.wait()
+        return self._array
 
     def wait(self) -> None:
+        """Return once the kernel has written the array, and let go of the frame it read."""
         done = self._done
         if done is not None:
             try:
@@ -270,7 +277,8 @@ class HostBuffers:
             ptr = self._alloc()
         block = (ctypes.c_uint8 * self.nbytes).from_address(ptr)
         holder = np.frombuffer(block, np.uint8)  # type: ignore[call-overload]
-        weakref.finalize(holder, self._back, ptr)
+        # not at exit: a request may still read the buffer then (Inference's own exit handling ends them first)
+        weakref.finalize(holder, self._back, ptr).atexit = False
         return holder
 
 

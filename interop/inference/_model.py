@@ -72,7 +72,8 @@ def layout(param: Any) -> str:
             return "NHWC"
         return "NCHW"
     raise UnsupportedFormatError(
-        f"the model input {param.get_any_name() if param.get_names() else 0} has shape {ps}: frames need an "
+        f"the model input {param.output(0).get_any_name() if param.output(0).get_names() else 0} has shape {ps}: "
+        f"frames need an "
         f"image input of rank 4 (NCHW or NHWC); feed a Tensor of the model's input shape instead")
 
 

@@ -336,7 +336,8 @@ NVDEC_SW_FORMATS = {"nv12": FrameFormat.NV12, "p010le": FrameFormat.P010}
 
 
 def unsupported_nvdec_format(sw: str) -> UnsupportedFormatError:
-    return UnsupportedFormatError(f"NVDEC frames of sw_format {sw} are not supported; nv12 and p010le are")
+    return UnsupportedFormatError(f"NVDEC frames of sw_format {sw} are not supported; nv12 and p010le are: decode "
+                                  f"such a stream on the CPU (interop run: leave --nvdec out)")
 
 
 # ---- array libraries (torch or CuPy, whichever is installed) for device allocations ---------------------------
