@@ -64,16 +64,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     video = a.video or default_clip()
     maps: queue.Queue[Any] = queue.Queue(maxsize=64)
     boxes: list[int] = []
+    failed: list[BaseException] = []
 
     def done(outputs: dict[Any, Any], i: int) -> None:
         # on OpenVINO's thread, which holds the request until it returns: hand the map on, nothing more
         maps.put(next(iter(outputs.values())))
 
     def results() -> None:  # the boxes, on a thread of their own
-        cv2.setNumThreads(1)  # the network has the cores; OpenCV's own thread pool would compete with it
         while (heat := maps.get()) is not None:
-            boxes.append(len(textdet.boxes_from_map(heat, width, height)))
+            if failed:
+                continue  # keeps taking maps, so that no callback ever waits on a full queue
+            try:
+                boxes.append(len(textdet.boxes_from_map(heat, width, height)))
+            except BaseException as e:  # noqa: BLE001 - raised by main once the run ends
+                failed.append(e)
 
+    cv2.setNumThreads(1)  # process-wide: the network has the cores, OpenCV's own thread pool would compete with it
     with interop.copy_meter() as meter, open_nvdec(video) as c:
         frames = c.decode(video=0)
         first = next(frames)
@@ -91,16 +97,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 for vf in frames:
                     if a.frames and n + 1 >= a.frames:
                         break
-                    nxt = inf.gpu_preprocess(vf)  # queue this frame's kernel before the last one's request starts:
-                    inf.infer_async(ready, done, n)  # by then the last kernel has ended: nothing waits for the GPU
+                    nxt = inf.gpu_preprocess(vf)  # this frame's kernel is queued before the last one's request
+                    inf.infer_async(ready, done, n)  # starts: by then that kernel has most likely ended
                     ready, n = nxt, n + 1
                 inf.infer_async(ready, done, n)
                 n += 1
                 inf.wait_all()
+                maps.put(None)
+                worker.join()  # the last boxes made: part of the run
                 fps = n / (time.perf_counter() - t0)
         finally:
-            maps.put(None)
-            worker.join()
+            if worker.is_alive():
+                maps.put(None)
+                worker.join()
+    if failed:
+        raise failed[0]
     out = {"frames": n, "fps": round(fps, 1), "copies": meter.copies, "bytes_copied": meter.bytes,
            "boxes_per_frame": round(sum(boxes) / max(1, len(boxes)), 2)}
     print(f"{n} frames at {fps:.1f} fps (NVDEC, pre-processing on the GPU, PP-OCRv4 on the CPU), copies "

@@ -874,7 +874,9 @@ def _nvdec_device(device: str | None) -> str:
     host memory page by page), refused before anything is opened or compiled where it cannot read host tensors."""
     if device is None:
         return "CPU"
-    if "NPU" in device.upper():  # NPU, NPU.0, and the AUTO/HETERO/MULTI lists that may pick it
+    # NPU, NPU.0, and the AUTO/HETERO/MULTI lists that may pick it (not those that leave it out: AUTO:-NPU)
+    names = device.upper().split(":", 1)[-1].split(",")
+    if any(n.strip().split(".")[0] == "NPU" for n in names):
         raise RunArgumentError(_NVDEC_HOST.format(device))
     return device
 

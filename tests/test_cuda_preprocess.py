@@ -745,7 +745,9 @@ def test_nvdec_runs_on_the_cpu_unless_told_and_never_on_the_npu() -> None:
     from interop.pipeline import RunArgumentError, _nvdec_device
 
     assert _nvdec_device(None) == "CPU" and _nvdec_device("GPU.0") == "GPU.0"
-    for npu in ("NPU", "npu.0"):
+    for fine in ("AUTO", "AUTO:-NPU", "AUTO:GPU,-NPU", "HETERO:GPU,CPU"):  # lists that leave the NPU out
+        assert _nvdec_device(fine) == fine
+    for npu in ("NPU", "npu.0", "AUTO:NPU,CPU", "HETERO:NPU,CPU", "MULTI:CPU,NPU.1"):
         with pytest.raises(RunArgumentError, match="host memory.*--device CPU"):
             _nvdec_device(npu)
 
@@ -795,13 +797,18 @@ def test_a_model_of_a_fixed_batch_above_one_is_refused_before_the_kernel(fake_gp
 def test_a_model_input_that_is_no_image_is_a_typed_refusal_on_both_paths(fake_gpu: Any) -> None:
     f, _ = _cuda_nv12(32, 16, 32)
     host = interop.wrap(np.zeros((24, 32), np.uint8), format=FrameFormat.NV12)
-    inf = interop.Inference(_model_of([3, -1, -1]), "CPU", input_size=(16, 8))
-    try:
-        for frame in (f, host):
-            with pytest.raises(UnsupportedFormatError, match="rank 4"):
-                inf.infer(frame)
-    finally:
-        inf.close()
+    ov = need_module("openvino")
+    any_rank = _model_of([1, 3, 8, 16])
+    any_rank.get_parameters()[0].set_layout(ov.Layout("NCHW"))
+    any_rank.reshape({0: ov.PartialShape.dynamic()})  # a declared layout over a dynamic rank
+    for model in (_model_of([3, -1, -1]), any_rank):
+        inf = interop.Inference(model, "CPU", input_size=(16, 8))
+        try:
+            for frame in (f, host):
+                with pytest.raises(UnsupportedFormatError, match="rank 4"):
+                    inf.infer(frame)
+        finally:
+            inf.close()
 
 
 def test_the_json_says_whether_the_run_decoded_on_nvdec() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -139,3 +140,49 @@ def test_tier_b_example_without_a_gpu_is_one_line(name: str) -> None:
     assert len(lines) == 1 and lines[0].startswith(f"{name[:-3]}: cannot run here: needs "), p.stderr
     assert "GPU" in lines[0] or "CUDA" in lines[0]
     assert "Traceback" not in p.stderr and p.stdout == ""
+
+
+def _nvdec_example(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """examples/nvdec_cpu_infer.py with host stand-ins for NVDEC and the GPU kernel (software frames, pre-processed by
+    OpenCV): its own logic - the result thread, the look-ahead, the counts - runs on any machine."""
+    need_module("av")
+    need_module("cv2")
+    need_module("openvino")
+    import importlib.util
+
+    import av
+
+    import interop
+    from interop import textdet
+    from tests.test_accuracy import naive_input
+
+    try:
+        textdet.model_path()
+    except interop.BackendUnavailableError as e:
+        pytest.skip(f"needs the PP-OCRv4 model: {e}")
+    spec = importlib.util.spec_from_file_location("nvdec_cpu_infer", Path(__file__).parents[1] / "examples" /
+                                                  "nvdec_cpu_infer.py")
+    ex = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(ex)  # type: ignore[union-attr]
+    monkeypatch.setattr(ex, "missing", lambda: None)
+    monkeypatch.setattr("interop.cuda.open_nvdec", lambda path: av.open(path))
+    monkeypatch.setattr(interop.Inference, "gpu_preprocess",
+                        lambda self, vf: naive_input(vf, textdet.input_size_for(vf.width, vf.height)))
+    return ex
+
+
+def test_nvdec_example_counts_every_frames_boxes(monkeypatch: pytest.MonkeyPatch) -> None:
+    ex = _nvdec_example(monkeypatch)
+    out = ex.main(["--frames", "20"])
+    assert out["frames"] == 20 and out["boxes_per_frame"] == 6.0  # the bundled clip's six text lines, every frame
+
+
+def test_nvdec_example_raises_a_result_threads_error_without_hanging(monkeypatch: pytest.MonkeyPatch) -> None:
+    ex = _nvdec_example(monkeypatch)
+
+    def broken(*a: Any, **k: Any) -> Any:
+        raise ValueError("boxes failed")
+
+    monkeypatch.setattr("interop.textdet.boxes_from_map", broken)
+    with pytest.raises(ValueError, match="boxes failed"):
+        ex.main(["--frames", "100"])  # more frames than the queue holds: callbacks must not wait on it

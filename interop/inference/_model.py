@@ -60,7 +60,9 @@ def load(ov: Any, core: Any, model: Any) -> tuple[Any, str]:
 def layout(param: Any) -> str:
     """"NCHW" or "NHWC" for an image parameter: its declared layout, else guessed from where the channels are."""
     lay = param.get_layout()
-    if not lay.empty:
+    if not (param.get_partial_shape().rank.is_static and param.get_partial_shape().rank.get_length() == 4):
+        lay = None  # a declared layout over a dynamic rank: no image input either (refused below)
+    if lay is not None and not lay.empty:
         s = lay.to_string().strip("[]").replace(",", "")
         if s in ("NCHW", "NHWC"):
             return s
