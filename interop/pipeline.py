@@ -575,19 +575,22 @@ _SINK_LINK = re.compile(r"could not link (\S+) to appsink\d*")
 
 
 def cuda_bgr(vf: Any) -> np.ndarray:
-    """An NVDEC frame (NV12 or P010 on the GPU) as a BGR image: downloaded (a copy, counted) and converted by
-    OpenCV. For --save, after the timed run."""
-    import cv2
-
+    """An NVDEC frame (NV12 or P010 on the GPU, or a CUDA Frame of them) as a BGR image: downloaded (a copy, counted)
+    and converted with the frame's own matrix and range (chroma repeated, as FFmpeg's default conversion does),
+    every row and column kept. For --save, after the timed run."""
     import interop
+
+    from .inference._preprocess import color_matrix
 
     f = interop.map(vf, MemoryType.CPU, allow_copy=True)
     y, uv = (np.asarray(t) for t in f.tensors[:2])
-    w, h = f.width - f.width % 2, f.height - f.height % 2  # OpenCV's NV12 is even-sized: an odd edge is left out
-    if y.dtype != np.uint8:  # P010: 10 bits in the high bits of 16
-        y, uv = (y >> 8).astype(np.uint8), (uv >> 8).astype(np.uint8)
-    nv12 = np.concatenate([y[:h, :w], uv[: h // 2, : w // 2].reshape(h // 2, w)])
-    return cv2.cvtColor(np.ascontiguousarray(nv12), cv2.COLOR_YUV2BGR_NV12)  # type: ignore[no-any-return]
+    w, h = f.width, f.height
+    to8 = 1.0 if y.dtype == np.uint8 else 1 / 256  # P010: 10 bits in the high bits of 16
+    m, bias = color_matrix("yuv", f.colorspace, f.color_range, False, to8)  # rows B, G, R
+    luma = y[:h, :w].astype(np.float32)
+    chroma = uv[: -(-h // 2), : -(-w // 2)].astype(np.float32).repeat(2, 0).repeat(2, 1)[:h, :w]
+    bgr = luma[..., None] * m[:, 0] + chroma[..., :1] * m[:, 1] + chroma[..., 1:] * m[:, 2] + bias
+    return np.clip(bgr + 0.5, 0, 255).astype(np.uint8)
 
 
 def _gst_input_error(description: str, e: InteropError) -> InteropError | None:

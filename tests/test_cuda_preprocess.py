@@ -816,3 +816,26 @@ def test_the_json_says_whether_the_run_decoded_on_nvdec() -> None:
 
     assert RunResult("v", "m", "CPU", 8, 8, None).to_json()["nvdec"] is False
     assert RunResult("v", "m", "CPU", 8, 8, None, nvdec=True).to_json()["nvdec"] is True
+
+
+# ---- --save with --nvdec ---------------------------------------------------------------------------------------
+
+
+def test_a_saved_nvdec_frame_keeps_every_pixel_and_its_own_colour_matrix(fake_gpu: Any) -> None:
+    cv2 = need_module("cv2")
+    from interop import ColorSpace
+    from interop.frame import Frame
+    from interop.pipeline import cuda_bgr
+
+    f, buf = _cuda_nv12(64, 32, 64, seed=3)
+    got = cuda_bgr(f)
+    want = cv2.cvtColor(np.ascontiguousarray(buf[:48]), cv2.COLOR_YUV2BGR_NV12)  # BT.601 limited, as OpenCV does
+    assert got.shape == (32, 64, 3) and np.abs(got.astype(int) - want).max() <= 2
+    odd, _ = _cuda_nv12(63, 31, 64, seed=3)
+    assert cuda_bgr(odd).shape == (31, 63, 3)  # the odd edge kept
+    hd = Frame(list(f.tensors), FrameFormat.NV12, 64, 32, colorspace=ColorSpace.BT709)
+    y, u, v = (float(buf[0, 0]), float(buf[32, 0]), float(buf[32, 1]))
+    kr, kb = 0.2126, 0.0722  # BT.709, limited range
+    r = 255 / 219 * (y - 16) + 2 * (1 - kr) * 255 / 224 * (v - 128)
+    b = 255 / 219 * (y - 16) + 2 * (1 - kb) * 255 / 224 * (u - 128)
+    assert abs(int(cuda_bgr(hd)[0, 0, 2]) - np.clip(r, 0, 255)) <= 1 and abs(int(cuda_bgr(hd)[0, 0, 0]) - np.clip(b, 0, 255)) <= 1
