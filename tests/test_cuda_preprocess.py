@@ -200,6 +200,7 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> Any:
     into this test's fake driver)."""
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
     monkeypatch.setattr(cp, "_buffers", {})
+    monkeypatch.setattr(cp, "_holders", {})
     _Kernel.launches = []
     _Kernel.fail = None
     with fake_driver_installed(monkeypatch) as d:
@@ -839,3 +840,19 @@ def test_a_saved_nvdec_frame_keeps_every_pixel_and_its_own_colour_matrix(fake_gp
     r = 255 / 219 * (y - 16) + 2 * (1 - kr) * 255 / 224 * (v - 128)
     b = 255 / 219 * (y - 16) + 2 * (1 - kb) * 255 / 224 * (u - 128)
     assert abs(int(cuda_bgr(hd)[0, 0, 2]) - np.clip(r, 0, 255)) <= 1 and abs(int(cuda_bgr(hd)[0, 0, 0]) - np.clip(b, 0, 255)) <= 1
+
+
+def test_pinned_buffers_are_freed_when_the_last_inference_using_their_size_closes(fake_gpu: Any) -> None:
+    f, _ = _cuda_nv12(32, 16, 32)
+    a = interop.Inference(_tiny_model(), "CPU", input_size=(16, 8))
+    b = interop.Inference(_tiny_model(), "CPU", input_size=(16, 8))
+    a.infer(f)
+    b.infer(f)
+    (size,) = cp._holders
+    pool = cp._buffers[size]
+    assert cp._holders[size] == 2 and pool.allocated > 0
+    a.close()
+    assert not pool.retired and fake_gpu.count("host_free") == 0  # b still uses that size
+    b.close()
+    assert pool.retired and size not in cp._buffers and size not in cp._holders
+    assert pool.allocated == 0 and fake_gpu.count("host_free") == fake_gpu.count("host_alloc")

@@ -508,6 +508,7 @@ class Inference:
         self._gpu: Any = None  # _cuda_preprocess.GPUPreprocess, made for the first CUDA frame
         self._gpu_token = object()  # marks the GPUInputs this Inference made
         self._gpu_targets: dict[tuple[int, int], Any] = {}  # frame (width, height) -> what the kernel writes for it
+        self._gpu_sizes: set[tuple[int, int]] = set()  # (device, bytes) of the pinned buffers its inputs use
         self._variants_lock = threading.Lock()
         self._cond = threading.Condition()
         self._inside = 0  # threads inside OpenVINO through this Inference (compile, map, start, infer, wait)
@@ -868,7 +869,7 @@ class Inference:
 
     def _gpu_inputs(self, x: GPUInput) -> tuple[_Variant, list[Any], Any]:
         """A GPUInput: the network as it is (no pre-processing in its graph) at the input's size."""
-        from ._cuda_preprocess import host_buffers
+        from ._cuda_preprocess import hold, host_buffers
 
         x.wait()  # the kernel has written it (and the frame it read goes back to its decoder)
         if x._owner is not self._gpu_token:
@@ -877,7 +878,14 @@ class Inference:
         th, tw = x.target.height, x.target.width
         v = self._variant(("cuda", th, tw), lambda: self._static_model((th, tw)))
         # a buffer per request that may hold one, per input a thread pre-processing ahead may hold, and the loop's
-        host_buffers(x.device, x.array.nbytes).reserve(v.nreq + self.GPU_INPUTS_AHEAD)
+        size = (x.device, x.array.nbytes)
+        if size not in self._gpu_sizes:
+            with self._cond:
+                held = size in self._gpu_sizes
+                self._gpu_sizes.add(size)
+            if not held:
+                hold(*size)
+        host_buffers(*size).reserve(v.nreq + self.GPU_INPUTS_AHEAD)
         mapped = self._map(x.array)
         return v, raw_inputs(self._ov, [mapped], v.inputs, self.model_name), (x, mapped)
 
@@ -1371,6 +1379,18 @@ class Inference:
         self._release_idle_pools()
         self._plane_inputs.clear()
         _wait_callbacks_let_go(CALLBACK_LET_GO_S, self)  # the queues just freed: see _callbacks
+        self._let_go_gpu_buffers()
+
+    def _let_go_gpu_buffers(self) -> None:
+        """The pinned buffers of GPU-pre-processed inputs, freed once no open Inference uses their size."""
+        if not self._gpu_sizes:
+            return
+        from ._cuda_preprocess import let_go
+
+        with self._cond:
+            sizes, self._gpu_sizes = self._gpu_sizes, set()
+        for size in sizes:
+            let_go(*size)
 
     def __enter__(self) -> Inference:
         return self

@@ -11,8 +11,8 @@ cores for the network.
 Kernels are compiled by CuPy (NVRTC) once per pixel type per process. The output buffers are page-locked host
 memory of the input's exact size, one per request that may hold one (``reserve``, when the model is compiled: pinning
 memory takes milliseconds, which a frame cannot spare), each back for reuse when its last view is dropped (the request
-that read it took its next input). The buffers of the SIZES_KEPT sizes used last are kept; older sizes' are freed as
-they come back.
+that read it took its next input). The buffers of the SIZES_KEPT sizes used last are kept while an Inference that
+used them is open (``hold``/``let_go``); others are freed as they come back.
 """
 
 from __future__ import annotations
@@ -286,6 +286,29 @@ class HostBuffers:
 SIZES_KEPT = 4
 _buffers: dict[tuple[int, int], HostBuffers] = {}
 _buffers_lock = threading.Lock()
+
+
+_holders: dict[tuple[int, int], int] = {}  # (device, nbytes) -> open Inferences that use buffers of that size
+
+
+def hold(device: int, nbytes: int) -> None:
+    """An Inference uses buffers of this size (until it lets go)."""
+    with _buffers_lock:
+        _holders[(device, nbytes)] = _holders.get((device, nbytes), 0) + 1
+
+
+def let_go(device: int, nbytes: int) -> None:
+    """An Inference closed: the last one to let go of a size frees its buffers (now, and as the rest come back)."""
+    key = (device, nbytes)
+    with _buffers_lock:
+        n = _holders.get(key, 0) - 1
+        if n > 0:
+            _holders[key] = n
+            return
+        _holders.pop(key, None)
+        b = _buffers.pop(key, None)
+    if b is not None:
+        b.retire()
 
 
 def host_buffers(device: int, nbytes: int) -> HostBuffers:
