@@ -576,8 +576,8 @@ _SINK_LINK = re.compile(r"could not link (\S+) to appsink\d*")
 
 def cuda_bgr(vf: Any) -> np.ndarray:
     """An NVDEC frame (NV12 or P010 on the GPU, or a CUDA Frame of them) as a BGR image: downloaded (a copy, counted)
-    and converted with the frame's own matrix and range (chroma repeated, as FFmpeg's default conversion does),
-    every row and column kept. For --save, after the timed run."""
+    and converted with the frame's own matrix and range (chroma repeated at full size), every row and column kept.
+    For --save, after the timed run."""
     import interop
 
     from .inference._preprocess import color_matrix

@@ -856,3 +856,33 @@ def test_pinned_buffers_are_freed_when_the_last_inference_using_their_size_close
     b.close()
     assert pool.retired and size not in cp._buffers and size not in cp._holders
     assert pool.allocated == 0 and fake_gpu.count("host_free") == fake_gpu.count("host_alloc")
+
+
+def test_a_size_is_held_before_its_first_buffer_and_never_after_close(fake_gpu: Any) -> None:
+    f, _ = _cuda_nv12(32, 16, 32)
+    inf = interop.Inference(_tiny_model(), "CPU", input_size=(16, 8))
+    inf.gpu_preprocess(f).wait()  # pre-processed, never submitted: its size is held all the same
+    assert list(cp._holders.values()) == [1]
+    inf.close()
+    assert not cp._holders
+    inf._gpu_targets.clear()  # a thread past its open check when close ran, reaching a new frame size
+    with pytest.raises(StateError):
+        inf._hold_gpu_buffers((0, 12345))
+    assert not cp._holders
+    cp.let_go(0, 999)  # a size nobody holds: nothing happens
+    assert not cp._holders
+
+
+def test_a_close_that_times_out_still_lets_go_of_its_sizes(fake_gpu: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from interop.errors import InteropTimeoutError
+
+    f, _ = _cuda_nv12(32, 16, 32)
+    inf = interop.Inference(_tiny_model(), "CPU", input_size=(16, 8))
+    inf.infer(f)
+
+    def stuck(*a: Any, **k: Any) -> None:
+        raise InteropTimeoutError("requests still running after 60 s")
+
+    monkeypatch.setattr(inf, "_wait_all", stuck)
+    inf.close()
+    assert not cp._holders

@@ -50,7 +50,7 @@ from ..errors import (
 from ..frame import Frame
 from ..types import ColorRange, ColorSpace, FrameFormat, MemoryType, check_bool
 from . import _preprocess
-from ._cuda_preprocess import GPUInput, Target, cuda_frame
+from ._cuda_preprocess import GPUInput, Target, _nbytes, cuda_frame
 from ._inputs import (
     SHAPES_CHECKED_LIMIT,
     PlaneInputs,
@@ -507,7 +507,7 @@ class Inference:
         self._plane_inputs = PlaneInputs(ov)
         self._gpu: Any = None  # _cuda_preprocess.GPUPreprocess, made for the first CUDA frame
         self._gpu_token = object()  # marks the GPUInputs this Inference made
-        self._gpu_targets: dict[tuple[int, int], Any] = {}  # frame (width, height) -> what the kernel writes for it
+        self._gpu_targets: dict[tuple[int, int, int], Any] = {}  # frame (width, height, device) -> what the kernel writes
         self._gpu_sizes: set[tuple[int, int]] = set()  # (device, bytes) of the pinned buffers its inputs use
         self._variants_lock = threading.Lock()
         self._cond = threading.Condition()
@@ -836,11 +836,27 @@ class Inference:
                 self._gpu = GPUPreprocess()
             gpu = self._gpu
         gpu.check(f)
-        target = self._gpu_targets.get((f.width, f.height))
+        device = int(getattr(f.tensors[0], "device_id", 0))
+        key = (f.width, f.height, device)
+        target = self._gpu_targets.get(key)
         if target is None:  # once per frame size: no OpenVINO call, nor the caller's input_size, per frame
             with self._inside_openvino():
-                target = self._gpu_targets[(f.width, f.height)] = self._gpu_target(f.width, f.height)
+                target = self._gpu_target(f.width, f.height)
+            self._hold_gpu_buffers((device, _nbytes(target)))
+            self._gpu_targets[key] = target
         return gpu.run(f, target, self._gpu_token)
+
+    def _hold_gpu_buffers(self, size: tuple[int, int]) -> None:
+        """This Inference uses pinned buffers of ``size`` from now until it closes (held before any is taken)."""
+        from ._cuda_preprocess import hold
+
+        with self._cond:
+            closed = self._closed
+            if not closed and size not in self._gpu_sizes:
+                hold(*size)  # lock order: _cond, then the buffers' lock (nothing takes them the other way)
+                self._gpu_sizes.add(size)
+        if closed:
+            self._check_open()
 
     def _gpu_target(self, width: int, height: int) -> Target:
         """What the kernel writes for frames of ``width`` x ``height``: the model's input size, layout, mean, scale."""
@@ -869,7 +885,7 @@ class Inference:
 
     def _gpu_inputs(self, x: GPUInput) -> tuple[_Variant, list[Any], Any]:
         """A GPUInput: the network as it is (no pre-processing in its graph) at the input's size."""
-        from ._cuda_preprocess import hold, host_buffers
+        from ._cuda_preprocess import host_buffers
 
         x.wait()  # the kernel has written it (and the frame it read goes back to its decoder)
         if x._owner is not self._gpu_token:
@@ -878,14 +894,7 @@ class Inference:
         th, tw = x.target.height, x.target.width
         v = self._variant(("cuda", th, tw), lambda: self._static_model((th, tw)))
         # a buffer per request that may hold one, per input a thread pre-processing ahead may hold, and the loop's
-        size = (x.device, x.array.nbytes)
-        if size not in self._gpu_sizes:
-            with self._cond:
-                held = size in self._gpu_sizes
-                self._gpu_sizes.add(size)
-            if not held:
-                hold(*size)
-        host_buffers(*size).reserve(v.nreq + self.GPU_INPUTS_AHEAD)
+        host_buffers(x.device, x.array.nbytes).reserve(v.nreq + self.GPU_INPUTS_AHEAD)
         mapped = self._map(x.array)
         return v, raw_inputs(self._ov, [mapped], v.inputs, self.model_name), (x, mapped)
 
@@ -1362,6 +1371,7 @@ class Inference:
             self._wait_all(_check_timeout(wait_s), wait_s, counted=True)
         except InteropTimeoutError as e:
             log.warning("Inference.close: %s; closing without waiting for them", e)
+            self._let_go_gpu_buffers()  # buffers still read are freed only as their last view goes
             return
         except (KeyboardInterrupt, SystemExit):
             # not closed: the requests still run (their waits below have no limit); close() again, as exit does,
@@ -1371,24 +1381,25 @@ class Inference:
             raise
         except BaseException as e:  # noqa: B036 - closing must not fail; errors were the caller's to collect
             log.debug("Inference.close: %r", e)
-        with self._variants_lock:
-            variants = list(self._variants.values())
-            self._variants.clear()  # the same dict: _free_queues has it
-        _wait_queues(variants)
-        variants.clear()  # the last references to the queues, but for a job's or a retired pool's (let go next)
-        self._release_idle_pools()
-        self._plane_inputs.clear()
-        _wait_callbacks_let_go(CALLBACK_LET_GO_S, self)  # the queues just freed: see _callbacks
-        self._let_go_gpu_buffers()
+        try:
+            with self._variants_lock:
+                variants = list(self._variants.values())
+                self._variants.clear()  # the same dict: _free_queues has it
+            _wait_queues(variants)
+            variants.clear()  # the last references to the queues, but for a job's or a retired pool's (let go next)
+            self._release_idle_pools()
+            self._plane_inputs.clear()
+            _wait_callbacks_let_go(CALLBACK_LET_GO_S, self)  # the queues just freed: see _callbacks
+        finally:
+            self._let_go_gpu_buffers()
 
     def _let_go_gpu_buffers(self) -> None:
         """The pinned buffers of GPU-pre-processed inputs, freed once no open Inference uses their size."""
-        if not self._gpu_sizes:
-            return
         from ._cuda_preprocess import let_go
 
         with self._cond:
-            sizes, self._gpu_sizes = self._gpu_sizes, set()
+            sizes = list(self._gpu_sizes)
+            self._gpu_sizes.clear()
         for size in sizes:
             let_go(*size)
 

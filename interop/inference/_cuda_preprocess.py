@@ -224,13 +224,15 @@ class HostBuffers:
         self._free: list[int] = []
         self.allocated = 0
         self.retired = False
+        self._driver: Any = None
 
     def _alloc(self) -> int:
         from ..errors import ResourceError
         from ..native.cuda_driver import driver
 
         try:
-            ptr = driver().host_alloc(self.device, self.nbytes)
+            self._driver = driver()  # frees go to the binding that allocated (tests swap bindings)
+            ptr = self._driver.host_alloc(self.device, self.nbytes)
         except InteropError as e:
             if type(e) is not InteropError:  # already typed (no driver: BackendUnavailableError)
                 raise
@@ -240,10 +242,8 @@ class HostBuffers:
         return ptr
 
     def _release(self, ptr: int) -> None:
-        from ..native.cuda_driver import driver
-
         self.allocated -= 1
-        driver().host_free(ptr)
+        self._driver.host_free(ptr)
 
     def _back(self, ptr: int) -> None:
         if self.retired:
@@ -301,7 +301,9 @@ def let_go(device: int, nbytes: int) -> None:
     """An Inference closed: the last one to let go of a size frees its buffers (now, and as the rest come back)."""
     key = (device, nbytes)
     with _buffers_lock:
-        n = _holders.get(key, 0) - 1
+        if key not in _holders:  # never held: nothing of anyone else's to free
+            return
+        n = _holders[key] - 1
         if n > 0:
             _holders[key] = n
             return
