@@ -72,6 +72,21 @@ def _settle_run(state: dict[str, Any], receive: Callable[..., Any], injectors: l
     gc.collect()
 
 
+def _sweep_every_point(monkeypatch: pytest.MonkeyPatch, injector: type, op: Callable[[], None],
+                       check: Callable[[bool, str | None], None], failures: list[str], watch: tuple[Any, ...],
+                       more_than: int) -> None:
+    """``op`` once uninterrupted (a warm run: every later one takes the same path, and ``check`` must pass it), then
+    once with a Ctrl-C at each interrupt point of the ``watch`` functions (``injector`` raising it): no failure at any
+    of more than ``more_than`` points."""
+    op()
+    check(False, None)
+    failures.clear()
+    monkeypatch.setattr(sigint, "_Interrupt", injector)
+    points = _sweep(op, check, *watch)
+    assert points > more_than
+    assert not failures, f"{len(failures)} of {points} interrupt points:\n" + "\n".join(failures)
+
+
 def _send_lines() -> set[int]:
     """Lines of transport.py holding the DONE channel's send call (see the module's doc)."""
     with open(tr.__file__) as fh:
@@ -153,13 +168,7 @@ def test_every_frame_is_answered_once_whatever_single_ctrl_c(monkeypatch: pytest
             if done.count(fid) not in ((1, 2) if sent_unseen else (1,)):
                 failures.append(f"{where}: {done.count(fid)} DONEs for frame {fid}")
 
-        op()  # warm: every later run takes the same path
-        check(False, None)
-        failures.clear()
-        monkeypatch.setattr(sigint, "_Interrupt", _Injector)
-        points = _sweep(op, check, *_WATCH)
-        assert points > 5
-        assert not failures, f"{len(failures)} of {points} interrupt points:\n" + "\n".join(failures)
+        _sweep_every_point(monkeypatch, _Injector, op, check, failures, _WATCH, more_than=5)
     finally:
         monkeypatch.undo()
         rx.close()
@@ -271,13 +280,9 @@ def test_a_ctrl_c_before_the_general_path_takes_the_fds_closes_them(monkeypatch:
 
     try:
         state["before"] = _open_fds()
-        op()
-        check(False, None)
-        failures.clear()
-        monkeypatch.setattr(sigint, "_Interrupt", _Injector)
-        points = _sweep(op, check, FrameReceiver.recv, FrameReceiver.recv_views, FrameReceiver._message, tr._fds_of)
-        assert points > 3
-        assert not failures, f"{len(failures)} of {points} interrupt points:\n" + "\n".join(failures)
+        _sweep_every_point(monkeypatch, _Injector, op, check, failures,
+                           (FrameReceiver.recv, FrameReceiver.recv_views, FrameReceiver._message, tr._fds_of),
+                           more_than=3)
     finally:
         monkeypatch.undo()
         rx.close()
