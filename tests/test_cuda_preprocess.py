@@ -559,6 +559,7 @@ def test_the_kernel_computes_the_reference_on_nvdec_frames() -> None:
         with open_nvdec(default_clip()) as c:
             for i, vf in enumerate(c.decode(video=0)):
                 f = interop.map(vf, MemoryType.CUDA)
+                g.check(f)
                 with interop.copy_meter() as m:
                     gi = g.run(f, t)
                     gi.wait()

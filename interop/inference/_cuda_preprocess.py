@@ -388,12 +388,12 @@ class GPUPreprocess:
                                      f"are smaller than the frame")
 
     def run(self, f: Frame, target: Target, owner: object = None) -> GPUInput:
-        """The model input for CUDA frame ``f``: a C-contiguous f32 host array (page-locked) that a kernel queued
-        now writes. The frame's planes are read in place, after their producer's pending writes (the kernel runs on
-        their stream); the GPUInput holds the frame until its ``wait()`` has seen the kernel end."""
+        """The model input for CUDA frame ``f`` (one ``check`` passed: the caller refuses a frame before it does any
+        other work for it): a C-contiguous f32 host array (page-locked) that a kernel queued now writes. The frame's
+        planes are read in place, after their producer's pending writes (the kernel runs on their stream); the
+        GPUInput holds the frame until its ``wait()`` has seen the kernel end."""
         from ..tensors.cuda import CUDATensor
 
-        self.check(f)
         y, uv = f.tensors[0], f.tensors[1]
         if not isinstance(y, CUDATensor) or not isinstance(uv, CUDATensor):
             raise InvalidTensorError(f"GPU pre-processing reads CUDA planes, not {type(y).__name__}")
