@@ -1,0 +1,102 @@
+"""Benchmark (b)'s steady-state throughput (interop/benchmarks/pipeline.py): the window it counts, the plain network's
+results timed by its starts (no callback), the run's by its on_progress, and the rows it reports."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from interop.benchmarks import pipeline as bp
+
+
+def test_steady_fps_counts_the_window_between_the_pool_ends() -> None:
+    # a slow start (the pool filling, first inferences), then one result every 10 ms, then a slow drain
+    times = [0.3, 0.5, 0.7] + [0.9 + 0.01 * j for j in range(93)] + [2.0, 2.5, 3.0, 3.5]
+    n = len(times)  # 100 results
+    assert bp.steady_fps(times, n, 4) == pytest.approx(100.0)
+    whole = n / times[-1]
+    assert whole < 40  # what the whole call reads, start and drain included
+
+
+@pytest.mark.parametrize(("times", "results", "skip"), [
+    ([0.1 * j for j in range(1, 9)], 8, 4),  # no result between the pool's ends
+    ([0.1 * j for j in range(1, 9)], 8, 0),  # no pool
+    ([0.1 * j for j in range(1, 5)], 20, 4),  # the times stop before the window's end
+    ([1.0] * 20, 20, 4),  # no time passed
+])
+def test_steady_fps_without_a_window_is_none(times: list[float], results: int, skip: int) -> None:
+    assert bp.steady_fps(times, results, skip) is None
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _Queue:
+    """An AsyncInferQueue of ``nreq`` requests on a clock of its own: result j (from 1) comes at ``first + (j - 1) *
+    every``; start_async waits (the clock moves) while every request is busy, wait_all until all are done."""
+
+    def __init__(self, clock: _Clock, nreq: int, first: float, every: float):
+        self.clock, self.nreq, self.first, self.every = clock, nreq, first, every
+        self.started = self.done = 0
+
+    def _next_done(self) -> None:
+        self.done += 1
+        self.clock.now = max(self.clock.now, self.first + (self.done - 1) * self.every)
+
+    def start_async(self, _x: Any) -> None:
+        if self.started - self.done == self.nreq:
+            self._next_done()
+        self.started += 1
+
+    def wait_all(self) -> None:
+        while self.done < self.started:
+            self._next_done()
+        self.first = self.clock.now + 10 * self.every  # the next call starts cold again
+        self.started = self.done = 0
+
+
+def test_plain_network_steady_state_is_timed_by_its_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _Clock()
+    monkeypatch.setattr(time, "perf_counter", clock)
+    plain = object.__new__(bp.PlainNetwork)
+    plain.nreq, plain.inputs, plain.window = 8, [object()], (0.0, 0.0)
+    plain.queue = _Queue(clock, 8, first=1.0, every=0.004)  # 250 results a second once going
+    fps = plain.infer_only(200)
+    assert plain.steady == pytest.approx(250.0)
+    assert fps < plain.steady  # the whole call counts the cold first result
+    plain.infer_only(16)  # too few frames for a window
+    assert plain.steady is None
+
+
+def test_timed_run_times_each_result_not_the_first_progress_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = iter(range(100))
+    monkeypatch.setattr(time, "perf_counter", lambda: float(next(clock)))
+
+    def run(*args: Any, on_progress: Any, **kwargs: Any) -> str:
+        assert args == ("clip",) and kwargs == {"frames": 3}
+        for done in range(4):  # on_progress(0, total) comes before the first frame
+            on_progress(done, 3)
+        return "result"
+
+    r, done_at = bp._timed_run(run, "clip", frames=3)
+    assert r == "result"
+    assert done_at == [0.0, 1.0, 2.0]
+
+
+def test_steady_rows_and_their_skip_reason() -> None:
+    rows = bp._steady_results("interop run", [90.0, None, 110.0], [200.0, 100.0], {"m": 1}, 300, 32)
+    assert [r.case for r in rows] == ["steady-state fps: interop run", "steady-state fps: plain network",
+                                      "steady state: interop run / plain network (target >= 0.9)"]
+    assert [r.value for r in rows] == [100.0, 150.0, pytest.approx(100.0 / 150.0)]
+    assert rows[0].details["all"] == [90.0, 110.0] and "results 32 to 268" in rows[2].details["window"]
+    short = bp._steady_results("interop run", [None], [None], {}, 40, 32)
+    assert all(r.skipped and "40 frames leave no steady window with 32 requests" in r.skipped for r in short)
+    none = bp._steady_results("interop run", [None], [100.0], {}, 300, 32)
+    assert all(r.skipped == "no repetition had a steady window" for r in none)
