@@ -127,6 +127,9 @@ class RunResult:
     # decoded on NVDEC and pre-processed on the GPU (--nvdec): ``decode`` is then the loop's wait for the thread that
     # does both ahead, and ``infer`` includes waiting for a frame's kernel to end
     nvdec: bool = False
+    # time.perf_counter() when each frame's request completed, in the order they completed (where the outputs go to
+    # a result thread: text boxes, callbacks), before its post-processing: throughput without the result thread's lag
+    completed_at: list[float] = field(default_factory=list)
 
     def result(self, i: int) -> FrameResult:
         """Frame ``i``'s results (the text boxes or the output summary, in the frame's coordinates)."""
@@ -765,6 +768,17 @@ class _ResultWorker:
             raise err
 
 
+def _stamped(put: Callable[[Any, int], None], completed_at: list[float]) -> Callable[[Any, int], None]:
+    """The requests' callback (OpenVINO's thread): note when the request completed, then queue its outputs."""
+    perf = time.perf_counter
+
+    def callback(outputs: Any, i: int) -> None:
+        completed_at.append(perf())
+        put(outputs, i)
+
+    return callback
+
+
 @contextlib.contextmanager
 def _opencv_single_threaded(on: bool) -> Iterator[None]:
     """OpenCV without its thread pool for the block (then as it was). The run's parallelism is OpenVINO's streams;
@@ -831,7 +845,7 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
             total = min(total, frames) if total else frames
         handle = _result_handler(res, model is None, postprocess, on_progress, on_result, total)
         worker = _ResultWorker(handle) if handle is not None else None
-        callback = worker.put if worker is not None else None  # on OpenVINO's thread: queue the outputs, nothing more
+        callback = None if worker is None else _stamped(worker.put, res.completed_at)
         if on_progress is not None:
             on_progress(0, total)
         with copy_meter() as meter, _opencv_single_threaded(postprocess and model is None):

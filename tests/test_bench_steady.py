@@ -1,5 +1,6 @@
 """Benchmark (b)'s steady-state throughput (interop/benchmarks/pipeline.py): the window it counts, the plain network's
-results timed by its starts (no callback), the run's by its on_progress, and the rows it reports."""
+results timed by its starts (no callback), the run's by its requests' completions (RunResult.completed_at), and the
+rows it reports."""
 
 from __future__ import annotations
 
@@ -75,19 +76,17 @@ def test_plain_network_steady_state_is_timed_by_its_starts(monkeypatch: pytest.M
     assert plain.steady is None
 
 
-def test_timed_run_times_each_result_not_the_first_progress_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = iter(range(100))
-    monkeypatch.setattr(time, "perf_counter", lambda: float(next(clock)))
+def test_run_notes_when_each_request_completed() -> None:
+    pytest.importorskip("openvino")
+    pytest.importorskip("av")
+    from interop.pipeline import run
 
-    def run(*args: Any, on_progress: Any, **kwargs: Any) -> str:
-        assert args == ("clip",) and kwargs == {"frames": 3}
-        for done in range(4):  # on_progress(0, total) comes before the first frame
-            on_progress(done, 3)
-        return "result"
-
-    r, done_at = bp._timed_run(run, "clip", frames=3)
-    assert r == "result"
-    assert done_at == [0.0, 1.0, 2.0]
+    t0 = time.perf_counter()
+    r = run(None, frames=6, input_size=(320, 192))
+    t1 = time.perf_counter()
+    assert r.frames == 6 and len(r.completed_at) == 6
+    assert all(t0 < t < t1 for t in r.completed_at)
+    assert bp.steady_fps(sorted(r.completed_at), r.frames, 2) is not None
 
 
 def test_steady_rows_and_their_skip_reason() -> None:

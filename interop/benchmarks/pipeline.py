@@ -25,7 +25,8 @@ input (PP-OCRv4 text detection at 960x544):
   counts the pool filling and draining, and the run's start besides: each repetition of the run compiles its
   model and the first inference on each of OpenVINO's streams builds that stream's state, where the plain network
   is compiled once and warmed before it is timed. Over a few hundred frames that start weighs on the run's
-  whole-call fps as it does not over a video of minutes: throughput is the steady state.
+  whole-call fps as it does not over a video of minutes: throughput is the steady state. The run's results are timed
+  when their requests complete (``RunResult.completed_at``), before the boxes, whose thread may lag and catch up.
 
 Targets: run >= 0.9 x bound, >= 0.9 x the plain network's throughput (steady state; the whole-call ratio beside it),
 and >= 1.1 x naive. Repetitions are interleaved; medians are reported.
@@ -194,14 +195,6 @@ def steady_fps(done_at: list[float], results: int, skip: int) -> float | None:
     return (hi - lo) / (done_at[hi] - done_at[lo])
 
 
-def _timed_run(run_pipeline: Any, *args: Any, **kwargs: Any) -> tuple[Any, list[float]]:
-    """``interop run`` and when each of its results was made (its ``on_progress``: after the text boxes)."""
-    done_at: list[float] = []
-    perf = time.perf_counter
-    r = run_pipeline(*args, on_progress=lambda done, total: done_at.append(perf()) if done else None, **kwargs)
-    return r, done_at
-
-
 def naive(inf: Any, path: str, frames: int) -> dict[str, float]:
     """decode -> to_ndarray('rgb24') -> cv2.resize -> normalise -> raw model (same network, config and pool)."""
     import cv2
@@ -327,24 +320,23 @@ def run(quick: bool = False, precision: str | None = None, reps: int | None = No
             plain_only.append(timed("plain", lambda: plain.infer_only(frames)))
             by_thread["plain"].append(per_frame(threads.window(*plain.window), frames))
             plain_steady.append(plain.steady)
-            r, done_at = timed("run", lambda: _timed_run(run_pipeline, path, None, "CPU", frames, precision,
-                                                         input_size=INPUT_SIZE))
+            r = timed("run", lambda: run_pipeline(path, None, "CPU", frames, precision, input_size=INPUT_SIZE))
             runs.append(r)
-            run_steady.append(steady_fps(done_at, r.frames, nreq))
+            run_steady.append(steady_fps(sorted(r.completed_at), r.frames, nreq))
             by_thread["run"].append(per_frame(_run_window(threads, r), r.frames))
             bare.append(timed("bare", lambda: run_pipeline(path, None, "CPU", frames, precision,
                                                            input_size=INPUT_SIZE, postprocess=False)))
             naives.append(timed("naive", lambda: naive(inf, path, frames)))
             if no_nvdec is None:
                 try:
-                    r, done_at = timed("nvdec", lambda: _timed_run(run_pipeline, path, None, "CPU", frames, precision,
-                                                                   input_size=INPUT_SIZE, nvdec=True))
+                    r = timed("nvdec", lambda: run_pipeline(path, None, "CPU", frames, precision,
+                                                            input_size=INPUT_SIZE, nvdec=True))
                 except Exception as e:  # noqa: BLE001 - a GPU set-up that cannot run it: the case is skipped, said why
                     log.warning("interop run --nvdec failed: %s: %s", type(e).__name__, e)
                     no_nvdec = f"interop run --nvdec failed here ({type(e).__name__}: {e})"
                 else:
                     nvdecs.append(r)
-                    nvdec_steady.append(steady_fps(done_at, r.frames, nreq))
+                    nvdec_steady.append(steady_fps(sorted(r.completed_at), r.frames, nreq))
                     by_thread["nvdec"].append(per_frame(_run_window(threads, r), r.frames))
     inf.close()
     d, i, p = median(dec), median(inf_only), median(plain_only)
