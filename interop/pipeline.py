@@ -130,6 +130,9 @@ class RunResult:
     # time.perf_counter() when each frame's request completed, in the order they completed (where the outputs go to
     # a result thread: text boxes, callbacks), before its post-processing: throughput without the result thread's lag
     completed_at: list[float] = field(default_factory=list)
+    # processes that made the text boxes (interop.postpool; 0: a thread of this process), and the CPU seconds they used
+    post_processes: int = 0
+    post_cpu: float = 0.0
 
     def result(self, i: int) -> FrameResult:
         """Frame ``i``'s results (the text boxes or the output summary, in the frame's coordinates)."""
@@ -158,6 +161,7 @@ class RunResult:
             "monotonic_s": [round(self.started, 6), round(self.ended, 6)], "video": self.video,
             "size": [self.width, self.height], "input_size": list(self.input_size) if self.input_size else None,
             "warnings": list(self.warnings), "nvdec": self.nvdec,
+            "post_processes": self.post_processes,
         }
         # One entry per input stream (one today; the schema is ready for several): docs/run.md documents it.
         d["streams"] = [{
@@ -768,6 +772,82 @@ class _ResultWorker:
             raise err
 
 
+#: ``run(nvdec=True, post_processes=None)`` makes the text boxes in processes of their own on machines with this many
+#: CPUs or more
+POST_PROCESSES_FROM_CPUS = 8
+
+
+def _post_processes(post_processes: int | None, nvdec: bool) -> int:
+    """How many post-processing processes a single-stream run of the text detector uses (0: boxes on a thread)."""
+    if post_processes is None:
+        from .postpool import default_processes
+
+        # With --nvdec the host's cores run the network and have room for the processes, and the GIL is wanted by
+        # the thread that decodes and pre-processes ahead, the loop and OpenVINO's completions: boxes on a thread
+        # would hold it. On the CPU path the cores are the limit: processes would cost more CPU than a thread.
+        return default_processes() if nvdec and (os.cpu_count() or 1) >= POST_PROCESSES_FROM_CPUS else 0
+    if isinstance(post_processes, bool) or not isinstance(post_processes, int) or post_processes < 0:
+        raise RunArgumentError(f"post_processes is a number of processes (0: the text boxes on a thread, None: "
+                               f"chosen by the path and the machine's CPUs), not {post_processes!r}")
+    return post_processes
+
+
+class _BoxProcesses:
+    """The text boxes of a single-stream run made in post-processing processes (``interop.postpool``), in the
+    _ResultWorker's place: ``put`` (OpenVINO's thread) copies the map out of the request's own output tensor into
+    the pool's shared memory; the boxes come back on the pool's reader thread, which stores them and runs the
+    caller's callbacks (``after``). Made before the model compiles (the processes import OpenCV meanwhile);
+    ``attach`` waits for them before the timed loop, ``drain`` for the last boxes, ``close`` stops them."""
+
+    def __init__(self, max_pixels: int, processes: int):
+        from .postpool import PostPool
+
+        self.res: RunResult | None = None
+        self.after: Callable[[Any, int], None] | None = None
+        self.pool = PostPool(self._boxes, max_pixels, processes=processes)
+        self._cpu0 = 0.0
+
+    def attach(self, res: RunResult, after: Callable[[Any, int], None] | None) -> None:
+        self.res, self.after = res, after
+        self.pool.wait_ready()
+        self._cpu0 = self.pool.cpu_seconds()  # their start (imports) is not the boxes' work
+
+    def put(self, outputs: dict[Any, np.ndarray], i: int) -> None:  # views, valid during the call
+        from .postpool import PostPoolError
+
+        assert self.res is not None
+        _, _, fw, fh = self.res.frame_info[i]
+        try:
+            self.pool.submit(next(iter(outputs.values())), i, fw, fh)
+        except PostPoolError:
+            if self.pool.error is None:
+                raise
+            # the pool has ended: the run raises what ended it (check, drain: the caller's own exception as it is),
+            # not each later request's account of it
+
+    def _boxes(self, i: int, boxes: list[textdet.TextBox]) -> None:  # the pool's reader thread
+        assert self.res is not None
+        self.res.boxes[i] = boxes
+        if self.after is not None:
+            self.after(None, i)
+
+    def check(self) -> None:
+        """Raise what ended the pool (a process that died or hangs, an exception of the caller's callbacks)."""
+        self.pool.check()
+
+    def drain(self) -> None:
+        """Wait for every frame's boxes and callbacks (part of the run's time; the processes stop in close())."""
+        self.pool.wait_done()
+
+    @property
+    def cpu_seconds(self) -> float:
+        """CPU the processes used since ``attach`` (the boxes)."""
+        return max(0.0, self.pool.cpu_seconds() - self._cpu0)
+
+    def close(self, raise_error: bool = True) -> None:
+        self.pool.close(raise_error)
+
+
 def _stamped(put: Callable[[Any, int], None], completed_at: list[float]) -> Callable[[Any, int], None]:
     """The requests' callback (OpenVINO's thread): note when the request completed, then queue its outputs."""
     perf = time.perf_counter
@@ -802,7 +882,7 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
         postprocess: bool = True, allow_copy: bool = False, *,
         on_progress: Callable[[int, int | None], None] | None = None,
         on_result: Callable[[FrameResult], None] | None = None, model_input: ModelInput | None = None,
-        nvdec: bool = False) -> RunResult:
+        nvdec: bool = False, post_processes: int | None = None) -> RunResult:
     """Decode -> map -> infer over a video; returns the measurements (see RunResult). Writes nothing to
     stdout/stderr: warnings go to the ``interop`` logger (and ``RunResult.warnings``), progress and results to the
     callbacks.
@@ -816,6 +896,10 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
     ``postprocess=False`` skips turning outputs into results (text boxes; done on a thread of their own, see
     _ResultWorker) (benchmarks). ``nvdec=True`` decodes on NVDEC and pre-processes each frame on the GPU, straight
     into the host memory the model reads (docs/cuda.md): the host's CPU runs the network and little else.
+    ``post_processes``: the text detector's boxes are made in that many processes of their own (``interop.postpool``;
+    each map copied once into their shared memory, counted in ``output_bytes``), 0: on a thread of this process;
+    None (the default): in ``default_processes()`` processes with ``nvdec`` on machines of POST_PROCESSES_FROM_CPUS
+    CPUs or more, else on a thread (``RunResult.post_processes`` says which).
 
     ``on_progress(done, total)`` is called once with ``done=0`` before the first frame, then after each frame's
     result is made; ``total`` is the number of frames expected (the container's count, capped by ``frames``) or None
@@ -826,12 +910,16 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
     path = video or _default_clip()
     if nvdec:
         device = _nvdec_device(device)
+    nprocs = _post_processes(post_processes, nvdec) if postprocess and model is None else 0
     src = _Input(path, nvdec=nvdec)
     inf: Any = None
-    worker: _ResultWorker | None = None
+    worker: _ResultWorker | _BoxProcesses | None = None
     last_vf = None
     ok = False
     try:
+        if nprocs:  # started first: the processes import OpenCV while the model compiles
+            _check_detector_size(input_size)
+            worker = _BoxProcesses(textdet.map_pixels(input_size), nprocs)
         inf, model_name, size = _make_inference(model, device, precision, input_size, src.width, src.height,
                                                 model_input)
         if nvdec and inf.memory_type is not MemoryType.OPENVINO:
@@ -843,14 +931,20 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
         total = src.declared or None
         if frames is not None:
             total = min(total, frames) if total else frames
-        handle = _result_handler(res, model is None, postprocess, on_progress, on_result, total)
-        worker = _ResultWorker(handle) if handle is not None else None
+        res.post_processes = nprocs
+        if isinstance(worker, _BoxProcesses):  # the caller's callbacks after each frame's boxes
+            worker.attach(res, _result_handler(res, True, False, on_progress, on_result, total))
+        else:
+            handle = _result_handler(res, model is None, postprocess, on_progress, on_result, total)
+            worker = _ResultWorker(handle) if handle is not None else None
         callback = None if worker is None else _stamped(worker.put, res.completed_at)
         if on_progress is not None:
             on_progress(0, total)
-        with copy_meter() as meter, _opencv_single_threaded(postprocess and model is None):
+        procs = worker if isinstance(worker, _BoxProcesses) else None
+        with copy_meter() as meter, _opencv_single_threaded(postprocess and model is None and procs is None):
             timer, last_vf = _frame_loop(src, inf, res, callback, frames, allow_copy,
-                                         drain=worker.close if worker is not None else None)
+                                         drain=None if worker is None else procs.drain if procs else worker.close,
+                                         views=procs is not None, check=procs.check if procs else None)
         ok = True
     except BaseException:
         # A run stopped by an error or Ctrl-C: the thread making frames ahead stops first; requests still running
@@ -871,6 +965,9 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
     res.started, res.ended, res.compile_spans = timer.started, timer.ended, timer.compile_spans
     res.copies, res.bytes_copied, res.copy_records = meter.copies, meter.bytes, meter.records
     res.output_bytes = inf.output_bytes
+    if isinstance(worker, _BoxProcesses):
+        res.output_bytes += worker.pool.bytes_copied
+        res.post_cpu = worker.cpu_seconds
     res.decode_errors = src.errors
     inf.close()  # stop OpenVINO's request threads now, not during interpreter teardown
     _damage_warnings(res, stopped_early=frames is not None and res.frames >= frames)
@@ -1028,11 +1125,14 @@ class _StageTimer:
 
 def _frame_loop(src: _Input, inf: Any, res: RunResult, callback: Callable[[Any, int], None] | None,
                 frames: int | None, allow_copy: bool, drain: Callable[[], None] | None = None,
-                wait: bool = True) -> tuple[_StageTimer, Any]:
+                wait: bool = True, views: bool = False,
+                check: Callable[[], None] | None = None) -> tuple[_StageTimer, Any]:
     """Decode -> map -> ``infer_async`` until the input ends or ``frames`` are started, then wait for every result
     (``drain``: the result worker, part of the run's time). Fills ``res``'s per-frame info, frame count, sizes and
     conversions; returns the timings and the last frame decoded. ``wait=False``: return once the last request is
-    started (``inf`` is shared with other streams' loops: whoever owns it waits for the requests)."""
+    started (``inf`` is shared with other streams' loops: whoever owns it waits for the requests). ``views``: the
+    callback gets the requests' own output tensors (valid during the call); ``check`` runs before each frame (what
+    it raises stops the loop: the results stopped coming)."""
     import interop
 
     timer = _StageTimer()
@@ -1050,6 +1150,8 @@ def _frame_loop(src: _Input, inf: Any, res: RunResult, callback: Callable[[Any, 
     i = 0
     while frames is None or i < frames:
         _sigint.check()  # a Ctrl-C that a C extension swallowed (interop run's handler remembers it)
+        if check is not None:
+            check()
         t0 = perf()
         try:
             vf = next(it)
@@ -1079,7 +1181,7 @@ def _frame_loop(src: _Input, inf: Any, res: RunResult, callback: Callable[[Any, 
             timer.compile += t2b - t2
         time_s = float(vf.pts * tb) if vf.pts is not None and tb is not None else None
         info[i] = (vf.pts, time_s, vf.width, vf.height)
-        inf.infer_async(mapped, callback, i)
+        inf.infer_async(mapped, callback, i, copy_outputs=not views)
         res.frames = i + 1  # counted once its request started: a frame that raised there has no result to give
         t3 = perf()
         timer.decode += t1 - t0

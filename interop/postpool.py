@@ -109,6 +109,8 @@ class PostPool:
         self.bytes_copied = 0  # map bytes copied into the shared slots (results read out of the requests)
         self._error: BaseException | None = None
         self._error_tb: Any = None  # the traceback where the error was first raised (re-raised with it)
+        self._final_cpu: float | None = None  # the children's CPU seconds when close() stopped them
+        self._unfinished = 0  # maps submitted whose on_boxes has not returned
         self._closed = False
         self._shut = False
         self._close_lock = threading.Lock()  # one close at a time; a close that was interrupted can run again
@@ -138,7 +140,7 @@ class PostPool:
         try:
             proc = subprocess.Popen(ignoring_ctrl_c([sys.executable, "-m", "interop.postpool", str(theirs.fileno()),
                                                      str(fd), str(slot_bytes), str(nslots)]), pass_fds=[theirs.fileno(), fd],
-                                    stdin=subprocess.DEVNULL)
+                                    stdin=subprocess.DEVNULL, env=_child_env())
         except BaseException:
             ours.close()
             raise
@@ -188,11 +190,13 @@ class PostPool:
             self._seq = (self._seq + 1) & 0xFFFFFFFF
             seq = self._seq
             self._pending[seq] = (key, slot, k, time.monotonic())
+            self._unfinished += 1
             self._children[k].outstanding += 1
             self.bytes_copied += h * w * 4
             maps = self._maps  # this view keeps the mapping valid even if the pool closes meanwhile
         off = slot * self._slot_bytes // 4
         np.copyto(maps[off:off + h * w].reshape(h, w), p.reshape(h, w), casting="same_kind")
+        del maps  # not in the traceback of a failed send below: a view held there would keep the block mapped
         try:
             self._children[k].sock.send(_JOB.pack(seq, slot, h, w, frame_width, frame_height))
         except OSError as e:
@@ -281,6 +285,10 @@ class PostPool:
                 except BaseException as e:  # noqa: B036 - ends the pool; close() re-raises it
                     self._fail(e)
                     return
+                with self._cond:
+                    self._unfinished -= 1
+                    if not self._unfinished:
+                        self._cond.notify_all()
 
     def _parse(self, msg: bytes, k: int) -> tuple[Any, list[TextBox]]:
         if len(msg) < _DONE.size:
@@ -323,6 +331,7 @@ class PostPool:
                 if self._reader.is_alive():  # stuck in on_boxes (the caller's code): the children go anyway
                     log.warning("PostPool: on_boxes has not returned for %.0f s; closing without it", self._timeout)
                 self._sel.close()
+                self._final_cpu = self.cpu_seconds()
                 self._stop_children()
                 self._maps = np.empty(0, np.float32)
                 with contextlib.suppress(BufferError):  # a view still held elsewhere: the mapping goes with it
@@ -330,6 +339,27 @@ class PostPool:
                 self._shut = True
         if raise_error:
             self.check()
+
+    def wait_done(self, timeout: float | None = None) -> None:
+        """Wait until on_boxes has returned for every map submitted so far (``timeout`` seconds at most, the pool's
+        by default: past it a process hangs, and the pool ends), then raise what ended the pool, if anything. The pool
+        stays open: close() also stops the processes."""
+        timeout = self._timeout if timeout is None else timeout
+        with self._cond:
+            done = self._cond.wait_for(lambda: not self._unfinished or self._error is not None or self._closed,
+                                       timeout)
+            left = self._unfinished
+        if not done:
+            self._fail(PostPoolError(f"{left} maps still without boxes after {timeout:.0f} s ({self._stuck()}): a "
+                                     f"post-processing process hangs"))
+        self.check()
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds the pool's processes have used (all their threads; 0.0 where /proc cannot tell), read while
+        they run, and as they were when close() stopped them: the boxes' CPU, which the parent's own clocks miss."""
+        if self._final_cpu is not None:
+            return self._final_cpu
+        return sum(_process_cpu(c.proc.pid) for c in self._children)
 
     def _drain(self) -> None:
         with self._cond:
@@ -347,6 +377,30 @@ class PostPool:
             except subprocess.TimeoutExpired:
                 c.proc.kill()
                 c.proc.wait()
+
+
+def _child_env() -> dict[str, str]:
+    """A child's environment: no BLAS thread pools. numpy's OpenBLAS and the one OpenCV's wheel bundles each start a
+    pool of threads at import that spin through OpenCV's calls, on the cores the inference runs on; the boxes use no
+    BLAS."""
+    return {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+
+
+def _process_cpu(pid: int) -> float:
+    """CPU seconds of process ``pid``'s threads, from the scheduler's nanosecond counters in /proc (0.0 for a
+    process or thread that is gone, or where the kernel keeps none)."""
+    total = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 1e9
 
 
 def _child(sock_fd: int, mem_fd: int, slot_bytes: int, nslots: int) -> int:

@@ -297,3 +297,63 @@ def test_a_child_answers_a_valid_job_then_exits_when_the_socket_closes() -> None
         ours.close()
         assert p.wait(60) == 0
 
+
+
+def test_wait_done_waits_for_every_on_boxes_and_keeps_the_pool_open() -> None:
+    got: list[int] = []
+    gate = threading.Event()
+
+    def on_boxes(k: int, b: list) -> None:
+        gate.wait(10)
+        got.append(k)
+
+    with PostPool(on_boxes, H * W, processes=1, slots=4) as pool:
+        for i in range(3):
+            pool.submit(_map(i), i, W, H)
+        threading.Timer(0.2, gate.set).start()
+        pool.wait_done()  # returns only once on_boxes returned for all three, not when the answers arrive
+        assert got == [0, 1, 2]
+        pool.submit(_map(3), 3, W, H)  # still open
+        pool.wait_done()
+        assert got == [0, 1, 2, 3]
+
+
+def test_wait_done_raises_what_ended_the_pool_and_a_hang_past_its_timeout() -> None:
+    pool = PostPool(lambda k, b: None, H * W, processes=1, slots=2)
+    pool.submit(_map(1), 0, W, H)
+    os.kill(pool._children[0].proc.pid, signal.SIGSTOP)  # stopped: answers nothing
+    try:
+        pool.submit(_map(2), 1, W, H)
+        with pytest.raises(PostPoolError, match="2 maps still without boxes after 0 s"):
+            pool.wait_done(timeout=0.3)
+        with pytest.raises(PostPoolError, match="without boxes"):
+            pool.wait_done()  # the pool has ended: said again at once
+    finally:
+        os.kill(pool._children[0].proc.pid, signal.SIGCONT)
+        pool.close(raise_error=False)
+
+
+def test_children_cpu_is_counted_and_kept_after_close() -> None:
+    pool = PostPool(lambda k, b: None, H * W, processes=2, slots=4)
+    pool.wait_ready()
+    c0 = pool.cpu_seconds()
+    for i in range(40):
+        pool.submit(_map(i), i, W, H)
+    pool.wait_done()
+    c1 = pool.cpu_seconds()
+    assert c1 > c0 > 0  # their imports, then the boxes
+    pool.close()
+    assert pool.cpu_seconds() >= c1  # as they were when close() stopped them, not 0
+    assert pool.cpu_seconds() == pool.cpu_seconds()
+
+
+def test_a_child_starts_no_blas_thread_pool() -> None:
+    # numpy's OpenBLAS and the one OpenCV's wheel bundles each start one thread per CPU at import, which spin through
+    # OpenCV's calls on the cores the inference needs: the children are started without them
+    with PostPool(lambda k, b: None, H * W, processes=1) as pool:
+        pool.wait_ready()
+        pid = pool._children[0].proc.pid
+        assert len(os.listdir(f"/proc/{pid}/task")) == 1
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read().split(b"\0")
+        assert b"OPENBLAS_NUM_THREADS=1" in env
