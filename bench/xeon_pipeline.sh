@@ -21,7 +21,8 @@
 #   BENCHES=pipeline runs benchmark (b) alone; TESTS=0 skips the OpenVINO tests, which run last, in the time a 10-minute call has left: LIMIT_S, default 570)
 # Runs benchmark (b) (`interop bench --only pipeline`, plugin default precision = bf16 there, and f32), then the
 # pre-processing benchmark (`interop bench --only preprocess`, both precisions), then checks issue 20's bounds:
-# `interop run` >= 0.9x the plain network's infer-only fps with 0 copies (pipeline), and interop's model on frames
+# `interop run` >= 0.9x the plain network's throughput (steady state, both measured so; the whole-call ratio is
+# printed beside it) with 0 copies (pipeline), and interop's model on frames
 # costing <= 10 % more CPU per frame than the plain network in the same request pool (preprocess).
 # $OUT gets at most 8 files (what the device tool brings back): log.txt (versions, tables, checks), results.md,
 # pipeline_{default,f32}.json, preprocess_{default,f32}.json, profile.json (PROFILE=0 skips it: OpenVINO's
@@ -79,8 +80,8 @@ for tag in ("default", "f32"):
     steady = r["steady state: interop run / plain network (target >= 0.9)"]
     ok_steady = steady.get("value") is not None
     ratio = steady["value"] if ok_steady else 0.0
-    # throughput: results per second once the request pool is full, both sides (the run's start: its compile and
-    # each inference stream's first request, is not part of it; the whole-call ratio is printed below)
+    # throughput: results per second once the request pool is full, both sides (the run's start: each inference
+    # stream's first request, the decoder's start, the pool filling, is not part of it; the whole-call ratio below)
     check(f"pipeline {prec}: interop run / plain network, steady state >= 0.9",
           f"{ratio:.3f} ({r['steady-state fps: interop run'].get('value') or 0:.1f} fps / "
           f"{r['steady-state fps: plain network'].get('value') or 0:.1f} fps)" if ok_steady else steady.get("skipped"),

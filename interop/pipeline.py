@@ -32,6 +32,7 @@ from .errors import (
     UnsupportedFormatError,
 )
 from .meter import copy_meter, record_copy
+from .run_boxes import BoxProcesses
 from .types import MemoryType
 
 log = logging.getLogger(__name__)
@@ -786,66 +787,12 @@ def _post_processes(post_processes: int | None, nvdec: bool) -> int:
         # the thread that decodes and pre-processes ahead, the loop and OpenVINO's completions: boxes on a thread
         # would hold it. On the CPU path the cores are the limit: processes would cost more CPU than a thread.
         return default_processes() if nvdec and (os.cpu_count() or 1) >= POST_PROCESSES_FROM_CPUS else 0
-    if isinstance(post_processes, bool) or not isinstance(post_processes, int) or post_processes < 0:
-        raise RunArgumentError(f"post_processes is a number of processes (0: the text boxes on a thread, None: "
-                               f"chosen by the path and the machine's CPUs), not {post_processes!r}")
+    cpus = os.cpu_count() or 1
+    if isinstance(post_processes, bool) or not isinstance(post_processes, int) or not 0 <= post_processes <= cpus:
+        raise RunArgumentError(f"post_processes is a number of processes from 0 (the text boxes on a thread) to the "
+                               f"machine's {cpus} CPUs, or None (chosen by the path and the CPUs), not "
+                               f"{post_processes!r}")
     return post_processes
-
-
-class _BoxProcesses:
-    """The text boxes of a single-stream run made in post-processing processes (``interop.postpool``), in the
-    _ResultWorker's place: ``put`` (OpenVINO's thread) copies the map out of the request's own output tensor into
-    the pool's shared memory; the boxes come back on the pool's reader thread, which stores them and runs the
-    caller's callbacks (``after``). Made before the model compiles (the processes import OpenCV meanwhile);
-    ``attach`` waits for them before the timed loop, ``drain`` for the last boxes, ``close`` stops them."""
-
-    def __init__(self, max_pixels: int, processes: int):
-        from .postpool import PostPool
-
-        self.res: RunResult | None = None
-        self.after: Callable[[Any, int], None] | None = None
-        self.pool = PostPool(self._boxes, max_pixels, processes=processes)
-        self._cpu0 = 0.0
-
-    def attach(self, res: RunResult, after: Callable[[Any, int], None] | None) -> None:
-        self.res, self.after = res, after
-        self.pool.wait_ready()
-        self._cpu0 = self.pool.cpu_seconds()  # their start (imports) is not the boxes' work
-
-    def put(self, outputs: dict[Any, np.ndarray], i: int) -> None:  # views, valid during the call
-        from .postpool import PostPoolError
-
-        assert self.res is not None
-        _, _, fw, fh = self.res.frame_info[i]
-        try:
-            self.pool.submit(next(iter(outputs.values())), i, fw, fh)
-        except PostPoolError:
-            if self.pool.error is None:
-                raise
-            # the pool has ended: the run raises what ended it (check, drain: the caller's own exception as it is),
-            # not each later request's account of it
-
-    def _boxes(self, i: int, boxes: list[textdet.TextBox]) -> None:  # the pool's reader thread
-        assert self.res is not None
-        self.res.boxes[i] = boxes
-        if self.after is not None:
-            self.after(None, i)
-
-    def check(self) -> None:
-        """Raise what ended the pool (a process that died or hangs, an exception of the caller's callbacks)."""
-        self.pool.check()
-
-    def drain(self) -> None:
-        """Wait for every frame's boxes and callbacks (part of the run's time; the processes stop in close())."""
-        self.pool.wait_done()
-
-    @property
-    def cpu_seconds(self) -> float:
-        """CPU the processes used since ``attach`` (the boxes)."""
-        return max(0.0, self.pool.cpu_seconds() - self._cpu0)
-
-    def close(self, raise_error: bool = True) -> None:
-        self.pool.close(raise_error)
 
 
 def _stamped(put: Callable[[Any, int], None], completed_at: list[float]) -> Callable[[Any, int], None]:
@@ -913,13 +860,13 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
     nprocs = _post_processes(post_processes, nvdec) if postprocess and model is None else 0
     src = _Input(path, nvdec=nvdec)
     inf: Any = None
-    worker: _ResultWorker | _BoxProcesses | None = None
+    worker: _ResultWorker | BoxProcesses | None = None
     last_vf = None
     ok = False
     try:
         if nprocs:  # started first: the processes import OpenCV while the model compiles
             _check_detector_size(input_size)
-            worker = _BoxProcesses(textdet.map_pixels(input_size), nprocs)
+            worker = BoxProcesses(textdet.map_pixels(input_size), nprocs)
         inf, model_name, size = _make_inference(model, device, precision, input_size, src.width, src.height,
                                                 model_input)
         if nvdec and inf.memory_type is not MemoryType.OPENVINO:
@@ -932,7 +879,7 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
         if frames is not None:
             total = min(total, frames) if total else frames
         res.post_processes = nprocs
-        if isinstance(worker, _BoxProcesses):  # the caller's callbacks after each frame's boxes
+        if isinstance(worker, BoxProcesses):  # the caller's callbacks after each frame's boxes
             worker.attach(res, _result_handler(res, True, False, on_progress, on_result, total))
         else:
             handle = _result_handler(res, model is None, postprocess, on_progress, on_result, total)
@@ -940,7 +887,7 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
         callback = None if worker is None else _stamped(worker.put, res.completed_at)
         if on_progress is not None:
             on_progress(0, total)
-        procs = worker if isinstance(worker, _BoxProcesses) else None
+        procs = worker if isinstance(worker, BoxProcesses) else None
         with copy_meter() as meter, _opencv_single_threaded(postprocess and model is None and procs is None):
             timer, last_vf = _frame_loop(src, inf, res, callback, frames, allow_copy,
                                          drain=None if worker is None else procs.drain if procs else worker.close,
@@ -965,7 +912,7 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
     res.started, res.ended, res.compile_spans = timer.started, timer.ended, timer.compile_spans
     res.copies, res.bytes_copied, res.copy_records = meter.copies, meter.bytes, meter.records
     res.output_bytes = inf.output_bytes
-    if isinstance(worker, _BoxProcesses):
+    if isinstance(worker, BoxProcesses):
         res.output_bytes += worker.pool.bytes_copied
         res.post_cpu = worker.cpu_seconds
     res.decode_errors = src.errors

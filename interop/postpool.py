@@ -199,8 +199,8 @@ class PostPool:
         del maps  # not in the traceback of a failed send below: a view held there would keep the block mapped
         try:
             self._children[k].sock.send(_JOB.pack(seq, slot, h, w, frame_width, frame_height))
-        except OSError as e:
-            self._fail(PostPoolError(f"a post-processing process is gone ({e}): the run cannot make text boxes"))
+        except OSError:
+            self._child_died(self._children[k])  # the reader may say so too: the first to say it is kept
             self._raise_if_failed()
 
     @property
@@ -262,17 +262,7 @@ class PostPool:
                     msg = b""
                 if not msg:
                     self._sel.unregister(c.sock)
-                    try:
-                        code: int | None = c.proc.wait(1)
-                    except subprocess.TimeoutExpired:
-                        code = None
-                    with self._cond:
-                        c.alive = False
-                        left = c.outstanding
-                    how = "without an exit status" if code is None else (
-                        f"killed by signal {-code}" if code < 0 else f"with status {code}")
-                    self._fail(PostPoolError(f"post-processing process {c.proc.pid} exited {how} with {left} maps "
-                                             f"unanswered: the run cannot make text boxes"))
+                    self._child_died(c)
                     return
                 if msg == _READY and not c.ready:
                     with self._cond:
@@ -289,6 +279,20 @@ class PostPool:
                     self._unfinished -= 1
                     if not self._unfinished:
                         self._cond.notify_all()
+
+    def _child_died(self, c: _Child) -> None:
+        """End the pool for a child that is gone (its socket closed or broken): its exit status in the error, set in
+        the same step that marks it dead, so that no submit in between says less."""
+        try:
+            code: int | None = c.proc.wait(1)
+        except subprocess.TimeoutExpired:
+            code = None
+        how = "without an exit status" if code is None else (
+            f"killed by signal {-code}" if code < 0 else f"with status {code}")
+        with self._cond:
+            c.alive = False
+            self._fail(PostPoolError(f"post-processing process {c.proc.pid} exited {how} with {c.outstanding} maps "
+                                     f"unanswered: the run cannot make text boxes"))
 
     def _parse(self, msg: bytes, k: int) -> tuple[Any, list[TextBox]]:
         if len(msg) < _DONE.size:
@@ -340,6 +344,11 @@ class PostPool:
         if raise_error:
             self.check()
 
+    @property
+    def closed(self) -> bool:
+        """Whether close() has begun: submit refuses from then on."""
+        return self._closed
+
     def wait_done(self, timeout: float | None = None) -> None:
         """Wait until on_boxes has returned for every map submitted so far (``timeout`` seconds at most, the pool's
         by default: past it a process hangs, and the pool ends), then raise what ended the pool, if anything. The pool
@@ -350,7 +359,7 @@ class PostPool:
                                        timeout)
             left = self._unfinished
         if not done:
-            self._fail(PostPoolError(f"{left} maps still without boxes after {timeout:.0f} s ({self._stuck()}): a "
+            self._fail(PostPoolError(f"{left} maps still without boxes after {timeout:g} s ({self._stuck()}): a "
                                      f"post-processing process hangs"))
         self.check()
 
@@ -387,20 +396,29 @@ def _child_env() -> dict[str, str]:
 
 
 def _process_cpu(pid: int) -> float:
-    """CPU seconds of process ``pid``'s threads, from the scheduler's nanosecond counters in /proc (0.0 for a
-    process or thread that is gone, or where the kernel keeps none)."""
-    total = 0
+    """CPU seconds process ``pid`` has used (0.0 for a process that is gone): its live threads' nanosecond scheduler
+    counters (/proc/PID/task/*/schedstat: a child runs one thread), or where the kernel keeps none its user + system
+    time in clock ticks (/proc/PID/stat, too coarse for a few frames' boxes)."""
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return 0.0
+    total, read = 0, False
     for tid in tids:
         try:
             with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
                 total += int(f.read().split()[0])
+            read = True
         except (OSError, ValueError, IndexError):
             continue
-    return total / 1e9
+    if read:
+        return total / 1e9
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()  # after the command name, which may hold spaces
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def _child(sock_fd: int, mem_fd: int, slot_bytes: int, nslots: int) -> int:

@@ -90,12 +90,46 @@ def test_run_notes_when_each_request_completed() -> None:
 
 
 def test_steady_rows_and_their_skip_reason() -> None:
-    rows = bp._steady_results("interop run", [90.0, None, 110.0], [200.0, 100.0], {"m": 1}, 300, 32)
+    rows = bp._steady_results("interop run", [90.0, None, 110.0], [200.0, 100.0], {"m": 1}, 300, 32, plain_row=True)
     assert [r.case for r in rows] == ["steady-state fps: interop run", "steady-state fps: plain network",
                                       "steady state: interop run / plain network (target >= 0.9)"]
     assert [r.value for r in rows] == [100.0, 150.0, pytest.approx(100.0 / 150.0)]
     assert rows[0].details["all"] == [90.0, 110.0] and "results 32 to 268" in rows[2].details["window"]
-    short = bp._steady_results("interop run", [None], [None], {}, 40, 32)
-    assert all(r.skipped and "40 frames leave no steady window with 32 requests" in r.skipped for r in short)
+    nvdec = bp._steady_results("interop run --nvdec", [120.0], [150.0], {}, 300, 32)  # the plain row said once
+    assert [r.case for r in nvdec] == ["steady-state fps: interop run --nvdec",
+                                       "steady state: interop run --nvdec / plain network (target >= 0.9)"]
+    short = bp._steady_results("interop run", [None], [None], {}, 64, 32)
+    assert all(r.skipped and "64 frames leave no steady window with 32 requests (needs more than 64)" in r.skipped
+               for r in short)
+    assert bp.steady_fps([0.01 * j for j in range(65)], 65, 32) is not None  # 65 frames: a window of one result
     none = bp._steady_results("interop run", [None], [100.0], {}, 300, 32)
     assert all(r.skipped == "no repetition had a steady window" for r in none)
+
+
+def test_the_run_s_steady_state_is_the_lower_of_completions_and_results_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Res:
+        frames = 100
+        completed_at = [0.001 * j for j in range(100)]  # the requests: 1000 a second
+
+    def run(*args: object, on_progress: object, **kwargs: object) -> Res:
+        assert callable(on_progress)
+        for done in range(101):  # the results: 100 a second (the boxes are the bottleneck)
+            on_progress(done, 100)
+            clock[0] += 0.01
+        return Res()
+
+    clock = [0.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: clock[0])
+    _, steady = bp._timed_run(run, 4, "clip")
+    assert steady == pytest.approx(100.0)
+    Res.completed_at = [0.5 + 0.001 * j for j in range(100)]  # completions slower than the results' times say
+    clock[0] = 0.0
+
+    def fast(*args: object, on_progress: object, **kwargs: object) -> Res:
+        for done in range(101):
+            on_progress(done, 100)  # a result thread that catches up: all made at one moment
+            clock[0] += 1e-6
+        return Res()
+
+    _, steady = bp._timed_run(fast, 4, "clip")
+    assert steady == pytest.approx(1000.0)

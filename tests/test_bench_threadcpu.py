@@ -100,7 +100,8 @@ def test_ffmpeg_threads_are_the_decode_group() -> None:
 
 @pytest.mark.parametrize(("os_name", "py_name", "group"), [
     ("av:h264:df0", None, tc.DECODE), ("python3", None, tc.RUNTIME), ("python3", "MainThread", tc.LOOP),
-    ("python3", "interop-run-results-1", tc.RESULTS), ("python3", "Thread-3", tc.OTHER)])
+    ("python3", "interop-run-results-1", tc.RESULTS), ("python3", "interop-postpool-reader", tc.RESULTS),
+    ("python3", "Thread-3", tc.OTHER)])
 
 def test_group_of(os_name: str, py_name: str | None, group: str) -> None:
     assert tc.group_of(os_name, py_name) == group
@@ -122,8 +123,11 @@ def test_run_window_leaves_each_compile_out() -> None:
         outside += _spin(0.1)
         ended = time.monotonic()
         time.sleep(0.02)
-    r = types.SimpleNamespace(started=started, ended=ended, compile_spans=[(c0, c1)])
+    r = types.SimpleNamespace(started=started, ended=ended, compile_spans=[(c0, c1)], post_cpu=0.0)
     assert _run_window(cpu, r)[tc.LOOP] == pytest.approx(outside, rel=0.15)
+    assert tc.POST not in _run_window(cpu, r)
+    r.post_cpu = 0.25  # boxes made in post-processing processes: their CPU, which this process's clocks miss
+    assert _run_window(cpu, r)[tc.POST] == 0.25
 
 
 def test_run_records_its_compile_spans() -> None:

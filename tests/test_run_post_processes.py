@@ -70,9 +70,9 @@ def test_the_default_puts_the_boxes_in_processes_only_with_nvdec_on_many_cpus(mo
     assert run(clip, frames=3, input_size=SIZE, post_processes=1, postprocess=False).post_processes == 0  # no boxes
 
 
-@pytest.mark.parametrize("bad", [-1, True, 1.5, "2"])
+@pytest.mark.parametrize("bad", [-1, True, 1.5, "2", (os.cpu_count() or 1) + 1])
 def test_a_bad_post_processes_is_refused_before_anything_opens(bad: Any) -> None:
-    with pytest.raises(RunArgumentError, match="post_processes is a number of processes"):
+    with pytest.raises(RunArgumentError, match="post_processes is a number of processes from 0"):
         run("/nonexistent/clip.mp4", post_processes=bad)
 
 
@@ -118,9 +118,28 @@ def test_an_on_result_error_fails_the_run_as_it_is(clip: str) -> None:
 def test_a_request_s_completion_is_noted_before_its_boxes(clip: str) -> None:
     import time
 
-    seen: list[tuple[int, float]] = []
-    r = run(clip, frames=6, input_size=SIZE, post_processes=1,
-            on_result=lambda fr: seen.append((fr.index, time.perf_counter())))
-    assert len(r.completed_at) == 6
-    # every frame's result came after some request completed, and the last completion before the last result
-    assert min(t for _, t in seen) > min(r.completed_at) and max(r.completed_at) < max(t for _, t in seen)
+    made: list[float] = []
+
+    def slow(fr: Any) -> None:  # a caller's callback slower than the network: results come long after the requests
+        time.sleep(0.05)
+        made.append(time.perf_counter())
+
+    r = run(clip, frames=8, input_size=SIZE, post_processes=1, on_result=slow)
+    assert len(r.completed_at) == 8 and len(made) == 8
+    done, got = sorted(r.completed_at), sorted(made)
+    assert all(c < m for c, m in zip(done, got))  # the k-th completion before the k-th result
+    assert done[-1] < got[-1] - 0.2  # noted when the requests completed, not when their results were made
+
+
+def test_ctrl_c_in_the_pool_path_stops_the_run_and_its_processes(monkeypatch: pytest.MonkeyPatch, clip: str) -> None:
+    pools = _capture_pools(monkeypatch)
+    fds = _fds()
+
+    def interrupt(done: int, total: int | None) -> None:
+        if done == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(clip, input_size=SIZE, post_processes=1, on_progress=interrupt)
+    assert all(c.proc.poll() is not None for c in pools[0]._children)
+    assert _fds() == fds

@@ -21,11 +21,12 @@ from collections.abc import Callable
 #: the groups a thread falls in, by its OS name or its Python thread name
 DECODE = "decode (FFmpeg threads; with --nvdec, the thread that decodes and pre-processes ahead)"
 RUNTIME = "native threads (OpenVINO's inference threads, and any other native library's)"
-RESULTS = "results (the boxes, on the result thread)"
+RESULTS = "results (the boxes on the result thread, or the thread that takes them from post-processing processes)"
+POST = "post-processing processes (the boxes, made in processes of their own: their own CPU, not this process's)"
 LOOP = "loop (decode calls, map, requests: the main thread)"
 OTHER = "other Python threads"
 ENDED = "threads that ended in the window (their CPU after their last sample)"
-GROUPS = (RUNTIME, DECODE, RESULTS, LOOP, OTHER, ENDED)  # in the order the benchmark lists them
+GROUPS = (RUNTIME, DECODE, RESULTS, POST, LOOP, OTHER, ENDED)  # in the order the benchmark lists them
 _PYTHON = (LOOP, RESULTS, OTHER)  # the groups of threads Python started
 _SETTLED = 20  # samples after which a thread's name (and so its group) is taken as final
 
@@ -39,7 +40,7 @@ def group_of(os_name: str, py_name: str | None) -> str:
         return LOOP
     if py_name.startswith("interop-decode"):  # interop run --nvdec's thread that decodes and pre-processes ahead
         return DECODE
-    if py_name.startswith("interop-run-results"):
+    if py_name.startswith(("interop-run-results", "interop-postpool-reader")):
         return RESULTS
     return OTHER
 
