@@ -128,7 +128,7 @@ class RunResult:
     # decoded on NVDEC and pre-processed on the GPU (--nvdec): ``decode`` is then the loop's wait for the thread that
     # does both ahead, and ``infer`` includes waiting for a frame's kernel to end
     nvdec: bool = False
-    # time.perf_counter() when each frame's request completed, in the order they completed (where the outputs go to
+    # time.monotonic() when each frame's request completed, in the order they completed (where the outputs go to
     # a result thread: text boxes, callbacks), before its post-processing: throughput without the result thread's lag
     completed_at: list[float] = field(default_factory=list)
     # processes that made the text boxes (interop.postpool; 0: a thread of this process), and the CPU seconds they used
@@ -797,10 +797,10 @@ def _post_processes(post_processes: int | None, nvdec: bool) -> int:
 
 def _stamped(put: Callable[[Any, int], None], completed_at: list[float]) -> Callable[[Any, int], None]:
     """The requests' callback (OpenVINO's thread): note when the request completed, then queue its outputs."""
-    perf = time.perf_counter
+    now = time.monotonic
 
     def callback(outputs: Any, i: int) -> None:
-        completed_at.append(perf())
+        completed_at.append(now())
         put(outputs, i)
 
     return callback
@@ -851,13 +851,16 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
     ``on_progress(done, total)`` is called once with ``done=0`` before the first frame, then after each frame's
     result is made; ``total`` is the number of frames expected (the container's count, capped by ``frames``) or None
     when unknown. ``on_result(FrameResult)`` gets each frame's result as it is made, in the order the requests
-    finish (not always frame order). Both run on the result thread, not the caller's: keep them short (a slow one
-    holds the inference back), and an exception in one fails the run.
+    finish (not always frame order). Both run on the result thread (with the boxes in processes, the thread that
+    takes them back), not the caller's: keep them short (a slow one holds the inference back), and an exception in
+    one fails the run.
     """
     path = video or _default_clip()
     if nvdec:
         device = _nvdec_device(device)
-    nprocs = _post_processes(post_processes, nvdec) if postprocess and model is None else 0
+    nprocs = _post_processes(post_processes, nvdec)  # checked whatever the run (only the text boxes use processes)
+    if not postprocess or model is not None:
+        nprocs = 0
     src = _Input(path, nvdec=nvdec)
     inf: Any = None
     worker: _ResultWorker | BoxProcesses | None = None
@@ -914,7 +917,7 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
     res.output_bytes = inf.output_bytes
     if isinstance(worker, BoxProcesses):
         res.output_bytes += worker.pool.bytes_copied
-        res.post_cpu = worker.cpu_seconds
+        res.post_cpu = worker.cpu_seconds()
     res.decode_errors = src.errors
     inf.close()  # stop OpenVINO's request threads now, not during interpreter teardown
     _damage_warnings(res, stopped_early=frames is not None and res.frames >= frames)

@@ -86,9 +86,10 @@ class PostPool:
     """``submit(prob, key, frame_width, frame_height)`` from any thread; ``on_boxes(key, boxes)`` is called on the
     pool's reader thread for each, in the order the children finish. ``max_pixels``: the largest map (H x W) that
     will be submitted. An exception from ``on_boxes`` ends the pool: ``check`` and ``close`` raise it as it is,
-    ``submit`` a PostPoolError saying the pool stopped. ``timeout``: seconds a submit waits for a free slot and ``close`` for the last answers. The children start
-    in the background (importing OpenCV takes a while): ``wait_ready`` waits for them, so that a timed loop does not
-    count their start; maps submitted before then wait in the socket."""
+    ``submit`` a PostPoolError saying the pool stopped. ``timeout``: seconds a submit waits for a free slot and
+    ``close`` (or ``wait_done``) for the last answers. The children start in the background (importing OpenCV takes
+    a while): ``wait_ready`` waits for them, so that a timed loop does not count their start; maps submitted before
+    then wait in the socket."""
 
     def __init__(self, on_boxes: Callable[[Any, list[Any]], None], max_pixels: int, *,
                  processes: int | None = None, slots: int | None = None, timeout: float = CLOSE_TIMEOUT):
@@ -163,7 +164,7 @@ class PostPool:
                                         timeout)
             self._raise_if_failed()
             if not ready:
-                raise PostPoolError(f"the post-processing processes did not start within {timeout:.0f} s")
+                raise PostPoolError(f"the post-processing processes did not start within {timeout:g} s")
 
     def submit(self, prob: Any, key: Any, frame_width: int, frame_height: int) -> None:
         """Queue one probability map ((H, W), (1, H, W) or (1, 1, H, W) float32) for boxes in a frame of that size;
@@ -172,13 +173,15 @@ class PostPool:
         p = np.asarray(prob)
         if p.ndim < 2 or p.size != p.shape[-2] * p.shape[-1]:
             raise PostPoolArgumentError(f"a probability map is (H, W), (1, H, W) or (1, 1, H, W), not {p.shape}")
+        if not np.can_cast(p.dtype, np.float32, "same_kind"):
+            raise PostPoolArgumentError(f"a probability map is float32 (or a type that casts to it), not {p.dtype}")
         h, w = int(p.shape[-2]), int(p.shape[-1])
         if h * w * 4 > self._slot_bytes:
             raise PostPoolArgumentError(f"a {w}x{h} map does not fit the pool's slots ({self._slot_bytes} bytes): "
                                         f"make the pool for the largest map the model makes")
         with self._cond:
             if not self._cond.wait_for(lambda: self._free or self._error is not None or self._closed, self._timeout):
-                self._error = PostPoolError(f"no post-processing answer for {self._timeout:.0f} s ({self._stuck()}): "
+                self._error = PostPoolError(f"no post-processing answer for {self._timeout:g} s ({self._stuck()}): "
                                             f"a post-processing process hangs; the run stops")
                 self._cond.notify_all()
             self._raise_if_failed()
@@ -195,12 +198,23 @@ class PostPool:
             self.bytes_copied += h * w * 4
             maps = self._maps  # this view keeps the mapping valid even if the pool closes meanwhile
         off = slot * self._slot_bytes // 4
-        np.copyto(maps[off:off + h * w].reshape(h, w), p.reshape(h, w), casting="same_kind")
-        del maps  # not in the traceback of a failed send below: a view held there would keep the block mapped
+        try:
+            np.copyto(maps[off:off + h * w].reshape(h, w), p.reshape(h, w), casting="same_kind")
+        except BaseException:  # a Ctrl-C: the job was never sent, its slot goes back
+            with self._cond:
+                del self._pending[seq]
+                self._free.append(slot)
+                self._unfinished -= 1
+                self._children[k].outstanding -= 1
+                self.bytes_copied -= h * w * 4
+                self._cond.notify_all()
+            raise
+        finally:
+            del maps  # not in a traceback below: a view held there would keep the block mapped
         try:
             self._children[k].sock.send(_JOB.pack(seq, slot, h, w, frame_width, frame_height))
-        except OSError:
-            self._child_died(self._children[k])  # the reader may say so too: the first to say it is kept
+        except OSError as e:
+            self._child_died(self._children[k], e)  # the reader may say so too: the first to say it is kept
             self._raise_if_failed()
 
     @property
@@ -209,7 +223,8 @@ class PostPool:
         return self._error
 
     def _stuck(self) -> str:
-        return ", ".join(f"pid {c.proc.pid}: {c.outstanding} maps unanswered" for c in self._children if c.outstanding)
+        return ", ".join(f"pid {c.proc.pid}: {c.outstanding} maps unanswered" for c in self._children
+                         if c.outstanding) or "every map answered: on_boxes has not returned"  # the caller's callback
 
     def _raise_if_failed(self) -> None:
         """On the threads that feed the pool (OpenVINO's callbacks): a PostPoolError that says the pool ended, from
@@ -244,7 +259,7 @@ class PostPool:
             if time.monotonic() - t <= self._timeout:
                 return
         pid = self._children[k].proc.pid
-        self._fail(PostPoolError(f"post-processing process {pid} has not answered a map for {self._timeout:.0f} s "
+        self._fail(PostPoolError(f"post-processing process {pid} has not answered a map for {self._timeout:g} s "
                                  f"({self._stuck()}): it hangs (stopped or stuck); the run stops"))
 
     def _read_loop(self) -> None:
@@ -280,13 +295,18 @@ class PostPool:
                     if not self._unfinished:
                         self._cond.notify_all()
 
-    def _child_died(self, c: _Child) -> None:
-        """End the pool for a child that is gone (its socket closed or broken): its exit status in the error, set in
-        the same step that marks it dead, so that no submit in between says less."""
+    def _child_died(self, c: _Child, send_error: OSError | None = None) -> None:
+        """End the pool for a child that is gone (its socket closed, or a send to it failed: ``send_error``): its
+        exit status in the error, set in the same step that marks it dead, so that no submit in between says less."""
         try:
             code: int | None = c.proc.wait(1)
         except subprocess.TimeoutExpired:
             code = None
+        if code is None and send_error is not None:  # not gone (yet): the send's own failure says what happened
+            with self._cond:
+                self._fail(PostPoolError(f"a map could not be sent to post-processing process {c.proc.pid} "
+                                         f"({send_error}): the run cannot make text boxes"))
+            return
         how = "without an exit status" if code is None else (
             f"killed by signal {-code}" if code < 0 else f"with status {code}")
         with self._cond:
@@ -368,13 +388,14 @@ class PostPool:
         they run, and as they were when close() stopped them: the boxes' CPU, which the parent's own clocks miss."""
         if self._final_cpu is not None:
             return self._final_cpu
-        return sum(_process_cpu(c.proc.pid) for c in self._children)
+        return sum(_process_cpu(c.proc.pid) for c in self._children if c.proc.returncode is None)  # a reaped
+        # child's pid may be another process's by now
 
     def _drain(self) -> None:
         with self._cond:
             if not self._cond.wait_for(lambda: not self._pending or self._error is not None or self._closed,
                                        self._timeout):
-                self._error = PostPoolError(f"{len(self._pending)} maps still unanswered after {self._timeout:.0f} s "
+                self._error = PostPoolError(f"{len(self._pending)} maps still unanswered after {self._timeout:g} s "
                                             f"({self._stuck()}): a post-processing process hangs")
 
     def _stop_children(self) -> None:

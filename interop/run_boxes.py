@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import textdet
+from .postpool import PostPool, PostPoolError
 
 if TYPE_CHECKING:
     from .pipeline import RunResult
@@ -18,12 +19,10 @@ class BoxProcesses:
     """The text boxes of a single-stream run made in post-processing processes (``interop.postpool``), in the
     _ResultWorker's place: ``put`` (OpenVINO's thread) copies the map out of the request's own output tensor into
     the pool's shared memory; the boxes come back on the pool's reader thread, which stores them and runs the
-    caller's callbacks (``after``). Made before the model compiles (the processes import OpenCV meanwhile);
+    caller's callbacks (``after``: on_result and on_progress run there, in the order the processes finish). Made before the model compiles (the processes import OpenCV meanwhile);
     ``attach`` waits for them before the timed loop, ``drain`` for the last boxes, ``close`` stops them."""
 
     def __init__(self, max_pixels: int, processes: int):
-        from .postpool import PostPool
-
         self.res: RunResult | None = None
         self.after: Callable[[Any, int], None] | None = None
         self.pool = PostPool(self._boxes, max_pixels, processes=processes)
@@ -35,8 +34,6 @@ class BoxProcesses:
         self._cpu0 = self.pool.cpu_seconds()  # their start (imports) is not the boxes' work
 
     def put(self, outputs: dict[Any, np.ndarray], i: int) -> None:  # views, valid during the call
-        from .postpool import PostPoolError
-
         assert self.res is not None
         _, _, fw, fh = self.res.frame_info[i]
         try:
@@ -62,7 +59,6 @@ class BoxProcesses:
         """Wait for every frame's boxes and callbacks (part of the run's time; the processes stop in close())."""
         self.pool.wait_done()
 
-    @property
     def cpu_seconds(self) -> float:
         """CPU the processes used since ``attach`` (the boxes)."""
         return max(0.0, self.pool.cpu_seconds() - self._cpu0)

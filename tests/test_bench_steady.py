@@ -5,6 +5,7 @@ rows it reports."""
 from __future__ import annotations
 
 import time
+import types
 from typing import Any
 
 import pytest
@@ -65,15 +66,16 @@ class _Queue:
 
 def test_plain_network_steady_state_is_timed_by_its_starts(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = _Clock()
-    monkeypatch.setattr(time, "perf_counter", clock)
+    monkeypatch.setattr(bp, "time", types.SimpleNamespace(monotonic=clock))
     plain = object.__new__(bp.PlainNetwork)
     plain.nreq, plain.inputs, plain.window = 8, [object()], (0.0, 0.0)
     plain.queue = _Queue(clock, 8, first=1.0, every=0.004)  # 250 results a second once going
     fps = plain.infer_only(200)
     assert plain.steady == pytest.approx(250.0)
+    assert plain.steady_window is not None and plain.steady_window[2] == 200 - 2 * 8  # results 8 .. 192
     assert fps < plain.steady  # the whole call counts the cold first result
     plain.infer_only(16)  # too few frames for a window
-    assert plain.steady is None
+    assert plain.steady is None and plain.steady_window is None
 
 
 def test_run_notes_when_each_request_completed() -> None:
@@ -95,9 +97,9 @@ def test_steady_rows_and_their_skip_reason() -> None:
                                       "steady state: interop run / plain network (target >= 0.9)"]
     assert [r.value for r in rows] == [100.0, 150.0, pytest.approx(100.0 / 150.0)]
     assert rows[0].details["all"] == [90.0, 110.0] and "results 32 to 268" in rows[2].details["window"]
-    nvdec = bp._steady_results("interop run --nvdec", [120.0], [150.0], {}, 300, 32)  # the plain row said once
+    nvdec = bp._steady_results("interop run --nvdec", [120.0], [150.0], {}, 300, 32, target=False)  # plain row once
     assert [r.case for r in nvdec] == ["steady-state fps: interop run --nvdec",
-                                       "steady state: interop run --nvdec / plain network (target >= 0.9)"]
+                                       "steady state: interop run --nvdec / plain network"]
     short = bp._steady_results("interop run", [None], [None], {}, 64, 32)
     assert all(r.skipped and "64 frames leave no steady window with 32 requests (needs more than 64)" in r.skipped
                for r in short)
@@ -119,9 +121,9 @@ def test_the_run_s_steady_state_is_the_lower_of_completions_and_results_made(mon
         return Res()
 
     clock = [0.0]
-    monkeypatch.setattr(time, "perf_counter", lambda: clock[0])
-    _, steady = bp._timed_run(run, 4, "clip")
-    assert steady == pytest.approx(100.0)
+    monkeypatch.setattr(bp, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    _, window = bp._timed_run(run, 4, "clip")
+    assert bp._rate(window) == pytest.approx(100.0)
     Res.completed_at = [0.5 + 0.001 * j for j in range(100)]  # completions slower than the results' times say
     clock[0] = 0.0
 
@@ -131,5 +133,13 @@ def test_the_run_s_steady_state_is_the_lower_of_completions_and_results_made(mon
             clock[0] += 1e-6
         return Res()
 
-    _, steady = bp._timed_run(fast, 4, "clip")
-    assert steady == pytest.approx(1000.0)
+    _, window = bp._timed_run(fast, 4, "clip")
+    assert bp._rate(window) == pytest.approx(1000.0)
+    assert window is not None and window[:2] == (Res.completed_at[3], Res.completed_at[95])  # the completions' span
+
+
+def test_the_steady_ceiling_compares_cpu_per_frame_over_the_steady_windows() -> None:
+    (row,) = bp._steady_ceiling([{"a": 50.0, "b": 10.0}, {"a": 70.0}], [{"a": 60.0, "c": 15.0}, {"a": 80.0}], {})
+    assert row.value == pytest.approx(65.0 / 77.5) and row.details["plain_ms"] == 65.0
+    (none,) = bp._steady_ceiling([], [{"a": 1.0}], {})
+    assert none.skipped

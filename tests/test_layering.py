@@ -33,7 +33,7 @@ CORE = frozenset({"errors", "types", "info", "tensor", "frame", "context", "mapp
                   "api", "_runtime", "_dist", "_locks", "__init__"})
 APP = frozenset({"inference", "pipeline", "cli", "__main__", "benchmarks", "clip", "textdet", "cuda", "dma", "alloc",
                  "transport", "elements", "nvdec_warm", "cli_run", "cli_lines", "streams", "stream_threads", "stream_results",
-                 "postpool", "_spawn", "_sigint"})
+                 "postpool", "run_boxes", "_spawn", "_sigint"})
 LAYERS = {"native": 1, "tensors": 2, "mappers": 3}
 NAMES = ("core", "native", "tensors", "mappers", "app")
 

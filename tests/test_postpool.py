@@ -356,3 +356,27 @@ def test_a_child_starts_no_blas_thread_pool() -> None:
         with open(f"/proc/{pid}/environ", "rb") as f:
             env = f.read().split(b"\0")
         assert b"OPENBLAS_NUM_THREADS=1" in env
+
+
+def test_a_map_of_a_type_that_does_not_cast_is_refused_and_keeps_no_slot() -> None:
+    got: list[int] = []
+    with PostPool(lambda k, b: got.append(k), H * W, processes=1, slots=1, timeout=5) as pool:
+        with pytest.raises(PostPoolArgumentError, match="float32"):
+            pool.submit(_map(1).astype(np.complex64), 0, W, H)
+        pool.submit(_map(2), 1, W, H)  # the one slot is still free
+        pool.wait_done()
+    assert got == [1]
+
+
+def test_a_send_that_fails_to_a_live_process_says_why() -> None:
+    pool = PostPool(lambda k, b: None, H * W, processes=1, slots=2)
+    pool.wait_ready()
+    child = pool._children[0]
+    os.kill(child.proc.pid, signal.SIGSTOP)  # alive, and not reading
+    try:
+        child.sock.shutdown(socket.SHUT_WR)  # our sends now fail while the process lives
+        with pytest.raises(PostPoolError, match=rf"could not be sent to post-processing process {child.proc.pid} \("):
+            pool.submit(_map(1), 0, W, H)
+    finally:
+        os.kill(child.proc.pid, signal.SIGCONT)
+        pool.close(raise_error=False)

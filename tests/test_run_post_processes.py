@@ -84,7 +84,7 @@ def _capture_pools(monkeypatch: pytest.MonkeyPatch) -> list[PostPool]:
             super().__init__(*a, **kw)
             pools.append(self)
 
-    monkeypatch.setattr("interop.postpool.PostPool", Recorded)
+    monkeypatch.setattr("interop.run_boxes.PostPool", Recorded)
     return pools
 
 
@@ -131,15 +131,34 @@ def test_a_request_s_completion_is_noted_before_its_boxes(clip: str) -> None:
     assert done[-1] < got[-1] - 0.2  # noted when the requests completed, not when their results were made
 
 
-def test_ctrl_c_in_the_pool_path_stops_the_run_and_its_processes(monkeypatch: pytest.MonkeyPatch, clip: str) -> None:
+def test_an_interrupt_raised_in_a_callback_stops_the_run_and_its_processes(monkeypatch: pytest.MonkeyPatch,
+                                                                          clip: str) -> None:
     pools = _capture_pools(monkeypatch)
     fds = _fds()
 
-    def interrupt(done: int, total: int | None) -> None:
+    def interrupt(done: int, total: int | None) -> None:  # on the thread that takes the boxes back
         if done == 3:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         run(clip, input_size=SIZE, post_processes=1, on_progress=interrupt)
+    assert all(c.proc.poll() is not None for c in pools[0]._children)
+    assert _fds() == fds
+
+
+def test_ctrl_c_during_a_run_with_its_boxes_in_processes(monkeypatch: pytest.MonkeyPatch, clip: str) -> None:
+    import threading
+    import time
+
+    pools = _capture_pools(monkeypatch)
+    fds = _fds()
+
+    def progress(done: int, total: int | None) -> None:
+        if done == 2:  # the run is going: Ctrl-C lands on the main thread a moment later
+            threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()
+        time.sleep(0.03)  # slow results: the run is still going when it lands
+
+    with pytest.raises(KeyboardInterrupt):
+        run(clip, input_size=SIZE, post_processes=1, on_progress=progress)
     assert all(c.proc.poll() is not None for c in pools[0]._children)
     assert _fds() == fds

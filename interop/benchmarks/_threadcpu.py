@@ -22,6 +22,7 @@ from collections.abc import Callable
 DECODE = "decode (FFmpeg threads; with --nvdec, the thread that decodes and pre-processes ahead)"
 RUNTIME = "native threads (OpenVINO's inference threads, and any other native library's)"
 RESULTS = "results (the boxes on the result thread, or the thread that takes them from post-processing processes)"
+#: not a group of this process's threads (ThreadCPU never reports it): benchmark (b) adds it from RunResult.post_cpu
 POST = "post-processing processes (the boxes, made in processes of their own: their own CPU, not this process's)"
 LOOP = "loop (decode calls, map, requests: the main thread)"
 OTHER = "other Python threads"
