@@ -112,6 +112,7 @@ class PostPool:
         self._error_tb: Any = None  # the traceback where the error was first raised (re-raised with it)
         self._final_cpu: float | None = None  # the children's CPU seconds when close() stopped them
         self._unfinished = 0  # maps submitted whose on_boxes has not returned
+        self._in_on_boxes: float | None = None  # time.monotonic() when the reader went into on_boxes (None: not in it)
         self._closed = False
         self._shut = False
         self._close_lock = threading.Lock()  # one close at a time; a close that was interrupted can run again
@@ -181,8 +182,8 @@ class PostPool:
                                         f"make the pool for the largest map the model makes")
         with self._cond:
             if not self._cond.wait_for(lambda: self._free or self._error is not None or self._closed, self._timeout):
-                self._error = PostPoolError(f"no post-processing answer for {self._timeout:g} s ({self._stuck()}): "
-                                            f"a post-processing process hangs; the run stops")
+                self._error = PostPoolError(f"no post-processing answer for {self._timeout:g} s: {self._blame()}; "
+                                            f"the run stops")
                 self._cond.notify_all()
             self._raise_if_failed()
             alive = [k for k, c in enumerate(self._children) if c.alive]
@@ -198,24 +199,34 @@ class PostPool:
             self.bytes_copied += h * w * 4
             maps = self._maps  # this view keeps the mapping valid even if the pool closes meanwhile
         off = slot * self._slot_bytes // 4
+        sent = False
         try:
-            np.copyto(maps[off:off + h * w].reshape(h, w), p.reshape(h, w), casting="same_kind")
-        except BaseException:  # a Ctrl-C: the job was never sent, its slot goes back
-            with self._cond:
-                del self._pending[seq]
+            try:
+                np.copyto(maps[off:off + h * w].reshape(h, w), p.reshape(h, w), casting="same_kind")
+            finally:
+                del maps  # not in a traceback: a view held there would keep the block mapped
+            job = _JOB.pack(seq, slot, h, w, frame_width, frame_height)
+            try:
+                self._children[k].sock.send(job)  # one datagram: sent whole or not at all
+                sent = True
+            except OSError as e:
+                sent = True  # the pool ends (the error says why): nothing to give back
+                self._child_died(self._children[k], e)  # the reader may say so too: the first to say it is kept
+                self._raise_if_failed()
+        except BaseException:
+            if not sent:  # interrupted before the job went (a Ctrl-C on this thread): its slot goes back
+                self._give_back(seq, slot, k, h * w * 4)
+            raise
+
+    def _give_back(self, seq: int, slot: int, k: int, nbytes: int) -> None:
+        """Undo the reservation of a job that was never sent."""
+        with self._cond:
+            if self._pending.pop(seq, None) is not None:
                 self._free.append(slot)
                 self._unfinished -= 1
                 self._children[k].outstanding -= 1
-                self.bytes_copied -= h * w * 4
+                self.bytes_copied -= nbytes
                 self._cond.notify_all()
-            raise
-        finally:
-            del maps  # not in a traceback below: a view held there would keep the block mapped
-        try:
-            self._children[k].sock.send(_JOB.pack(seq, slot, h, w, frame_width, frame_height))
-        except OSError as e:
-            self._child_died(self._children[k], e)  # the reader may say so too: the first to say it is kept
-            self._raise_if_failed()
 
     @property
     def error(self) -> BaseException | None:
@@ -223,8 +234,16 @@ class PostPool:
         return self._error
 
     def _stuck(self) -> str:
-        return ", ".join(f"pid {c.proc.pid}: {c.outstanding} maps unanswered" for c in self._children
-                         if c.outstanding) or "every map answered: on_boxes has not returned"  # the caller's callback
+        return ", ".join(f"pid {c.proc.pid}: {c.outstanding} maps unanswered" for c in self._children if c.outstanding)
+
+    def _blame(self) -> str:
+        """Who holds the pool up: the caller's on_boxes (the reader is inside it: answers wait unread in the sockets),
+        or the processes that have maps unanswered."""
+        since = self._in_on_boxes
+        if since is not None:
+            return (f"on_boxes (the caller's callback) has not returned for {time.monotonic() - since:.1f} s: the pool "
+                    f"waits for it")
+        return f"a post-processing process hangs ({self._stuck() or 'no map unanswered'})"
 
     def _raise_if_failed(self) -> None:
         """On the threads that feed the pool (OpenVINO's callbacks): a PostPoolError that says the pool ended, from
@@ -286,10 +305,13 @@ class PostPool:
                     continue
                 try:
                     key, boxes = self._parse(msg, k)
+                    self._in_on_boxes = time.monotonic()
                     self._on_boxes(key, boxes)
                 except BaseException as e:  # noqa: B036 - ends the pool; close() re-raises it
                     self._fail(e)
                     return
+                finally:
+                    self._in_on_boxes = None
                 with self._cond:
                     self._unfinished -= 1
                     if not self._unfinished:
@@ -379,8 +401,7 @@ class PostPool:
                                        timeout)
             left = self._unfinished
         if not done:
-            self._fail(PostPoolError(f"{left} maps still without boxes after {timeout:g} s ({self._stuck()}): a "
-                                     f"post-processing process hangs"))
+            self._fail(PostPoolError(f"{left} maps still without boxes after {timeout:g} s: {self._blame()}"))
         self.check()
 
     def cpu_seconds(self) -> float:
@@ -395,8 +416,8 @@ class PostPool:
         with self._cond:
             if not self._cond.wait_for(lambda: not self._pending or self._error is not None or self._closed,
                                        self._timeout):
-                self._error = PostPoolError(f"{len(self._pending)} maps still unanswered after {self._timeout:g} s "
-                                            f"({self._stuck()}): a post-processing process hangs")
+                self._error = PostPoolError(f"{len(self._pending)} maps still unanswered after {self._timeout:g} s: "
+                                            f"{self._blame()}")
 
     def _stop_children(self) -> None:
         for c in self._children:

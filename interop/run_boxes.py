@@ -19,7 +19,8 @@ class BoxProcesses:
     """The text boxes of a single-stream run made in post-processing processes (``interop.postpool``), in the
     _ResultWorker's place: ``put`` (OpenVINO's thread) copies the map out of the request's own output tensor into
     the pool's shared memory; the boxes come back on the pool's reader thread, which stores them and runs the
-    caller's callbacks (``after``: on_result and on_progress run there, in the order the processes finish). Made before the model compiles (the processes import OpenCV meanwhile);
+    caller's callbacks (``after``: on_result and on_progress run there, in the order the processes
+    finish). Made before the model compiles (the processes import OpenCV meanwhile);
     ``attach`` waits for them before the timed loop, ``drain`` for the last boxes, ``close`` stops them."""
 
     def __init__(self, max_pixels: int, processes: int):

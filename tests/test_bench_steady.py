@@ -83,9 +83,9 @@ def test_run_notes_when_each_request_completed() -> None:
     pytest.importorskip("av")
     from interop.pipeline import run
 
-    t0 = time.perf_counter()
+    t0 = time.monotonic()
     r = run(None, frames=6, input_size=(320, 192))
-    t1 = time.perf_counter()
+    t1 = time.monotonic()
     assert r.frames == 6 and len(r.completed_at) == 6
     assert all(t0 < t < t1 for t in r.completed_at)
     assert bp.steady_fps(sorted(r.completed_at), r.frames, 2) is not None

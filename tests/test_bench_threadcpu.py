@@ -137,3 +137,24 @@ def test_run_records_its_compile_spans() -> None:
     r = run(frames=3)
     (c0, c1), = r.compile_spans
     assert r.started <= c0 < c1 <= r.ended and c1 - c0 == pytest.approx(r.compile, abs=0.01)
+
+
+def test_a_window_read_as_it_ends_counts_its_last_stretch() -> None:
+    stop = threading.Event()
+
+    def busy() -> None:  # one core's worth of CPU, steadily, across both ends of the window
+        while not stop.is_set():
+            sum(range(1000))
+
+    t = threading.Thread(target=busy)
+    with _sampling(0.1) as cpu:
+        t.start()
+        time.sleep(0.25)
+        t0 = time.monotonic()
+        time.sleep(0.35)
+        t1 = time.monotonic()
+        w = cpu.window(t0, t1)  # at once: the sampler's next sample is up to a period away
+        stop.set()
+        t.join()
+    # the busy thread had the GIL most of the window (this thread slept): about the window's length of CPU
+    assert w[tc.OTHER] == pytest.approx(t1 - t0, rel=0.12)

@@ -380,3 +380,37 @@ def test_a_send_that_fails_to_a_live_process_says_why() -> None:
     finally:
         os.kill(child.proc.pid, signal.SIGCONT)
         pool.close(raise_error=False)
+
+
+def test_a_submit_interrupted_before_its_job_went_gives_its_slot_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    import interop.postpool as pp
+
+    got: list[int] = []
+    with PostPool(lambda k, b: got.append(k), H * W, processes=1, slots=1, timeout=5) as pool:
+        class Interrupted:  # a Ctrl-C on the submitting thread once the map is copied, before the job is sent
+            size = _JOB.size
+
+            @staticmethod
+            def pack(*args: Any) -> bytes:
+                raise KeyboardInterrupt
+
+        monkeypatch.setattr(pp, "_JOB", Interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            pool.submit(_map(1), 0, W, H)
+        monkeypatch.undo()
+        pool.submit(_map(2), 1, W, H)  # the one slot is free again, and nothing waits for the first job
+        pool.wait_done(timeout=5)
+    assert got == [1]
+
+
+def test_a_callback_that_does_not_return_is_named_not_the_processes() -> None:
+    gate = threading.Event()
+    pool = PostPool(lambda k, b: gate.wait(10), H * W, processes=1, slots=2, timeout=5)
+    try:
+        for i in range(2):
+            pool.submit(_map(i), i, W, H)
+        with pytest.raises(PostPoolError, match=r"on_boxes \(the caller's callback\) has not returned for"):
+            pool.wait_done(timeout=0.5)
+    finally:
+        gate.set()
+        pool.close(raise_error=False)

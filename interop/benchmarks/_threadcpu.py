@@ -152,7 +152,13 @@ class ThreadCPU:
         return out, self._process[k] + f * (self._process[k + 1] - self._process[k])
 
     def window(self, t0: float, t1: float) -> dict[str, float]:
-        """CPU seconds per group from ``t0`` to ``t1`` (time.monotonic()); {} when nothing was sampled."""
+        """CPU seconds per group from ``t0`` to ``t1`` (time.monotonic()); {} when nothing was sampled. A window read
+        right after it ends waits for the sampler's next sample (a few periods at most): read before it, the window's
+        last stretch would be cut short."""
+        deadline = time.monotonic() + 4 * self.every + 0.5
+        while (self._thread is not None and self._thread.is_alive() and (not self._times or self._times[-1] < t1)
+               and time.monotonic() < deadline):
+            time.sleep(self.every / 4)
         if not self._samples:
             return {}
         start, p0 = self._at(t0)

@@ -334,7 +334,7 @@ def run(quick: bool = False, precision: str | None = None, reps: int | None = No
         cpu[case].append(1000 * (time.process_time() - c0) / frames)
         return out
 
-    threads = threadcpu.ThreadCPU(every=0.02)  # a sample holds the GIL the runs' loops want: not more often
+    threads = threadcpu.ThreadCPU()
     by_thread: dict[str, list[dict[str, float]]] = {"plain": [], "run": [], "nvdec": [], "plain steady": [],
                                                      "run steady": []}
 
@@ -357,7 +357,8 @@ def run(quick: bool = False, precision: str | None = None, reps: int | None = No
             run_steady.append(_rate(window))
             cpu["run"][-1] += 1000 * r.post_cpu / frames
             by_thread["run"].append(per_frame(_run_window(threads, r), r.frames))
-            if window:  # the steady window's CPU: where the run's throughput is counted
+            if window and not r.post_processes:  # the steady window's CPU (the boxes' processes are counted only
+                # over the whole run), where the run's throughput is counted
                 by_thread["run steady"].append(per_frame(threads.window(*window[:2]), window[2]))
             bare.append(timed("bare", lambda: run_pipeline(path, None, "CPU", frames, precision,
                                                            input_size=INPUT_SIZE, postprocess=False)))
@@ -489,7 +490,8 @@ def _thread_results(by_thread: dict[str, list[dict[str, float]]], common: dict[s
              "interop run", "CPU ceiling of run / plain network: the plain network's CPU per frame / "
              "the run's (what the run could reach on cores the network alone keeps busy)")
     if not available or not all(by_thread["plain"]) or not all(by_thread["run"]):
-        return [skipped(NAME, c, "needs per-thread CPU clocks and /proc/self/task (Linux)") for c in cases]
+        return [skipped(NAME, c, "needs per-thread CPU clocks and /proc/self/task (Linux)")
+                for c in (*cases, _STEADY_CEILING)]
     plain = median([sum(w.values()) for w in by_thread["plain"]])
     run = median([sum(w.values()) for w in by_thread["run"]])
     seen = {g for w in by_thread["run"] for g in w}
@@ -504,10 +506,13 @@ def _thread_results(by_thread: dict[str, list[dict[str, float]]], common: dict[s
     ]
 
 
+_STEADY_CEILING = "CPU ceiling over the steady windows: the plain network's CPU per frame / the run's"
+
+
 def _steady_ceiling(plain: list[dict[str, float]], run: list[dict[str, float]], common: dict[str, Any]) -> list[Result]:
     """The CPU ceiling over the steady windows (where the steady-state ratio is counted): the run's start (each
     stream's first request, the decoder's start) weighs on its whole-call CPU per frame as on its whole-call fps."""
-    case = "CPU ceiling over the steady windows: the plain network's CPU per frame / the run's"
+    case = _STEADY_CEILING
     if not plain or not run:
         return [skipped(NAME, case, "no steady window (too few frames for the request pool)")]
     p, r = median([sum(w.values()) for w in plain]), median([sum(w.values()) for w in run])
