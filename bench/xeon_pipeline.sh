@@ -87,7 +87,9 @@ for tag in ("default", "f32"):
           f"{r['steady-state fps: plain network'].get('value') or 0:.1f} fps)" if ok_steady else steady.get("skipped"),
           ratio >= 0.9)
     ceiling = r.get("CPU ceiling over the steady windows: the plain network's CPU per frame / the run's", {})
-    print(f"info pipeline {prec}: CPU ceiling over the steady windows {ceiling.get('value') or ceiling.get('skipped')}")
+    c = ceiling.get("value")
+    print(f"info pipeline {prec}: CPU ceiling over the steady windows "
+          f"{f'{c:.3f}' if c is not None else ceiling.get('skipped')}")
     whole = r["run / plain network infer-only, whole calls (start and drain included)"]["value"]
     print(f"info pipeline {prec}: whole calls: interop run / plain network {whole:.3f} ({run['value']:.1f} fps / "
           f"{r['infer-only fps (plain network, pre-processed tensors in memory)']['value']:.1f} fps)")

@@ -180,42 +180,58 @@ class PostPool:
         if h * w * 4 > self._slot_bytes:
             raise PostPoolArgumentError(f"a {w}x{h} map does not fit the pool's slots ({self._slot_bytes} bytes): "
                                         f"make the pool for the largest map the model makes")
-        with self._cond:
-            if not self._cond.wait_for(lambda: self._free or self._error is not None or self._closed, self._timeout):
-                self._error = PostPoolError(f"no post-processing answer for {self._timeout:g} s: {self._blame()}; "
-                                            f"the run stops")
-                self._cond.notify_all()
-            self._raise_if_failed()
-            alive = [k for k, c in enumerate(self._children) if c.alive]
-            if not alive:  # the reader has not said so yet
-                raise PostPoolError("every post-processing process has exited: the run cannot make text boxes")
-            slot = self._free.pop()
-            k = min(alive, key=lambda j: self._children[j].outstanding)
-            self._seq = (self._seq + 1) & 0xFFFFFFFF
-            seq = self._seq
-            self._pending[seq] = (key, slot, k, time.monotonic())
-            self._unfinished += 1
-            self._children[k].outstanding += 1
-            self.bytes_copied += h * w * 4
-            maps = self._maps  # this view keeps the mapping valid even if the pool closes meanwhile
-        off = slot * self._slot_bytes // 4
-        sent = False
+        for name, v in (("frame_width", frame_width), ("frame_height", frame_height)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= 0xFFFFFFFF:
+                raise PostPoolArgumentError(f"{name} is the frame's size in pixels (1 or more), not {v!r}")
+        # How far this submit got, for an interruption (a Ctrl-C on this thread) to be undone exactly: "reserving"
+        # (the pool's books are being changed), "reserved" (a slot, the job and its counts taken, not sent), "sending"
+        # (the datagram may have gone: no telling), "sent"
+        state = ""
         try:
+            with self._cond:
+                if not self._cond.wait_for(lambda: self._free or self._error is not None or self._closed,
+                                           self._timeout):
+                    self._error = PostPoolError(f"no post-processing answer for {self._timeout:g} s: "
+                                                f"{self._blame()}; the run stops")
+                    self._cond.notify_all()
+                self._raise_if_failed()
+                alive = [k for k, c in enumerate(self._children) if c.alive]
+                if not alive:  # the reader has not said so yet
+                    raise PostPoolError("every post-processing process has exited: the run cannot make text boxes")
+                k = min(alive, key=lambda j: self._children[j].outstanding)
+                seq = (self._seq + 1) & 0xFFFFFFFF
+                state = "reserving"
+                slot = self._free.pop()
+                self._seq = seq
+                self._pending[seq] = (key, slot, k, time.monotonic())
+                self._unfinished += 1
+                self._children[k].outstanding += 1
+                self.bytes_copied += h * w * 4
+                state = "reserved"
+                maps = self._maps  # this view keeps the mapping valid even if the pool closes meanwhile
+            off = slot * self._slot_bytes // 4
             try:
                 np.copyto(maps[off:off + h * w].reshape(h, w), p.reshape(h, w), casting="same_kind")
             finally:
                 del maps  # not in a traceback: a view held there would keep the block mapped
             job = _JOB.pack(seq, slot, h, w, frame_width, frame_height)
+            state = "sending"
             try:
                 self._children[k].sock.send(job)  # one datagram: sent whole or not at all
-                sent = True
             except OSError as e:
-                sent = True  # the pool ends (the error says why): nothing to give back
+                state = "reserved"  # a failed send sent nothing
+                self._give_back(seq, slot, k, h * w * 4)
+                state = ""
                 self._child_died(self._children[k], e)  # the reader may say so too: the first to say it is kept
                 self._raise_if_failed()
+            state = "sent"
         except BaseException:
-            if not sent:  # interrupted before the job went (a Ctrl-C on this thread): its slot goes back
+            if state == "reserved":  # interrupted before the job went: its slot goes back, the pool goes on
                 self._give_back(seq, slot, k, h * w * 4)
+            elif state in ("reserving", "sending"):  # the books or the child's view of them cannot be told: the pool
+                # ends (at once: close() then waits for nothing)
+                self._fail(PostPoolError("a submit was interrupted while it took a slot or sent its map: the pool "
+                                         "cannot tell what its process got, and stops"))
             raise
 
     def _give_back(self, seq: int, slot: int, k: int, nbytes: int) -> None:
@@ -237,13 +253,14 @@ class PostPool:
         return ", ".join(f"pid {c.proc.pid}: {c.outstanding} maps unanswered" for c in self._children if c.outstanding)
 
     def _blame(self) -> str:
-        """Who holds the pool up: the caller's on_boxes (the reader is inside it: answers wait unread in the sockets),
-        or the processes that have maps unanswered."""
-        since = self._in_on_boxes
+        """Who holds the pool up, as far as one look can tell: the caller's on_boxes (the reader inside it: answers
+        wait unread in the sockets, and still count as unanswered), the processes with maps unanswered, or neither
+        (every map answered: the reader is behind)."""
+        since, stuck = self._in_on_boxes, self._stuck()
         if since is not None:
-            return (f"on_boxes (the caller's callback) has not returned for {time.monotonic() - since:.1f} s: the pool "
-                    f"waits for it")
-        return f"a post-processing process hangs ({self._stuck() or 'no map unanswered'})"
+            return (f"on_boxes (the caller's callback) has been running for {time.monotonic() - since:.1f} s; "
+                    f"{stuck or 'no map unanswered'}")
+        return f"a post-processing process hangs ({stuck})" if stuck else "every map answered: the reader is behind"
 
     def _raise_if_failed(self) -> None:
         """On the threads that feed the pool (OpenVINO's callbacks): a PostPoolError that says the pool ended, from
@@ -399,9 +416,9 @@ class PostPool:
         with self._cond:
             done = self._cond.wait_for(lambda: not self._unfinished or self._error is not None or self._closed,
                                        timeout)
-            left = self._unfinished
+            why = "" if done else f"{self._unfinished} maps still without boxes after {timeout:g} s: {self._blame()}"
         if not done:
-            self._fail(PostPoolError(f"{left} maps still without boxes after {timeout:g} s: {self._blame()}"))
+            self._fail(PostPoolError(why))
         self.check()
 
     def cpu_seconds(self) -> float:

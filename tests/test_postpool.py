@@ -407,10 +407,48 @@ def test_a_callback_that_does_not_return_is_named_not_the_processes() -> None:
     gate = threading.Event()
     pool = PostPool(lambda k, b: gate.wait(10), H * W, processes=1, slots=2, timeout=5)
     try:
+        pool.wait_ready()
         for i in range(2):
             pool.submit(_map(i), i, W, H)
-        with pytest.raises(PostPoolError, match=r"on_boxes \(the caller's callback\) has not returned for"):
-            pool.wait_done(timeout=0.5)
+        deadline = time.monotonic() + 5
+        while pool._in_on_boxes is None and time.monotonic() < deadline:  # the reader is inside on_boxes
+            time.sleep(0.01)
+        with pytest.raises(PostPoolError, match=r"on_boxes \(the caller's callback\) has been running for"):
+            pool.wait_done(timeout=0.3)
     finally:
         gate.set()
         pool.close(raise_error=False)
+
+
+def test_a_submit_interrupted_while_it_sends_ends_the_pool_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    pool = PostPool(lambda k, b: None, H * W, processes=1, slots=2, timeout=30)
+    pool.wait_ready()
+
+    class Interrupted:  # the datagram may or may not have gone: the pool cannot tell
+        def __init__(self, sock: socket.socket) -> None:
+            self.sock = sock
+
+        def send(self, data: bytes) -> int:
+            raise KeyboardInterrupt
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.sock, name)
+
+    child = pool._children[0]
+    monkeypatch.setattr(child, "sock", Interrupted(child.sock))
+    with pytest.raises(KeyboardInterrupt):
+        pool.submit(_map(1), 0, W, H)
+    monkeypatch.undo()
+    t0 = time.monotonic()
+    with pytest.raises(PostPoolError, match="interrupted while it took a slot or sent its map"):
+        pool.close()
+    assert time.monotonic() - t0 < 10  # not the pool's 30 s for an answer that may never come
+
+
+@pytest.mark.parametrize("size", [0, -1, 1 << 32, 2.5, True])
+def test_a_frame_size_that_is_not_pixels_is_refused_before_a_slot_is_taken(size: Any) -> None:
+    with PostPool(lambda k, b: None, H * W, processes=1, slots=1, timeout=5) as pool:
+        with pytest.raises(PostPoolArgumentError, match="frame_width is the frame's size in pixels"):
+            pool.submit(_map(1), 0, size, H)
+        pool.submit(_map(2), 1, W, H)  # the one slot is still free
+        pool.wait_done()

@@ -357,8 +357,8 @@ def run(quick: bool = False, precision: str | None = None, reps: int | None = No
             run_steady.append(_rate(window))
             cpu["run"][-1] += 1000 * r.post_cpu / frames
             by_thread["run"].append(per_frame(_run_window(threads, r), r.frames))
-            if window and not r.post_processes:  # the steady window's CPU (the boxes' processes are counted only
-                # over the whole run), where the run's throughput is counted
+            if window:  # the steady window's CPU, where the run's throughput is counted (the CPU path: its boxes are
+                # on a thread, in this process's clocks)
                 by_thread["run steady"].append(per_frame(threads.window(*window[:2]), window[2]))
             bare.append(timed("bare", lambda: run_pipeline(path, None, "CPU", frames, precision,
                                                            input_size=INPUT_SIZE, postprocess=False)))
