@@ -177,12 +177,14 @@ class PostPool:
         if not np.can_cast(p.dtype, np.float32, "same_kind"):
             raise PostPoolArgumentError(f"a probability map is float32 (or a type that casts to it), not {p.dtype}")
         h, w = int(p.shape[-2]), int(p.shape[-1])
+        if h < 1 or w < 1:
+            raise PostPoolArgumentError(f"a probability map has at least one pixel, not {w}x{h}")
         if h * w * 4 > self._slot_bytes:
             raise PostPoolArgumentError(f"a {w}x{h} map does not fit the pool's slots ({self._slot_bytes} bytes): "
                                         f"make the pool for the largest map the model makes")
         for name, v in (("frame_width", frame_width), ("frame_height", frame_height)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= 0xFFFFFFFF:
-                raise PostPoolArgumentError(f"{name} is the frame's size in pixels (1 or more), not {v!r}")
+                raise PostPoolArgumentError(f"{name} is the frame's size in pixels (1 to 4294967295), not {v!r}")
         # How far this submit got, for an interruption (a Ctrl-C on this thread) to be undone exactly: "reserving"
         # (the pool's books are being changed), "reserved" (a slot, the job and its counts taken, not sent), "sending"
         # (the datagram may have gone: no telling), "sent"
@@ -219,20 +221,29 @@ class PostPool:
             try:
                 self._children[k].sock.send(job)  # one datagram: sent whole or not at all
             except OSError as e:
-                state = "reserved"  # a failed send sent nothing
+                state = "giving back"  # a failed send sent nothing
                 self._give_back(seq, slot, k, h * w * 4)
                 state = ""
                 self._child_died(self._children[k], e)  # the reader may say so too: the first to say it is kept
                 self._raise_if_failed()
+                raise PostPoolError(f"a map could not be sent to a post-processing process ({e})") from None
             state = "sent"
         except BaseException:
             if state == "reserved":  # interrupted before the job went: its slot goes back, the pool goes on
-                self._give_back(seq, slot, k, h * w * 4)
-            elif state in ("reserving", "sending"):  # the books or the child's view of them cannot be told: the pool
-                # ends (at once: close() then waits for nothing)
-                self._fail(PostPoolError("a submit was interrupted while it took a slot or sent its map: the pool "
-                                         "cannot tell what its process got, and stops"))
+                state = "giving back"
+                try:
+                    self._give_back(seq, slot, k, h * w * 4)
+                except BaseException:  # interrupted again, half way: the books cannot be told
+                    self._interrupted()
+                    raise
+            elif state in ("reserving", "sending", "giving back"):  # the books, or what the process got, cannot be
+                # told: the pool ends (at once: close() then waits for nothing)
+                self._interrupted()
             raise
+
+    def _interrupted(self) -> None:
+        self._fail(PostPoolError("a submit was interrupted while it took a slot, sent its map or gave the slot back: "
+                                 "the pool cannot tell what its process got, and stops"))
 
     def _give_back(self, seq: int, slot: int, k: int, nbytes: int) -> None:
         """Undo the reservation of a job that was never sent."""
@@ -303,7 +314,6 @@ class PostPool:
             with self._cond:
                 if (self._closed and not self._pending) or self._error is not None:
                     return
-            self._check_overdue()
             for skey, _ in self._sel.select(timeout=0.2):
                 k = skey.data
                 c = self._children[k]
@@ -333,6 +343,9 @@ class PostPool:
                     self._unfinished -= 1
                     if not self._unfinished:
                         self._cond.notify_all()
+            if not self._sel.select(timeout=0):  # nothing left to read: a map still without its answer this long is
+                # overdue (after a slow on_boxes, the answers that came meanwhile are read first)
+                self._check_overdue()
 
     def _child_died(self, c: _Child, send_error: OSError | None = None) -> None:
         """End the pool for a child that is gone (its socket closed, or a send to it failed: ``send_error``): its

@@ -420,29 +420,43 @@ def test_a_callback_that_does_not_return_is_named_not_the_processes() -> None:
         pool.close(raise_error=False)
 
 
-def test_a_submit_interrupted_while_it_sends_ends_the_pool_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_submit_interrupted_once_its_map_went_ends_the_pool_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A Ctrl-C pending during the send surfaces once it returns: the datagram went, the process has the job
     pool = PostPool(lambda k, b: None, H * W, processes=1, slots=2, timeout=30)
-    pool.wait_ready()
+    try:
+        pool.wait_ready()
 
-    class Interrupted:  # the datagram may or may not have gone: the pool cannot tell
-        def __init__(self, sock: socket.socket) -> None:
-            self.sock = sock
+        class SentThenInterrupted:
+            def __init__(self, sock: socket.socket) -> None:
+                self.sock = sock
 
-        def send(self, data: bytes) -> int:
-            raise KeyboardInterrupt
+            def send(self, data: bytes) -> int:
+                self.sock.send(data)
+                raise KeyboardInterrupt
 
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self.sock, name)
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self.sock, name)
 
-    child = pool._children[0]
-    monkeypatch.setattr(child, "sock", Interrupted(child.sock))
-    with pytest.raises(KeyboardInterrupt):
-        pool.submit(_map(1), 0, W, H)
-    monkeypatch.undo()
-    t0 = time.monotonic()
-    with pytest.raises(PostPoolError, match="interrupted while it took a slot or sent its map"):
-        pool.close()
-    assert time.monotonic() - t0 < 10  # not the pool's 30 s for an answer that may never come
+        child = pool._children[0]
+        monkeypatch.setattr(child, "sock", SentThenInterrupted(child.sock))
+        with pytest.raises(KeyboardInterrupt):
+            pool.submit(_map(1), 0, W, H)
+        monkeypatch.undo()
+        t0 = time.monotonic()
+        # not the slot given back and reused under the process's answer ('answered job 1, which it was not given')
+        with pytest.raises(PostPoolError, match="interrupted while it took a slot, sent its map"):
+            pool.close()
+        assert time.monotonic() - t0 < 10  # not the pool's 30 s
+    finally:
+        pool.close(raise_error=False)
+
+
+def test_an_empty_map_is_refused_before_a_slot_is_taken() -> None:
+    with PostPool(lambda k, b: None, H * W, processes=1, slots=1, timeout=5) as pool:
+        with pytest.raises(PostPoolArgumentError, match="at least one pixel"):
+            pool.submit(np.zeros((0, W), np.float32), 0, W, H)
+        pool.submit(_map(2), 1, W, H)  # the process is alive, the slot free
+        pool.wait_done()
 
 
 @pytest.mark.parametrize("size", [0, -1, 1 << 32, 2.5, True])
@@ -450,5 +464,23 @@ def test_a_frame_size_that_is_not_pixels_is_refused_before_a_slot_is_taken(size:
     with PostPool(lambda k, b: None, H * W, processes=1, slots=1, timeout=5) as pool:
         with pytest.raises(PostPoolArgumentError, match="frame_width is the frame's size in pixels"):
             pool.submit(_map(1), 0, size, H)
+        with pytest.raises(PostPoolArgumentError, match="frame_height is the frame's size in pixels"):
+            pool.submit(_map(1), 0, W, size)
         pool.submit(_map(2), 1, W, H)  # the one slot is still free
         pool.wait_done()
+
+
+def test_a_slow_on_boxes_does_not_make_an_answered_map_overdue() -> None:
+    got: list[int] = []
+
+    def on_boxes(k: int, b: list) -> None:
+        if k == 0:
+            time.sleep(1.6)  # longer than the pool's timeout; the second map's answer comes meanwhile
+        got.append(k)
+
+    with PostPool(on_boxes, H * W, processes=1, slots=4, timeout=1) as pool:
+        pool.wait_ready()
+        pool.submit(_map(0), 0, W, H)
+        pool.submit(_map(1), 1, W, H)
+        pool.wait_done(timeout=10)
+    assert got == [0, 1]
