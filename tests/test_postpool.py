@@ -484,3 +484,23 @@ def test_a_slow_on_boxes_does_not_make_an_answered_map_overdue() -> None:
         pool.submit(_map(1), 1, W, H)
         pool.wait_done(timeout=10)
     assert got == [0, 1]
+
+
+def test_a_submit_interrupted_while_it_takes_a_slot_ends_the_pool_at_once() -> None:
+    class Interrupting(dict):  # a Ctrl-C half way through the pool's books: the slot taken, the job not yet noted
+        def __setitem__(self, key: Any, value: Any) -> None:
+            raise KeyboardInterrupt
+
+    pool = PostPool(lambda k, b: None, H * W, processes=1, slots=2, timeout=30)
+    try:
+        pool.wait_ready()
+        pool._pending = Interrupting()
+        with pytest.raises(KeyboardInterrupt):
+            pool.submit(_map(1), 0, W, H)
+        pool._pending = {}
+        t0 = time.monotonic()
+        with pytest.raises(PostPoolError, match="interrupted while it took a slot"):
+            pool.close()
+        assert time.monotonic() - t0 < 10  # not the pool's 30 s
+    finally:
+        pool.close(raise_error=False)
