@@ -13,11 +13,11 @@ import pytest
 from interop.benchmarks import pipeline as bp
 
 
-def test_steady_fps_counts_the_window_between_the_pool_ends() -> None:
+def test_the_steady_window_lies_between_the_pool_ends() -> None:
     # a slow start (the pool filling, first inferences), then one result every 10 ms, then a slow drain
     times = [0.3, 0.5, 0.7] + [0.9 + 0.01 * j for j in range(93)] + [2.0, 2.5, 3.0, 3.5]
     n = len(times)  # 100 results
-    assert bp.steady_fps(times, n, 4) == pytest.approx(100.0)
+    assert bp._rate(bp.steady_window(times, n, 4)) == pytest.approx(100.0)
     whole = n / times[-1]
     assert whole < 40  # what the whole call reads, start and drain included
 
@@ -28,8 +28,8 @@ def test_steady_fps_counts_the_window_between_the_pool_ends() -> None:
     ([0.1 * j for j in range(1, 5)], 20, 4),  # the times stop before the window's end
     ([1.0] * 20, 20, 4),  # no time passed
 ])
-def test_steady_fps_without_a_window_is_none(times: list[float], results: int, skip: int) -> None:
-    assert bp.steady_fps(times, results, skip) is None
+def test_no_steady_window_is_none(times: list[float], results: int, skip: int) -> None:
+    assert bp.steady_window(times, results, skip) is None
 
 
 class _Clock:
@@ -71,11 +71,11 @@ def test_plain_network_steady_state_is_timed_by_its_starts(monkeypatch: pytest.M
     plain.nreq, plain.inputs, plain.window = 8, [object()], (0.0, 0.0)
     plain.queue = _Queue(clock, 8, first=1.0, every=0.004)  # 250 results a second once going
     fps = plain.infer_only(200)
-    assert plain.steady == pytest.approx(250.0)
+    assert bp._rate(plain.steady_window) == pytest.approx(250.0)
     assert plain.steady_window is not None and plain.steady_window[2] == 200 - 2 * 8  # results 8 .. 192
-    assert fps < plain.steady  # the whole call counts the cold first result
+    assert fps < bp._rate(plain.steady_window)  # the whole call counts the cold first result
     plain.infer_only(16)  # too few frames for a window
-    assert plain.steady is None and plain.steady_window is None
+    assert plain.steady_window is None
 
 
 def test_run_notes_when_each_request_completed() -> None:
@@ -88,7 +88,7 @@ def test_run_notes_when_each_request_completed() -> None:
     t1 = time.monotonic()
     assert r.frames == 6 and len(r.completed_at) == 6
     assert all(t0 < t < t1 for t in r.completed_at)
-    assert bp.steady_fps(sorted(r.completed_at), r.frames, 2) is not None
+    assert bp.steady_window(sorted(r.completed_at), r.frames, 2) is not None
 
 
 def test_steady_rows_and_their_skip_reason() -> None:
@@ -103,7 +103,7 @@ def test_steady_rows_and_their_skip_reason() -> None:
     short = bp._steady_results("interop run", [None], [None], {}, 64, 32)
     assert all(r.skipped and "64 frames leave no steady window with 32 requests (needs more than 64)" in r.skipped
                for r in short)
-    assert bp.steady_fps([0.01 * j for j in range(65)], 65, 32) is not None  # 65 frames: a window of one result
+    assert bp.steady_window([0.01 * j for j in range(65)], 65, 32) is not None  # 65 frames: a window of one result
     none = bp._steady_results("interop run", [None], [100.0], {}, 300, 32)
     assert all(r.skipped == "no repetition had a steady window" for r in none)
 

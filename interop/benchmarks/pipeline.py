@@ -23,7 +23,7 @@ input (PP-OCRv4 text detection at 960x544):
   over the run's, the most run / plain network can reach on cores the network alone keeps busy; the same ceiling
   over the steady windows below, which bounds the steady-state ratio (the whole-call one counts the run's start);
 - steady-state fps of ``interop run`` (and ``--nvdec``) and of the plain network: results per second between the
-  request pool's count of results after the start and as many before the end (``steady_fps``). A whole call
+  request pool's count of results after the start and as many before the end (``steady_window``). A whole call
   counts the pool filling and draining, and the run's start besides (its compile is left out, but each repetition
   compiles a model of its own, and the first inference on each of OpenVINO's streams builds that stream's state,
   where the plain network is compiled once and warmed before it is timed; the decoder starts too). Over a few
@@ -165,11 +165,11 @@ class PlainNetwork:
         # ov.Tensors over the arrays: start_async sets them on the request as they are (nothing copied per frame)
         self.inputs = [ov.Tensor(a, shared_memory=True) for a in self.arrays]
         self.window = (0.0, 0.0)  # time.monotonic() at the start and end of the last infer_only's timed part
-        self.steady: float | None = None  # the last infer_only's steady-state fps
-        self.steady_window: tuple[float, float, int] | None = None  # its (start, end, results) in time.monotonic()
+        # the last infer_only's steady window (start, end, results) in time.monotonic(): its fps is _rate(...)
+        self.steady_window: tuple[float, float, int] | None = None
 
     def infer_only(self, frames: int) -> float:
-        """fps over the whole call; ``steady`` gets the steady-state fps (steady_fps), None for too few frames."""
+        """fps over the whole call; ``steady_window`` gets its steady window (None for too few frames)."""
         for k in range(self.nreq):  # warm every request
             self.queue.start_async(self.inputs[k % len(self.inputs)])
         self.queue.wait_all()
@@ -185,7 +185,6 @@ class PlainNetwork:
         # Start nreq + j (from 0) waits for a free request, so it returns just after result j + 1 (counted from 1)
         # comes back: those returns time the results without a callback of this process's on OpenVINO's threads
         self.steady_window = steady_window(started[self.nreq:], frames, self.nreq)
-        self.steady = _rate(self.steady_window)
         return frames / (t1 - t0)
 
 
@@ -214,12 +213,8 @@ def steady_window(done_at: list[float], results: int, skip: int) -> tuple[float,
 
 
 def _rate(window: tuple[float, float, int] | None) -> float | None:
+    """Results per second over a steady window (steady_window), None without one."""
     return None if window is None else window[2] / (window[1] - window[0])
-
-
-def steady_fps(done_at: list[float], results: int, skip: int) -> float | None:
-    """Results per second over the steady window (steady_window), None without one."""
-    return _rate(steady_window(done_at, results, skip))
 
 
 def naive(inf: Any, path: str, frames: int) -> dict[str, float]:
@@ -317,7 +312,7 @@ def run(quick: bool = False, precision: str | None = None, reps: int | None = No
     dec: list[float] = []
     inf_only: list[float] = []
     plain_only: list[float] = []
-    plain_steady: list[float | None] = []  # steady-state fps (steady_fps) of each repetition
+    plain_steady: list[float | None] = []  # steady-state fps of each repetition
     run_steady: list[float | None] = []
     nvdec_steady: list[float | None] = []
     runs: list[Any] = []
@@ -347,7 +342,7 @@ def run(quick: bool = False, precision: str | None = None, reps: int | None = No
             inf_only.append(timed("infer", lambda: infer_only(inf, path, frames)))
             plain_only.append(timed("plain", lambda: plain.infer_only(frames)))
             by_thread["plain"].append(per_frame(threads.window(*plain.window), frames))
-            plain_steady.append(plain.steady)
+            plain_steady.append(_rate(plain.steady_window))
             if plain.steady_window:
                 by_thread["plain steady"].append(per_frame(threads.window(*plain.steady_window[:2]),
                                                            plain.steady_window[2]))
@@ -512,8 +507,7 @@ _STEADY_CEILING = "CPU ceiling over the steady windows: the plain network's CPU 
 def _steady_ceiling(plain: list[dict[str, float]], run: list[dict[str, float]], common: dict[str, Any]) -> list[Result]:
     """The CPU ceiling over the steady windows (where the steady-state ratio is counted): the run's start (each
     stream's first request, the decoder's start) weighs on its whole-call CPU per frame as on its whole-call fps."""
-    case = _STEADY_CEILING
     if not plain or not run:
-        return [skipped(NAME, case, "no steady window (too few frames for the request pool)")]
+        return [skipped(NAME, _STEADY_CEILING, "no steady window (too few frames for the request pool)")]
     p, r = median([sum(w.values()) for w in plain]), median([sum(w.values()) for w in run])
-    return [Result(NAME, case, p / r, "x", {**common, "plain_ms": round(p, 3), "run_ms": round(r, 3)})]
+    return [Result(NAME, _STEADY_CEILING, p / r, "x", {**common, "plain_ms": round(p, 3), "run_ms": round(r, 3)})]
