@@ -90,6 +90,14 @@ for tag in ("default", "f32"):
     c = ceiling.get("value")
     print(f"info pipeline {prec}: CPU ceiling over the steady windows "
           f"{f'{c:.3f}' if c is not None else ceiling.get('skipped')}")
+    # the plain network with the clip decoded in its loop (software decoding on the same cores, nothing else)
+    dec = r.get("steady state: plain network decoding / plain network (what software decoding on the same cores "
+                "costs the network)", {}).get("value")
+    vs = r.get("steady state: interop run / plain network decoding (the CPU path against the network and its decoder "
+               "alone)", {}).get("value")
+    if dec is not None and vs is not None:
+        print(f"info pipeline {prec}: plain network decoding / plain network {dec:.3f}; interop run / plain network "
+              f"decoding {vs:.3f}")
     whole = r["run / plain network infer-only, whole calls (start and drain included)"]["value"]
     print(f"info pipeline {prec}: whole calls: interop run / plain network {whole:.3f} ({run['value']:.1f} fps / "
           f"{r['infer-only fps (plain network, pre-processed tensors in memory)']['value']:.1f} fps)")

@@ -143,3 +143,52 @@ def test_the_steady_ceiling_compares_cpu_per_frame_over_the_steady_windows() -> 
     assert row.value == pytest.approx(65.0 / 77.5) and row.details["plain_ms"] == 65.0
     (none,) = bp._steady_ceiling([], [{"a": 1.0}], {})
     assert none.skipped
+
+
+def test_plain_network_decoding_decodes_one_frame_before_each_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _Clock()
+    monkeypatch.setattr(bp, "time", types.SimpleNamespace(monotonic=clock))
+    events: list[str] = []
+
+    class Frames:
+        def __init__(self, path: str) -> None:
+            events.append(f"open {path}")
+
+        def next(self) -> None:
+            events.append("frame")
+
+        def close(self) -> None:
+            events.append("close")
+
+    monkeypatch.setattr(bp, "_Frames", Frames)
+    plain = object.__new__(bp.PlainNetwork)
+    plain.nreq, plain.inputs, plain.window = 4, [object()], (0.0, 0.0)
+    queue = _Queue(clock, 4, first=1.0, every=0.004)
+    real_start = queue.start_async
+    queue.start_async = lambda x: (events.append("start"), real_start(x))  # type: ignore[method-assign]
+    plain.queue = queue
+    plain.infer_only(10, decode="clip.mp4")
+    # the warm-up starts decode nothing; then each timed start follows its frame; the video closes at the end
+    assert events == ["start"] * 4 + ["open clip.mp4"] + ["frame", "start"] * 10 + ["close"]
+    assert plain.steady_window is not None
+
+
+def test_decoded_frames_start_again_at_the_clip_s_end() -> None:
+    pytest.importorskip("av")
+    path = bp.clip_path()
+    frames = bp._Frames(path)
+    try:
+        pts = [frames.next().pts for _ in range(bp.CLIP["frames"] + 2)]  # past the end: the clip is opened again
+    finally:
+        frames.close()
+    n = bp.CLIP["frames"]
+    assert pts[n:] == pts[:2] and len(set(pts[:n])) == n
+
+
+def test_decoding_rows_compare_repetitions_that_have_every_window() -> None:
+    rows = bp._decoding_results([80.0, 90.0, None], [100.0, 100.0, 100.0], [72.0, 81.0, 99.0], 31.5, {}, 300, 32)
+    assert [r.case for r in rows] == list(bp._DECODING)
+    assert [r.value for r in rows] == [85.0, pytest.approx(0.85), pytest.approx(76.5 / 85.0)]
+    assert rows[0].details["cpu_ms_per_frame_process"] == 31.5 and rows[0].details["all"] == [80.0, 90.0]
+    short = bp._decoding_results([None], [None], [None], 0.0, {}, 64, 32)
+    assert all(r.skipped and "needs more than 64" in r.skipped for r in short)

@@ -168,24 +168,58 @@ class PlainNetwork:
         # the last infer_only's steady window (start, end, results) in time.monotonic(): its fps is _rate(...)
         self.steady_window: tuple[float, float, int] | None = None
 
-    def infer_only(self, frames: int) -> float:
-        """fps over the whole call; ``steady_window`` gets its steady window (None for too few frames)."""
+    def infer_only(self, frames: int, decode: str | None = None) -> float:
+        """fps over the whole call; ``steady_window`` gets its steady window (None for too few frames). ``decode``: a
+        video decoded in the loop as ``interop run`` decodes it, one frame before each start (the frame dropped): the
+        network with software decoding on the same cores, and nothing else of the run's."""
         for k in range(self.nreq):  # warm every request
             self.queue.start_async(self.inputs[k % len(self.inputs)])
         self.queue.wait_all()
+        video = _Frames(decode) if decode is not None else None
         now = time.monotonic
         started = [0.0] * frames
-        t0 = now()
-        for i in range(frames):
-            self.queue.start_async(self.inputs[i % len(self.inputs)])
-            started[i] = now()
-        self.queue.wait_all()
-        t1 = now()
+        try:
+            t0 = now()
+            for i in range(frames):
+                if video is not None:
+                    video.next()
+                self.queue.start_async(self.inputs[i % len(self.inputs)])
+                started[i] = now()
+            self.queue.wait_all()
+            t1 = now()
+        finally:
+            if video is not None:
+                video.close()
         self.window = (t0, t1)  # the timed part, for thread CPU accounting
         # Start nreq + j (from 0) waits for a free request, so it returns just after result j + 1 (counted from 1)
         # comes back: those returns time the results without a callback of this process's on OpenVINO's threads
         self.steady_window = steady_window(started[self.nreq:], frames, self.nreq)
         return frames / (t1 - t0)
+
+
+class _Frames:
+    """The frames of a video decoded as ``interop run`` decodes them, from the start again at its end."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._open()
+
+    def _open(self) -> None:
+        from ..pipeline import open_video
+
+        self.container, stream = open_video(self.path)
+        self.frames = iter(self.container.decode(stream))
+
+    def next(self) -> Any:
+        try:
+            return next(self.frames)
+        except StopIteration:
+            self.close()
+            self._open()
+            return next(self.frames)
+
+    def close(self) -> None:
+        self.container.close()
 
 
 def _timed_run(run_pipeline: Any, nreq: int, *args: Any,
@@ -313,12 +347,14 @@ def run(quick: bool = False, precision: str | None = None, reps: int | None = No
     inf_only: list[float] = []
     plain_only: list[float] = []
     plain_steady: list[float | None] = []  # steady-state fps of each repetition
+    decoding_steady: list[float | None] = []  # the plain network with the clip decoded in its loop
     run_steady: list[float | None] = []
     nvdec_steady: list[float | None] = []
     runs: list[Any] = []
     bare: list[Any] = []
     naives: list[dict[str, float]] = []
-    cpu: dict[str, list[float]] = {k: [] for k in ("decode", "infer", "plain", "run", "bare", "naive", "nvdec")}
+    cpu: dict[str, list[float]] = {k: [] for k in ("decode", "infer", "plain", "decoding", "run", "bare", "naive",
+                                                    "nvdec")}
     no_nvdec = nvdec_missing()
     nvdecs: list[Any] = []
 
@@ -346,6 +382,8 @@ def run(quick: bool = False, precision: str | None = None, reps: int | None = No
             if plain.steady_window:
                 by_thread["plain steady"].append(per_frame(threads.window(*plain.steady_window[:2]),
                                                            plain.steady_window[2]))
+            timed("decoding", lambda: plain.infer_only(frames, decode=path))
+            decoding_steady.append(_rate(plain.steady_window))
             r, window = timed("run", lambda: _timed_run(run_pipeline, nreq, path, None, "CPU", frames, precision,
                                                         input_size=INPUT_SIZE))
             runs.append(r)
@@ -406,6 +444,7 @@ def run(quick: bool = False, precision: str | None = None, reps: int | None = No
         Result(NAME, "run / bound (target >= 0.9)", rf / bound, "x", common),
         Result(NAME, "run / plain network infer-only, whole calls (start and drain included)", rf / p, "x", common),
         *_steady_results("interop run", run_steady, plain_steady, common, frames, nreq, plain_row=True),
+        *_decoding_results(decoding_steady, plain_steady, run_steady, median(cpu["decoding"]), common, frames, nreq),
         Result(NAME, "run without post-processing / plain network infer-only", bf / p, "x", common),
         Result(NAME, "interop model infer-only / plain network infer-only", i / p, "x", common),
         Result(NAME, "run / naive (target >= 1.1)", rf / nf, "x", common),
@@ -435,6 +474,33 @@ def _steady_results(what: str, run: list[float | None], plain: list[float | None
     return [Result(NAME, cases[0], r, "fps", {**window, "all": [round(x, 2) for x in runs]}),
             *([Result(NAME, cases[1], p, "fps", {**window, "all": [round(x, 2) for x in plains]})] if plain_row else []),
             Result(NAME, cases[-1], r / p, "x", window)]
+
+
+_DECODING = ("steady-state fps: plain network, the clip decoded in its loop",
+             "steady state: plain network decoding / plain network (what software decoding on the same cores costs "
+             "the network)",
+             "steady state: interop run / plain network decoding (the CPU path against the network and its decoder "
+             "alone)")
+
+
+def _decoding_results(decoding: list[float | None], plain: list[float | None], run: list[float | None], cpu_ms: float,
+                      common: dict[str, Any], frames: int, nreq: int) -> list[Result]:
+    """The plain network with the clip decoded in its loop, one frame before each start, as ``interop run`` decodes
+    it on the CPU path (``PlainNetwork.infer_only(decode=)``), for information: where the network's CPU is saturated,
+    decoding on the same cores takes its share of them whatever runs it, so this is what the CPU path's loop, boxes
+    and pre-processing are measured against."""
+    pairs = [(d, p, r) for d, p, r in zip(decoding, plain, run) if d and p and r]
+    if not pairs:
+        why = (f"{frames} frames leave no steady window with {nreq} requests (needs more than {2 * nreq})"
+               if frames <= 2 * nreq else "no repetition had a steady window")
+        return [skipped(NAME, c, why) for c in _DECODING]
+    window = {**common, "window": f"results {nreq} to {frames - nreq} of each call (the request pool's size from "
+                                  f"either end)"}
+    d, p, r = (median([x[k] for x in pairs]) for k in range(3))
+    return [Result(NAME, _DECODING[0], d, "fps", {**window, "all": [round(x[0], 2) for x in pairs],
+                                                   "cpu_ms_per_frame_process": round(cpu_ms, 3)}),
+            Result(NAME, _DECODING[1], d / p, "x", window),
+            Result(NAME, _DECODING[2], r / d, "x", window)]
 
 
 def _nvdec_results(runs: list[Any], by_thread: list[dict[str, float]], cpu: list[float], plain: float,
