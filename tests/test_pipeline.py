@@ -503,7 +503,7 @@ def test_run_reports_progress_and_results_through_callbacks_and_writes_nothing(c
 
 def test_detector_compiles_with_one_stream_per_core() -> None:
     """`interop run` (and the benchmarks beside it) compile the bundled detector with one CPU stream per physical
-    core; other devices and user models keep OpenVINO's own choice."""
+    core, its threads unpinned; other devices and user models keep OpenVINO's own choice."""
     import openvino as ov
 
     from interop import textdet
@@ -511,8 +511,9 @@ def test_detector_compiles_with_one_stream_per_core() -> None:
 
     cores = textdet.physical_cores()
     assert 1 <= cores <= int(ov.Core().get_property("CPU", "RANGE_FOR_STREAMS")[1])
-    assert textdet.compile_config("CPU", "f32") == {"INFERENCE_PRECISION_HINT": "f32", "NUM_STREAMS": cores}
-    assert textdet.compile_config("cpu:0", None) == {"NUM_STREAMS": cores}
+    unpinned = {"ENABLE_CPU_PINNING": False}
+    assert textdet.compile_config("CPU", "f32") == {"INFERENCE_PRECISION_HINT": "f32", "NUM_STREAMS": cores, **unpinned}
+    assert textdet.compile_config("cpu:0", None) == {"NUM_STREAMS": cores, **unpinned}
     assert textdet.compile_config("NPU", None) is None
     assert textdet.compile_config("AUTO", "f16") == {"INFERENCE_PRECISION_HINT": "f16"}
     assert textdet.compile_requests(textdet.compile_config("CPU", None)) == 2 * cores
@@ -520,6 +521,7 @@ def test_detector_compiles_with_one_stream_per_core() -> None:
     inf, _, _ = _make_inference(None, "CPU", "f32", (64, 64), 64, 64)
     try:
         assert int(inf.compiled_property("NUM_STREAMS")) == cores
+        assert inf.compiled_property("ENABLE_CPU_PINNING") is False  # stream threads may move off a decoder's core
         assert inf.pool_size() == 2 * cores  # two requests per stream
     finally:
         inf.close()
