@@ -98,6 +98,9 @@ for tag in ("default", "f32") if "pipeline" in ran else ():
     if dec is not None and vs is not None:
         print(f"info pipeline {prec}: plain network decoding / plain network {dec:.3f}; interop run / plain network "
               f"decoding {vs:.3f}")
+    else:
+        print(f"info pipeline {prec}: plain network decoding: " + str(r.get(
+            "steady-state fps: plain network, the clip decoded in its loop", {}).get("skipped", "not in the results")))
     whole = r["run / plain network infer-only, whole calls (start and drain included)"]["value"]
     print(f"info pipeline {prec}: whole calls: interop run / plain network {whole:.3f} ({run['value']:.1f} fps / "
           f"{r['infer-only fps (plain network, pre-processed tensors in memory)']['value']:.1f} fps)")
@@ -122,6 +125,9 @@ for tag in ("default", "f32") if "preprocess" in ran else ():
         alone = r[f"pre-processing alone: plane prefix (interop, nearest) + 1x1 conv, {fmt}: CPU ms per frame"]
         print(f"info preprocess {prec}: interop's pre-processing graph alone, one request: {alone['value']:.2f} ms "
               f"process CPU per frame = {alone['details']['share_of_network_cpu']:.3f} of the network's")
+if not ran & {"pipeline", "preprocess"}:
+    ok = False
+    print(f"no checked benchmark ran (BENCHES={' '.join(sorted(ran)) or 'nothing'}: pipeline and preprocess are checked)")
 print("ALL PASS" if ok else "SOME FAIL")
 PY
 if [ "${PROFILE:-1}" != 0 ]; then  # where the CPU goes inside interop's model, per layer, against the plain network

@@ -4,6 +4,7 @@ rows it reports."""
 
 from __future__ import annotations
 
+import os
 import time
 import types
 from typing import Any
@@ -176,11 +177,17 @@ def test_plain_network_decoding_decodes_one_frame_before_each_start(monkeypatch:
 def test_decoded_frames_start_again_at_the_clip_s_end() -> None:
     pytest.importorskip("av")
     path = bp.clip_path()
+    from interop.pipeline import DECODE_THREADS
+
     frames = bp._Frames(path)
+    first = frames.container
     try:
         pts = [frames.next().pts for _ in range(bp.CLIP["frames"] + 2)]  # past the end: the clip is opened again
+        # decoded with the threads interop run decodes with, the reopened clip too
+        assert frames.stream.codec_context.thread_count == max(1, min(DECODE_THREADS, os.cpu_count() or 1))
     finally:
         frames.close()
+    assert frames.container is not first
     n = bp.CLIP["frames"]
     assert pts[n:] == pts[:2] and len(set(pts[:n])) == n
 
