@@ -193,7 +193,8 @@ class PostPool:
             with self._cond:
                 if not self._cond.wait_for(lambda: self._free or self._error is not None or self._closed,
                                            self._timeout):
-                    self._error = PostPoolError(f"no post-processing answer for {self._timeout:g} s: "
+                    # no slot came back: the blame says whether the processes or the caller's on_boxes hold them
+                    self._error = PostPoolError(f"no post-processing slot came free for {self._timeout:g} s: "
                                                 f"{self._blame()}; the run stops")
                     self._cond.notify_all()
                 self._raise_if_failed()
@@ -315,6 +316,8 @@ class PostPool:
                 if (self._closed and not self._pending) or self._error is not None:
                     return
             for skey, _ in self._sel.select(timeout=0.2):
+                if self._error is not None:  # ended meanwhile (by another thread): no on_boxes after that
+                    return
                 k = skey.data
                 c = self._children[k]
                 try:

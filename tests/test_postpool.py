@@ -492,6 +492,61 @@ def test_a_slow_on_boxes_does_not_make_an_answered_map_overdue() -> None:
     assert got == [0, 1]
 
 
+def test_a_submit_held_up_by_a_slow_on_boxes_names_on_boxes() -> None:
+    release = threading.Event()
+
+    def on_boxes(k: int, b: list) -> None:
+        release.wait(10)  # the caller's callback holds the reader: answers wait unread, the slots stay taken
+
+    pool = PostPool(on_boxes, H * W, processes=1, slots=1, timeout=1)
+    try:
+        pool.wait_ready()
+        pool.submit(_map(0), 0, W, H)
+        with pytest.raises(PostPoolError) as e:
+            for i in range(1, 4):
+                pool.submit(_map(i), i, W, H)
+        msg = str(e.value)
+        assert "on_boxes (the caller's callback) has been running" in msg and "no post-processing slot came free" in msg
+        assert "answer" not in msg.split(":")[0]  # not said to be the processes' silence
+    finally:
+        release.set()
+        pool.close(raise_error=False)
+
+
+def test_no_on_boxes_after_the_pool_ended_even_within_one_read() -> None:
+    got: list[int] = []
+    pool: PostPool
+
+    def on_boxes(k: int, b: list) -> None:
+        got.append(k)
+        # another thread ends the pool while this one runs (a submit's timeout, a failed send)
+        t = threading.Thread(target=pool._fail, args=(PostPoolError("ended elsewhere"),))
+        t.start()
+        t.join()
+
+    pool = PostPool(on_boxes, H * W, processes=2, slots=4, timeout=10)
+    try:
+        pool.wait_ready()
+        sel = pool._sel
+        real_select = sel.select
+
+        def late_select(timeout: float | None = None) -> Any:
+            time.sleep(0.3)  # both processes have answered: one read returns both
+            return real_select(timeout)
+
+        sel.select = late_select  # type: ignore[method-assign]
+        time.sleep(0.5)  # the reader's select under way before (0.2 s at most) has returned
+        pool.submit(_map(0), 0, W, H)  # one map to each process
+        pool.submit(_map(1), 1, W, H)
+        deadline = time.monotonic() + 10
+        while pool.error is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert len(got) == 1
+    finally:
+        pool.close(raise_error=False)
+
+
 def test_a_submit_interrupted_while_it_takes_a_slot_ends_the_pool_at_once() -> None:
     class Interrupting(dict):  # a Ctrl-C half way through the pool's books: the slot taken, the job not yet noted
         def __setitem__(self, key: Any, value: Any) -> None:
