@@ -8,8 +8,9 @@ free slot of one shared memory block (the children map it once) and sends the sl
 boxes and sends them back; a thread of this process hands them to ``on_boxes`` and frees the slot.
 
 Bounded: ``slots`` maps are in flight at most; ``submit`` waits for a free slot (back-pressure on inference, never
-memory growth), ``timeout`` seconds at most: a child that answers nothing for that long (stopped, stuck) ends the
-pool. Everything a child sends is checked (sequence number, slot, box count, finite coordinates): a wrong message
+memory growth), ``timeout`` seconds at most: no slot free for that long (a child stopped or stuck, or the caller's
+``on_boxes`` holding the thread that reads the answers: the error says which) ends the pool, as does a map a child
+leaves unanswered for that long. Everything a child sends is checked (sequence number, slot, box count, finite coordinates): a wrong message
 or a child that dies ends the pool with PostPoolError, raised by the next ``submit`` and by ``close``; an exception
 of ``on_boxes`` (the caller's own) ends it too and is raised as it is. Children exit when this process closes their
 socket or dies.
@@ -316,8 +317,6 @@ class PostPool:
                 if (self._closed and not self._pending) or self._error is not None:
                     return
             for skey, _ in self._sel.select(timeout=0.2):
-                if self._error is not None:  # ended meanwhile (by another thread): no on_boxes after that
-                    return
                 k = skey.data
                 c = self._children[k]
                 try:
@@ -335,6 +334,8 @@ class PostPool:
                     continue
                 try:
                     key, boxes = self._parse(msg, k)
+                    if self._error is not None:  # ended by another thread, within one read of several answers:
+                        return  # on_boxes is not called once the reader has seen that
                     self._in_on_boxes = time.monotonic()
                     self._on_boxes(key, boxes)
                 except BaseException as e:  # noqa: B036 - ends the pool; close() re-raises it
@@ -449,7 +450,8 @@ class PostPool:
         with self._cond:
             if not self._cond.wait_for(lambda: not self._pending or self._error is not None or self._closed,
                                        self._timeout):
-                self._error = PostPoolError(f"{len(self._pending)} maps still unanswered after {self._timeout:g} s: "
+                # unanswered, or answered but unread while on_boxes holds the reader: the blame says which
+                self._error = PostPoolError(f"{len(self._pending)} maps still without boxes after {self._timeout:g} s: "
                                             f"{self._blame()}")
 
     def _stop_children(self) -> None:

@@ -11,6 +11,7 @@ import contextlib
 import gc
 import mmap
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -531,11 +532,19 @@ def test_no_on_boxes_after_the_pool_ended_even_within_one_read() -> None:
         real_select = sel.select
 
         def late_select(timeout: float | None = None) -> Any:
-            time.sleep(0.3)  # both processes have answered: one read returns both
+            if hold:  # the first read once the maps go out waits for both answers: it returns both
+                hold.clear()
+                deadline = time.monotonic() + 10
+                while (len(select.select([c.sock for c in pool._children], [], [], 0.05)[0]) < 2
+                       and time.monotonic() < deadline):
+                    pass
             return real_select(timeout)
 
+        hold: list[bool] = []
         sel.select = late_select  # type: ignore[method-assign]
         time.sleep(0.5)  # the reader's select under way before (0.2 s at most) has returned
+        hold.append(True)
+        time.sleep(0.5)  # a read under way as hold was set (0.2 s at most) has returned: the reader waits in the next
         pool.submit(_map(0), 0, W, H)  # one map to each process
         pool.submit(_map(1), 1, W, H)
         deadline = time.monotonic() + 10
