@@ -18,6 +18,7 @@
 # .ovpkg is on PYTHONPATH there (for the model's package folder): a .py file in it named like a standard module
 # (profile.py, ...) shadows that module. OpenCV, numpy and pytest are already there. Run with the device tool: carry [".whl", ".ovpkg"], command
 #   bash bench/xeon_pipeline.sh   (REPS=5 bash bench/xeon_pipeline.sh on a noisy machine: more interleaved repetitions;
+#   FRAMES=900: benchmark (b) over a 900-frame clip of the same recipe, for longer steady windows;
 #   BENCHES=pipeline runs benchmark (b) alone; TESTS=0 skips the OpenVINO tests, which run last, in the time a 10-minute call has left: LIMIT_S, default 570)
 # Runs benchmark (b) (`interop bench --only pipeline`, plugin default precision = bf16 there, and f32), then the
 # pre-processing benchmark (`interop bench --only preprocess`, both precisions), then checks issue 20's bounds:
@@ -45,8 +46,10 @@ export PYTHONPATH=$PWD:/tmp/site:$PWD/.ovpkg PYTHONUNBUFFERED=1
 } 2>&1 | tee "$LOG"
 bench() {  # bench NAME TAG [args...]: one benchmark, its JSON in $OUT, its Markdown appended to results.md
     local name=$1 tag=$2; shift 2
-    echo "== interop bench --only $name $* ($(( SECONDS - START )) s in)" | tee -a "$LOG"
-    python3 -m interop bench --only "$name" ${REPS:+--reps $REPS} "$@" --json "$OUT/${name}_$tag.json" \
+    local extra=()  # FRAMES=N: benchmark (b) over an N-frame clip of the same recipe (a longer steady window)
+    if [ "$name" = pipeline ] && [ -n "${FRAMES:-}" ]; then extra=(--frames "$FRAMES"); fi
+    echo "== interop bench --only $name ${extra[*]+${extra[*]}} $* ($(( SECONDS - START )) s in)" | tee -a "$LOG"
+    python3 -m interop bench --only "$name" ${REPS:+--reps $REPS} ${extra[@]+"${extra[@]}"} "$@" --json "$OUT/${name}_$tag.json" \
         --md "/tmp/xeon_md/${name}_$tag.md" 2>&1 | tee -a "$LOG"
     cat "/tmp/xeon_md/${name}_$tag.md" >> "$OUT/results.md" 2>/dev/null
 }

@@ -239,7 +239,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.json == "-" and args.md == "-":
         _err("interop bench: --json and --md cannot both go to stdout: give one of them a PATH")
         return 2
-    options = {k: v for k, v in (("precision", args.precision), ("reps", args.reps)) if v is not None}
+    options = {k: v for k, v in (("precision", args.precision), ("reps", args.reps), ("frames", args.frames))
+               if v is not None}
     try:
         mods = bm.select(args.only)
         bm.check_options(mods, options)
@@ -346,6 +347,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--reps", type=_at_least_one, default=None,
                    help="pipeline, streams: interleaved repetitions; handoff: interleaved rounds of its latency "
                         "cases (more on a noisy machine)")
+    b.add_argument("--frames", type=_at_least_one, default=None,
+                   help="pipeline: frames each case runs (default 300, the pinned clip; more make a longer clip of "
+                        "the same recipe, once, and a longer steady window: less noise)")
     b.set_defaults(fn=cmd_bench)
 
     from .types import MemoryType

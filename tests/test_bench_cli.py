@@ -6,6 +6,7 @@ Run in-process (interop.cli.main) with fake benchmark modules, so the skip paths
 from __future__ import annotations
 
 import json
+import os
 import types
 
 import pytest
@@ -39,8 +40,10 @@ def never_run(quick: bool = False) -> list[bm.Result]:
     raise AssertionError("a benchmark with a missing requirement must not run")
 
 
-def tuned_run(quick: bool = False, precision: str | None = None, reps: int | None = None) -> list[bm.Result]:
-    return [bm.Result("tuned", f"precision {precision} reps {reps} quick {quick}", 1.0, "x")]
+def tuned_run(quick: bool = False, precision: str | None = None, reps: int | None = None,
+              frames: int | None = None) -> list[bm.Result]:
+    return [bm.Result("tuned", f"precision {precision} reps {reps} quick {quick}"
+                      + (f" frames {frames}" if frames else ""), 1.0, "x")]
 
 
 @pytest.fixture
@@ -122,6 +125,34 @@ def test_options_reach_the_benchmarks_that_take_them(fakes, capsys):
     data = json.loads(capsys.readouterr().out)
     assert [r["case"] for r in data["results"] if r["benchmark"] == "tuned"] == ["precision f32 reps 4 quick True"]
     assert data["command"] == "interop bench --only tuned,ok --quick --precision f32 --reps 4"
+
+
+def test_frames_reach_the_benchmark_and_the_command(fakes, capsys):
+    assert main(["bench", "--only", "tuned", "--frames", "900", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [r["case"] for r in data["results"]] == ["precision None reps None quick False frames 900"]
+    assert data["command"] == "interop bench --only tuned --frames 900"
+    assert main(["bench", "--only", "ok", "--frames", "900"]) == 2  # no selected benchmark takes it
+    assert "--frames applies only to tuned" in capsys.readouterr().err
+
+
+def test_the_pipeline_benchmark_takes_frames_and_makes_a_longer_clip_once(monkeypatch, tmp_path):
+    from interop.benchmarks import pipeline as bp
+
+    assert "frames" in bm.options_of(bp)
+    made: list[tuple[str, int]] = []
+
+    def make_clip(path: str, width: int, height: int, frames: int, fps: int, **kw: object) -> str:
+        made.append((os.path.basename(path), frames))
+        open(path, "wb").close()
+        return path
+
+    monkeypatch.setenv("INTEROP_BENCH_DIR", str(tmp_path))
+    monkeypatch.setattr("interop.clip.make_clip", make_clip)
+    longer = bp.clip_path(900)
+    assert bp.clip_path(900) == longer and "_900f_" in longer  # made once, then taken from the cache
+    assert bp.clip_path(120) == bp.clip_path() and f"_{bp.CLIP['frames']}f_" in bp.clip_path()  # fewer: the pinned
+    assert [f for _, f in made] == [900, bp.CLIP["frames"]]
 
 
 def test_an_option_no_selected_benchmark_takes_is_refused(fakes, capsys):

@@ -62,18 +62,20 @@ CLIP: dict[str, Any] = {"width": 1920, "height": 1080, "frames": 300, "fps": 30,
 INPUT_SIZE = (960, 544)
 
 
-def clip_path() -> str:
-    """The pinned clip, made once and cached (deterministic frames and encoder settings)."""
+def clip_path(frames: int | None = None) -> str:
+    """The pinned clip, made once and cached (deterministic frames and encoder settings); ``frames`` beyond its
+    CLIP["frames"]: a longer clip of the same recipe (its first frames the pinned clip's), made once too."""
     d = os.environ.get("INTEROP_BENCH_DIR") or os.path.join(tempfile.gettempdir(), "interop-bench")
     os.makedirs(d, exist_ok=True)
     c = CLIP
-    path = os.path.join(d, f"text_{c['width']}x{c['height']}_{c['frames']}f_crf{c['crf']}_{c['preset']}.mp4")
+    n = max(int(frames or 0), int(c["frames"]))
+    path = os.path.join(d, f"text_{c['width']}x{c['height']}_{n}f_crf{c['crf']}_{c['preset']}.mp4")
     if not os.path.isfile(path):
         from ..clip import make_clip
 
         tmp = path + ".part.mp4"
         log.info("making the pinned clip %s ...", path)
-        make_clip(tmp, c["width"], c["height"], c["frames"], c["fps"], crf=c["crf"], preset=c["preset"], seed=c["seed"])
+        make_clip(tmp, c["width"], c["height"], n, c["fps"], crf=c["crf"], preset=c["preset"], seed=c["seed"])
         os.replace(tmp, path)
     return path
 
@@ -334,12 +336,15 @@ def nvdec_missing() -> str | None:
     return None
 
 
-def run(quick: bool = False, precision: str | None = None, reps: int | None = None) -> list[Result]:
-    """All cases, ``reps`` interleaved repetitions (default 3; 1 when ``quick``): more on a noisy machine."""
+def run(quick: bool = False, precision: str | None = None, reps: int | None = None,
+        frames: int | None = None) -> list[Result]:
+    """All cases, ``reps`` interleaved repetitions (default 3; 1 when ``quick``): more on a noisy machine. ``frames``
+    per case (default the pinned clip's, 120 when ``quick``): more run a longer clip of the same recipe, for steady
+    windows long enough to read through a noisy machine."""
     from ..pipeline import run as run_pipeline
 
-    path = clip_path()
-    frames = 120 if quick else CLIP["frames"]
+    frames = int(frames) if frames else 120 if quick else int(CLIP["frames"])
+    path = clip_path(frames)
     reps = reps or (1 if quick else 3)
     inf = _inference(precision)
     try:
