@@ -18,7 +18,8 @@
 # .ovpkg is on PYTHONPATH there (for the model's package folder): a .py file in it named like a standard module
 # (profile.py, ...) shadows that module. OpenCV, numpy and pytest are already there. Run with the device tool: carry [".whl", ".ovpkg"], command
 #   bash bench/xeon_pipeline.sh   (REPS=5 bash bench/xeon_pipeline.sh on a noisy machine: more interleaved repetitions;
-#   FRAMES=900: benchmark (b) over a 900-frame clip of the same recipe, for longer steady windows;
+#   FRAMES=900 BENCHES=pipeline: benchmark (b) alone over a 900-frame clip of the same recipe (longer steady windows;
+#   with the other parts too it would not fit one call);
 #   BENCHES=pipeline runs benchmark (b) alone; TESTS=0 skips the OpenVINO tests, which run last, in the time a 10-minute call has left: LIMIT_S, default 570)
 # Runs benchmark (b) (`interop bench --only pipeline`, plugin default precision = bf16 there, and f32), then the
 # pre-processing benchmark (`interop bench --only preprocess`, both precisions), then checks issue 20's bounds:

@@ -348,8 +348,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="pipeline, streams: interleaved repetitions; handoff: interleaved rounds of its latency "
                         "cases (more on a noisy machine)")
     b.add_argument("--frames", type=_at_least_one, default=None,
-                   help="pipeline: frames each case runs (default 300, the pinned clip; more make a longer clip of "
-                        "the same recipe, once, and a longer steady window: less noise)")
+                   help="pipeline: frames each case runs (default 300, the pinned clip, or 120 with --quick, which "
+                        "keeps its single repetition; more make a longer clip of the same recipe, once, and a longer "
+                        "steady window: less noise)")
     b.set_defaults(fn=cmd_bench)
 
     from .types import MemoryType

@@ -166,3 +166,42 @@ def test_real_catalogue_has_summaries_and_requirements():
         assert isinstance(mod.SUMMARY, str) and "\n" not in mod.SUMMARY and mod.SUMMARY
         assert all(isinstance(m, str) and isinstance(p, str) for m, p in mod.REQUIRES)
         assert callable(mod.run)
+
+
+@pytest.mark.parametrize(("quick", "frames", "clip_frames"), [(False, None, 300), (True, None, 120), (True, 500, 500),
+                                                              (False, 900, 900), (False, 100, 100)])
+def test_the_pipeline_benchmark_runs_the_frames_asked_for(monkeypatch, quick, frames, clip_frames):
+    from interop.benchmarks import pipeline as bp
+
+    asked: list[int | None] = []
+
+    class Stop(Exception):
+        pass
+
+    def no_inference(precision):
+        raise Stop
+
+    monkeypatch.setattr(bp, "clip_path", lambda n=None: asked.append(n) or "clip.mp4")
+    monkeypatch.setattr(bp, "_inference", no_inference)
+    with pytest.raises(Stop):
+        bp.run(quick=quick, frames=frames)
+    assert asked == [clip_frames]  # --frames wins over --quick's 120
+
+
+def test_a_longer_clip_keeps_the_pinned_recipe(monkeypatch, tmp_path):
+    from interop.benchmarks import pipeline as bp
+
+    got: list[dict[str, object]] = []
+
+    def make_clip(path: str, width: int, height: int, frames: int, fps: int, **kw: object) -> str:
+        got.append({"size": (width, height), "fps": fps, **kw})
+        open(path, "wb").close()
+        return path
+
+    monkeypatch.setenv("INTEROP_BENCH_DIR", str(tmp_path))
+    monkeypatch.setattr("interop.clip.make_clip", make_clip)
+    bp.clip_path()
+    bp.clip_path(600)
+    c = bp.CLIP
+    assert got[0] == got[1] == {"size": (c["width"], c["height"]), "fps": c["fps"], "crf": c["crf"],
+                                "preset": c["preset"], "seed": c["seed"]}

@@ -63,8 +63,9 @@ INPUT_SIZE = (960, 544)
 
 
 def clip_path(frames: int | None = None) -> str:
-    """The pinned clip, made once and cached (deterministic frames and encoder settings); ``frames`` beyond its
-    CLIP["frames"]: a longer clip of the same recipe (its first frames the pinned clip's), made once too."""
+    """The pinned clip, made once and cached (fixed pictures and encoder settings); ``frames`` beyond its
+    CLIP["frames"]: a clip of the same recipe that long (the same pictures, encoded as one longer stream), made once
+    too."""
     d = os.environ.get("INTEROP_BENCH_DIR") or os.path.join(tempfile.gettempdir(), "interop-bench")
     os.makedirs(d, exist_ok=True)
     c = CLIP
@@ -74,7 +75,7 @@ def clip_path(frames: int | None = None) -> str:
         from ..clip import make_clip
 
         tmp = path + ".part.mp4"
-        log.info("making the pinned clip %s ...", path)
+        log.info("making the benchmark clip %s ...", path)
         make_clip(tmp, c["width"], c["height"], n, c["fps"], crf=c["crf"], preset=c["preset"], seed=c["seed"])
         os.replace(tmp, path)
     return path
