@@ -104,7 +104,7 @@ def encode(dest: Dest, frames: int | Iterable[Any], width: int, height: int, *, 
     :data:`PATTERNS` or your own function) or an iterable of pictures: av.VideoFrames or ndarrays in
     ``array_format`` (default: the named pattern's, else ``"rgb24"``). Every picture must be ``width`` x
     ``height``: PyAV would otherwise rescale it silently. ``options`` are the encoder's (libx264/libx265 get
-    ``preset=ultrafast`` unless given); ``container`` the muxer (default: from the file name; ``"mp4"`` for a file
+    ``preset=ultrafast`` unless given, libx264 ``x264-params=mbtree=0`` too); ``container`` the muxer (default: from the file name; ``"mp4"`` for a file
     object); ``thread_type`` the encoder's threading (``"AUTO"``). Deterministic for fixed arguments and encoder
     threads. A path is written to a temporary file renamed into place, so it is never left half-written;
     ``reuse=True`` returns an existing non-empty file untouched (a cache for benchmark clips).
@@ -165,6 +165,10 @@ def encode(dest: Dest, frames: int | Iterable[Any], width: int, height: int, *, 
 def _encode(av: Any, dest: Any, pictures: Iterable[Any], width: int, height: int, codec: str, pix_fmt: str, fps: int,
             array_format: str, options: dict[str, str] | None, container: str | None, thread_type: str | None) -> None:
     opts = {"preset": "ultrafast"} if codec in ("libx264", "libx265") else {}
+    if codec == "libx264":
+        # x264's macroblock-tree rate control (on in every preset but ultrafast) made the bitstream differ from one
+        # encode of the same pictures to the next: off, the clip is the same bytes every time
+        opts["x264-params"] = "mbtree=0"
     if codec == "libx265":
         opts["x265-params"] = "log-level=error"
     opts.update(options or {})

@@ -70,7 +70,8 @@ def clip_path(frames: int | None = None) -> str:
     os.makedirs(d, exist_ok=True)
     c = CLIP
     n = max(int(frames or 0), int(c["frames"]))
-    path = os.path.join(d, f"text_{c['width']}x{c['height']}_{n}f_crf{c['crf']}_{c['preset']}.mp4")
+    # "_r2": encoded with x264's macroblock tree off (same bytes every time); a clip cached before is not taken
+    path = os.path.join(d, f"text_{c['width']}x{c['height']}_{n}f_crf{c['crf']}_{c['preset']}_r2.mp4")
     if not os.path.isfile(path):
         from ..clip import make_clip
 

@@ -59,7 +59,7 @@ def _frames() -> list[Any]:
 
     d = os.environ.get("INTEROP_BENCH_DIR") or os.path.join(tempfile.gettempdir(), "interop-bench")
     os.makedirs(d, exist_ok=True)
-    path = os.path.join(d, f"text_{WIDTH}x{HEIGHT}_{HELD}f_pre.mp4")
+    path = os.path.join(d, f"text_{WIDTH}x{HEIGHT}_{HELD}f_pre_r2.mp4")  # _r2: same bytes every time (clip.encode)
     if not os.path.isfile(path):
         tmp = path + ".part.mp4"
         make_clip(tmp, WIDTH, HEIGHT, HELD, crf=23, preset="veryfast")
