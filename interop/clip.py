@@ -2,8 +2,9 @@
 
 ``encode(dest, frames, width, height, ...)`` encodes generated pictures (a named ``pattern`` or your own function)
 or your own frames with PyAV. The bundled clip (``interop/data/text.mp4``) is what ``interop run`` decodes by
-default; ``make_clip`` makes it (moving rendered text), and ``python -m interop.clip`` regenerates it
-(deterministic: same frames, same encoder settings).
+default; ``make_clip`` makes it (moving rendered text), and ``python -m interop.clip`` regenerates it (the same
+pictures and the same bytes every time with libx264's options here; the shipped file was encoded before x264's
+macroblock tree was turned off, so a regenerated one is a slightly different bitstream of the same pictures).
 """
 
 from __future__ import annotations
@@ -104,10 +105,12 @@ def encode(dest: Dest, frames: int | Iterable[Any], width: int, height: int, *, 
     :data:`PATTERNS` or your own function) or an iterable of pictures: av.VideoFrames or ndarrays in
     ``array_format`` (default: the named pattern's, else ``"rgb24"``). Every picture must be ``width`` x
     ``height``: PyAV would otherwise rescale it silently. ``options`` are the encoder's (libx264/libx265 get
-    ``preset=ultrafast`` unless given, libx264 ``x264-params=mbtree=0`` too); ``container`` the muxer (default: from the file name; ``"mp4"`` for a file
-    object); ``thread_type`` the encoder's threading (``"AUTO"``). Deterministic for fixed arguments and encoder
-    threads. A path is written to a temporary file renamed into place, so it is never left half-written;
-    ``reuse=True`` returns an existing non-empty file untouched (a cache for benchmark clips).
+    ``preset=ultrafast`` unless given; libx264 gets ``x264-params=mbtree=0`` unless ``options`` set x264-params,
+    whose caller adds ``mbtree=0`` for repeatable bytes); ``container`` the muxer (default: from the file name;
+    ``"mp4"`` for a file object); ``thread_type`` the encoder's threading (``"AUTO"``). With libx264, the same bytes
+    for fixed arguments and encoder threads (other encoders are not checked). A path is written to a temporary file
+    renamed into place, so it is never left half-written; ``reuse=True`` returns an existing non-empty file untouched
+    (a cache for benchmark clips).
 
     Bad arguments raise InvalidTensorError / UnsupportedTypeError; an encoder or muxer this FFmpeg lacks, or a size
     it refuses, UnsupportedFormatError; no PyAV, BackendUnavailableError.
@@ -166,8 +169,9 @@ def _encode(av: Any, dest: Any, pictures: Iterable[Any], width: int, height: int
             array_format: str, options: dict[str, str] | None, container: str | None, thread_type: str | None) -> None:
     opts = {"preset": "ultrafast"} if codec in ("libx264", "libx265") else {}
     if codec == "libx264":
-        # x264's macroblock-tree rate control (on in every preset but ultrafast) made the bitstream differ from one
-        # encode of the same pictures to the next: off, the clip is the same bytes every time
+        # x264's macroblock-tree rate control (on in every preset but ultrafast and superfast) made the bitstream
+        # differ from one encode of the same pictures to the next, even on one thread (why is not known: x264 is
+        # meant to repeat itself there): off, the clip is the same bytes every time
         opts["x264-params"] = "mbtree=0"
     if codec == "libx265":
         opts["x265-params"] = "log-level=error"
