@@ -12,7 +12,8 @@ Cases, each fps over a whole clip (median of interleaved runs):
            for the driver's teardown tick) and once without
   files in turn    one decoder at a time, 10 files one after another: raw PyAV against open_nvdec (kept warm)
 Experiments to beat PyAV's own loop: demux on a separate thread, the *_cuvid decoders, frame threads. Their
-gains depend on the clip: frame threads gain more on these synthetic clips (no B-frames) than on realistic encodes.
+gains depend on the clip: frame threads gain more on these synthetic clips (no B-frames in the H.264 ones) than on
+realistic encodes.
 
 Clips are synthetic and made on the machine that runs this (PyAV's libx264 / libx265, ultrafast), cached in
 $INTEROP_BENCH_CLIPS (default /tmp/interop-bench-clips).
