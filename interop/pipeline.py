@@ -719,14 +719,14 @@ def convert_record(fmt: str) -> str:
 
 
 class _ResultWorker:
-    """Turns outputs into results (text boxes, the caller's on_result/on_progress) on threads of their own. OpenVINO
-    calls a request's callback on the thread of the inference stream that ran it, and that stream takes no new
-    request until the callback returns: a callback that only queues the outputs gives the stream back at once, where
-    making boxes there would hold it for the post-processing and for the GIL the other callbacks and the decode loop
-    want. ``threads`` threads may take from the one queue, but the run uses one: every OpenCV call of the
-    post-processing releases the GIL and takes it back, and with more threads wanting it those hand-overs slow the
-    decode loop and the other workers more than the parallel work gains (``bench/xeon_pipeline.sh`` measured it).
-    ``close()`` waits for every queued result and re-raises the first error."""
+    """Turns outputs into results (text boxes, the caller's on_result/on_progress) on threads of their own. A request's
+    callback runs on an OpenVINO thread (with the CPU plugin, one thread takes every completion) and the request is
+    not reused until it returns: a callback that only queues the outputs takes the next completion at once, where
+    making boxes there would hold every completion behind them (on the Xeon, boxes made in the callback read the same
+    as this thread, inside the spread: git log cbb42b5). ``threads`` threads may take from the one queue, but the run
+    uses one: every OpenCV call of the post-processing releases the GIL and takes it back, and more threads wanting it
+    gained nothing when measured (``bench/xeon_pipeline.sh``). ``close()`` waits for every queued result and re-raises
+    the first error."""
 
     BACKLOG = 64  # outputs queued at most
     THREADS = 1  # the default number of threads; never more than the machine's CPUs

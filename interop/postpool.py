@@ -10,10 +10,10 @@ boxes and sends them back; a thread of this process hands them to ``on_boxes`` a
 Bounded: ``slots`` maps are in flight at most; ``submit`` waits for a free slot (back-pressure on inference, never
 memory growth), ``timeout`` seconds at most: no slot free for that long (a child stopped or stuck, or the caller's
 ``on_boxes`` holding the thread that reads the answers: the error says which) ends the pool, as does a map a child
-leaves unanswered for that long. Everything a child sends is checked (sequence number, slot, box count, finite coordinates): a wrong message
-or a child that dies ends the pool with PostPoolError, raised by the next ``submit`` and by ``close``; an exception
-of ``on_boxes`` (the caller's own) ends it too and is raised as it is. Children exit when this process closes their
-socket or dies.
+leaves unanswered for that long. Everything a child sends is checked (sequence number, slot, box count, finite
+coordinates): a wrong message or a child that dies ends the pool with PostPoolError, raised by the next ``submit``
+and by ``close``; an exception of ``on_boxes`` (the caller's own) ends it too and is raised as it is. Children exit
+when this process closes their socket or dies.
 """
 
 from __future__ import annotations

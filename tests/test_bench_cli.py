@@ -168,12 +168,12 @@ def test_real_catalogue_has_summaries_and_requirements():
         assert callable(mod.run)
 
 
-@pytest.mark.parametrize(("quick", "frames", "clip_frames"), [(False, None, 300), (True, None, 120), (True, 500, 500),
+@pytest.mark.parametrize(("quick", "frames", "asked"), [(False, None, 300), (True, None, 120), (True, 500, 500),
                                                               (False, 900, 900), (False, 100, 100)])
-def test_the_pipeline_benchmark_runs_the_frames_asked_for(monkeypatch, quick, frames, clip_frames):
+def test_the_pipeline_benchmark_runs_the_frames_asked_for(monkeypatch, quick, frames, asked):
     from interop.benchmarks import pipeline as bp
 
-    asked: list[int | None] = []
+    got: list[int | None] = []
 
     class Stop(Exception):
         pass
@@ -181,11 +181,12 @@ def test_the_pipeline_benchmark_runs_the_frames_asked_for(monkeypatch, quick, fr
     def no_inference(precision):
         raise Stop
 
-    monkeypatch.setattr(bp, "clip_path", lambda n=None: asked.append(n) or "clip.mp4")
+    monkeypatch.setattr(bp, "clip_path", lambda n=None: got.append(n) or "clip.mp4")
     monkeypatch.setattr(bp, "_inference", no_inference)
     with pytest.raises(Stop):
         bp.run(quick=quick, frames=frames)
-    assert asked == [clip_frames]  # --frames wins over --quick's 120
+    assert got == [asked]  # the frames run() asks clip_path for (fewer than 300: the pinned clip, cut); --frames wins
+    # over --quick's 120
 
 
 def test_a_longer_clip_keeps_the_pinned_recipe(monkeypatch, tmp_path):

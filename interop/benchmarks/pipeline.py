@@ -1,7 +1,7 @@
 """Benchmark (b): ``interop run`` against its bounds and against the naive CPU loop, side by side in one run.
 
-On a pinned clip (1080p H.264, 300 frames, made deterministically by ``interop.clip.make_clip``) and a pinned model
-input (PP-OCRv4 text detection at 960x544):
+On a pinned clip (1080p H.264, 300 frames or ``--frames``, the same bytes every time from ``interop.clip.make_clip``)
+and a pinned model input (PP-OCRv4 text detection at 960x544):
 
 - decode-only fps: PyAV decoding the clip, no consumer (same threading as ``interop run``);
 - infer-only fps: the zero-copy model (pre-processing inside) on frames already decoded and mapped, async pool;
