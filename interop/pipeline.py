@@ -761,6 +761,11 @@ class _ResultWorker:
                         if self._error is None:
                             self._error = e
 
+    def drain(self) -> None:
+        """Wait for every queued result and raise the first error (the threads stop: BoxProcesses' drain keeps its
+        processes, this worker has nothing worth keeping)."""
+        self.close()
+
     def close(self, raise_error: bool = True) -> None:
         self._closed = True
         alive = [t for t in self._threads if t.is_alive()]
@@ -893,7 +898,7 @@ def run(video: str | None = None, model: str | None = None, device: str | None =
         procs = worker if isinstance(worker, BoxProcesses) else None
         with copy_meter() as meter, _opencv_single_threaded(postprocess and model is None and procs is None):
             timer, last_vf = _frame_loop(src, inf, res, callback, frames, allow_copy,
-                                         drain=None if worker is None else procs.drain if procs else worker.close,
+                                         drain=None if worker is None else worker.drain,
                                          views=procs is not None, check=procs.check if procs else None)
         ok = True
     except BaseException:

@@ -477,15 +477,24 @@ def _steady_results(what: str, run: list[float | None], plain: list[float | None
              f"steady state: {what} / plain network" + (" (target >= 0.9)" if target else ""))
     runs, plains = [x for x in run if x], [x for x in plain if x]
     if not runs or not plains:
-        why = (f"{frames} frames leave no steady window with {nreq} requests (needs more than {2 * nreq})"
-               if frames <= 2 * nreq else "no repetition had a steady window")
-        return [skipped(NAME, c, why) for c in cases]
-    window = {**common, "window": f"results {nreq} to {frames - nreq} of each call (the request pool's size from "
-                                  f"either end)"}
+        return [skipped(NAME, c, _no_window(frames, nreq)) for c in cases]
+    window = _window_details(common, frames, nreq)
     r, p = median(runs), median(plains)
     return [Result(NAME, cases[0], r, "fps", {**window, "all": [round(x, 2) for x in runs]}),
             *([Result(NAME, cases[1], p, "fps", {**window, "all": [round(x, 2) for x in plains]})] if plain_row else []),
             Result(NAME, cases[-1], r / p, "x", window)]
+
+
+def _no_window(frames: int, nreq: int) -> str:
+    """Why steady-state rows are skipped: too few frames for the request pool, or no repetition had a window."""
+    return (f"{frames} frames leave no steady window with {nreq} requests (needs more than {2 * nreq})"
+            if frames <= 2 * nreq else "no repetition had a steady window")
+
+
+def _window_details(common: dict[str, Any], frames: int, nreq: int) -> dict[str, Any]:
+    """A steady-state row's details: ``common`` and the window it counts."""
+    return {**common, "window": f"results {nreq} to {frames - nreq} of each call (the request pool's size from "
+                                f"either end)"}
 
 
 _DECODING = ("steady-state fps: plain network, the clip decoded in its loop",
@@ -503,11 +512,8 @@ def _decoding_results(decoding: list[float | None], plain: list[float | None], r
     and pre-processing are measured against."""
     pairs = [(d, p, r) for d, p, r in zip(decoding, plain, run) if d and p and r]
     if not pairs:
-        why = (f"{frames} frames leave no steady window with {nreq} requests (needs more than {2 * nreq})"
-               if frames <= 2 * nreq else "no repetition had a steady window")
-        return [skipped(NAME, c, why) for c in _DECODING]
-    window = {**common, "window": f"results {nreq} to {frames - nreq} of each call (the request pool's size from "
-                                  f"either end)"}
+        return [skipped(NAME, c, _no_window(frames, nreq)) for c in _DECODING]
+    window = _window_details(common, frames, nreq)
     d, p, r = (median([x[k] for x in pairs]) for k in range(3))
     return [Result(NAME, _DECODING[0], d, "fps", {**window, "all": [round(x[0], 2) for x in pairs],
                                                    "cpu_ms_per_frame_process": round(cpu_ms, 3)}),
